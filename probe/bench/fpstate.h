@@ -1,0 +1,71 @@
+/* Floating-point / vector register use for benchmarks whose cost depends on
+ * the extended state a task carries (seed 000: lazy FPU; seed 003: signal
+ * frames). One instruction per use, on a register the compiler never
+ * allocates in this non-vector code, so nothing else changes. */
+#ifndef OPCOST_FPSTATE_H
+#define OPCOST_FPSTATE_H
+#include <stddef.h>
+
+enum fpkind { FP_X87, FP_SSE, FP_AVX, FP_AVX512, FP_NEON };
+
+#if defined(__aarch64__)
+#define FPKIND_DEFAULT "neon"
+#else
+#define FPKIND_DEFAULT "sse"
+#endif
+#define FPKIND_CHOICES {"x87", "sse", "avx", "avx512", "neon", NULL}
+
+enum fpkind fpkind_parse(const char *s);
+/* 1 if the CPU and the OS (XCR0) enable this kind; else 0 and a reason. */
+int fpkind_supported(enum fpkind k, char *why, size_t whylen);
+/* Load 1.0 into the register the kind uses (its value then never changes). */
+void fp_load(enum fpkind k);
+/* Put every register of the kind into its init (zero) state where possible. */
+void fp_clear(void);
+
+static const float fp_one[16] __attribute__((aligned(64))) = {
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+#if defined(__x86_64__)
+#define FP_OP_X87() __asm__ volatile("fld1\n\tfstp %%st(0)" ::: "st")
+#define FP_OP_SSE() __asm__ volatile("mulss %%xmm15, %%xmm15" ::: "xmm15")
+#define FP_OP_AVX() __asm__ volatile("vmulps %%ymm15, %%ymm15, %%ymm15" ::: "xmm15")
+#define FP_OP_AVX512() __asm__ volatile("vmulps %%zmm31, %%zmm31, %%zmm31" ::: "memory")
+#define FP_OP_NEON() ((void)0)
+#elif defined(__i386__)
+#define FP_OP_X87() __asm__ volatile("fld1\n\tfstp %%st(0)" ::: "st")
+#define FP_OP_SSE() __asm__ volatile("mulss %%xmm7, %%xmm7" ::: "xmm7")
+#define FP_OP_AVX() __asm__ volatile("vmulps %%ymm7, %%ymm7, %%ymm7" ::: "xmm7")
+#define FP_OP_AVX512() __asm__ volatile("vmulps %%zmm7, %%zmm7, %%zmm7" ::: "xmm7")
+#define FP_OP_NEON() ((void)0)
+#elif defined(__aarch64__)
+#define FP_OP_X87() ((void)0)
+#define FP_OP_SSE() ((void)0)
+#define FP_OP_AVX() ((void)0)
+#define FP_OP_AVX512() ((void)0)
+#define FP_OP_NEON() __asm__ volatile("fmul v31.4s, v31.4s, v31.4s" ::: "v31")
+#else
+#define FP_OP_X87() ((void)0)
+#define FP_OP_SSE() ((void)0)
+#define FP_OP_AVX() ((void)0)
+#define FP_OP_AVX512() ((void)0)
+#define FP_OP_NEON() ((void)0)
+#endif
+
+/* Expand `body` into one loop per kind so the loop holds nothing but the
+ * operation and (when fp) the one FP instruction: no per-iteration branch. */
+#define FP_LOOP(use_fp, kind, iters, body)                                       \
+	do {                                                                         \
+		if (!(use_fp)) {                                                         \
+			for (uint64_t i_ = 0; i_ < (iters); i_++) { body; }                  \
+			break;                                                               \
+		}                                                                        \
+		switch (kind) {                                                          \
+		case FP_X87: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_X87(); body; } break; \
+		case FP_SSE: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_SSE(); body; } break; \
+		case FP_AVX: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_AVX(); body; } break; \
+		case FP_AVX512: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_AVX512(); body; } break; \
+		case FP_NEON: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_NEON(); body; } break; \
+		}                                                                        \
+	} while (0)
+#endif

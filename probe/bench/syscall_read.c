@@ -1,0 +1,52 @@
+/* syscall.read: read(2) of one byte from /dev/zero (lmbench lat_syscall read). */
+#include "../probe.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+
+static const struct bench_param params[] = {{NULL, 0, NULL, NULL, NULL, 0, 0}};
+
+struct state {
+	int fd;
+};
+
+static struct state st;
+
+static int setup(struct bench_ctx *ctx)
+{
+	st.fd = open("/dev/zero", O_RDONLY);
+	if (st.fd < 0) {
+		snprintf(ctx->err, sizeof(ctx->err), "open /dev/zero: %s", strerror(errno));
+		return BENCH_FAIL;
+	}
+	ctx->priv = &st;
+	return BENCH_OK;
+}
+
+static void run(struct bench_ctx *ctx, uint64_t iters)
+{
+	struct state *s = ctx->priv;
+	char c;
+	for (uint64_t i = 0; i < iters; i++) {
+		ssize_t r = read(s->fd, &c, 1);
+		__asm__ volatile("" : : "r"(r));
+	}
+}
+
+static void teardown(struct bench_ctx *ctx)
+{
+	close(((struct state *)ctx->priv)->fd);
+}
+
+const struct bench bench_syscall_read = {
+	.name = "syscall.read",
+	.summary = "read(2) of 1 byte from /dev/zero",
+	.op = "read call",
+	.params = params,
+	.setup = setup,
+	.run = run,
+	.teardown = teardown,
+};

@@ -1,0 +1,52 @@
+/* Cycle-resolution clock for one batch. x86: `lfence; rdtsc` before and
+ * `rdtscp; lfence` after, so no earlier work leaks past the start and no later
+ * work starts before the end (never cpuid: it exits to the hypervisor).
+ * aarch64: cntvct_el0 behind isb. Elsewhere: CLOCK_MONOTONIC_RAW in ns. */
+#ifndef OPCOST_CLOCK_H
+#define OPCOST_CLOCK_H
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t mono_raw_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CLOCK_NAME "tsc"
+static inline uint64_t clock_start(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+static inline uint64_t clock_end(void)
+{
+	uint32_t lo, hi, aux;
+	__asm__ volatile("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+#elif defined(__aarch64__)
+#define CLOCK_NAME "cntvct"
+static inline uint64_t clock_start(void)
+{
+	uint64_t v;
+	__asm__ volatile("isb\n\tmrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+}
+static inline uint64_t clock_end(void)
+{
+	uint64_t v;
+	__asm__ volatile("isb\n\tmrs %0, cntvct_el0\n\tisb" : "=r"(v) : : "memory");
+	return v;
+}
+#else
+#define CLOCK_NAME "monotonic_raw"
+#define CLOCK_IS_NS 1
+static inline uint64_t clock_start(void) { return mono_raw_ns(); }
+static inline uint64_t clock_end(void) { return mono_raw_ns(); }
+#endif
+
+#endif

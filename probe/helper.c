@@ -1,0 +1,107 @@
+/* Helper processes and threads: pinned, tied to the probe's life, and able to
+ * report their own CPU time so a benchmark can show both sides' user/sys. */
+#include "probe.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int pin_self(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}
+
+static int64_t tv_ns(struct timeval tv)
+{
+	return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000LL;
+}
+
+void helper_publish(struct bench_ctx *ctx)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	ctx->shm->user_ns = tv_ns(ru.ru_utime);
+	ctx->shm->sys_ns = tv_ns(ru.ru_stime);
+	ctx->shm->nvcsw = ru.ru_nvcsw;
+	ctx->shm->nivcsw = ru.ru_nivcsw;
+	ctx->shm->cpu = sched_getcpu();
+	ctx->shm->valid = 1;
+	__atomic_store_n(&ctx->shm->cmd, 0, __ATOMIC_RELEASE);
+}
+
+pid_t spawn_helper_process(int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	/* Die with the probe, even when it is killed with SIGKILL; and close the
+	 * race where the probe died before prctl took effect. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	if (pin_self(cpu) != 0)
+		_exit(3);
+	ctx->shm->cpu = sched_getcpu();
+	fn(ctx);
+	_exit(0);
+}
+
+void reap_helper_process(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+struct thread_start {
+	int cpu;
+	void (*fn)(struct bench_ctx *);
+	struct bench_ctx *ctx;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thread_start st = *(struct thread_start *)arg;
+	free(arg);
+	if (pin_self(st.cpu) == 0) {
+		st.ctx->shm->cpu = sched_getcpu();
+		st.fn(st.ctx);
+	}
+	return NULL;
+}
+
+int spawn_helper_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
+{
+	struct thread_start *st = malloc(sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->cpu = cpu;
+	st->fn = fn;
+	st->ctx = ctx;
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, thread_main, st);
+	if (rc != 0) {
+		free(st);
+		return -rc;
+	}
+	*tid = (unsigned long)t;
+	return 0;
+}
+
+void join_helper_thread(unsigned long tid)
+{
+	pthread_join((pthread_t)tid, NULL);
+}

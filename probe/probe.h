@@ -1,0 +1,106 @@
+/* The benchmark interface. A benchmark is one file in bench/ exporting a
+ * `const struct bench`; bench/table.c lists them all. The harness (main.c,
+ * harness.c) owns clocks, calibration, counters, pinning and output; a
+ * benchmark owns only its setup, its measured loop and its teardown. */
+#ifndef OPCOST_PROBE_H
+#define OPCOST_PROBE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROBE_VERSION "0.1.0"
+#define MAX_PARAMS 12
+#define MAX_CPUS 8
+
+/* A parameter is data: name, help, default, and either a NULL-terminated list
+ * of allowed values or an integer range. `opcost-probe list --json` prints this
+ * table, and the Python side validates user input against it. */
+enum param_type { PT_ENUM, PT_INT, PT_STR };
+
+struct bench_param {
+	const char *name;
+	enum param_type type;
+	const char *help;
+	const char *def;
+	const char *const *choices; /* PT_ENUM: NULL-terminated allowed values */
+	long min, max;              /* PT_INT: inclusive range */
+};
+
+/* Per-run state handed to every callback. `priv` is the benchmark's own
+ * state, built from the parameters in setup(); no option globals. */
+struct bench_ctx {
+	const struct bench *b;
+	const char *values[MAX_PARAMS]; /* resolved value per param (default filled in) */
+	int cpus[MAX_CPUS];              /* cpus[0]: the measuring thread; cpus[1]: a helper */
+	int ncpus;
+	struct helper_shm *shm;          /* shared page for helpers (process or thread) */
+	void *priv;
+	char err[256];                   /* reason, set when setup fails */
+};
+
+/* Return values of setup(). */
+/* BENCH_BADPARAM: the parameters contradict each other (usage error). */
+enum { BENCH_OK = 0, BENCH_FAIL = 1, BENCH_UNSUPPORTED = 2, BENCH_BADPARAM = 3 };
+
+#define BENCH_HAS_HELPER 1u /* a second process or thread takes part */
+
+struct bench {
+	const char *name;
+	const char *summary;
+	const char *op;                  /* what one operation is, e.g. "round trip" */
+	unsigned flags;
+	const struct bench_param *params; /* terminated by {NULL} */
+	int (*setup)(struct bench_ctx *ctx);
+	/* The measured loop: exactly `iters` operations and nothing else. */
+	void (*run)(struct bench_ctx *ctx, uint64_t iters);
+	/* Optional, outside the timed region: make helpers publish their usage. */
+	void (*sync_helper)(struct bench_ctx *ctx);
+	void (*teardown)(struct bench_ctx *ctx);
+};
+
+/* Parameter access (names must exist in the table; checked at startup). */
+const char *param_str(const struct bench_ctx *ctx, const char *name);
+long param_long(const struct bench_ctx *ctx, const char *name);
+int param_is(const struct bench_ctx *ctx, const char *name, const char *value);
+
+/* ---- helpers (helper.c) ---- */
+
+/* Shared between the measuring side and its helper. A helper publishes its
+ * own getrusage(RUSAGE_THREAD) and CPU when `cmd` asks for it, between
+ * operations, never inside the measured region of the main side. */
+struct helper_shm {
+	volatile int cmd;        /* 1: publish usage; helper clears it */
+	volatile int stop;       /* helper exits its loop */
+	volatile int ready;
+	volatile int cpu;        /* CPU the helper last ran on */
+	volatile int64_t user_ns, sys_ns;
+	volatile int64_t nvcsw, nivcsw;
+	volatile int valid;      /* usage has been published at least once */
+};
+
+/* Pin the calling thread to one CPU; 0 or -errno. */
+int pin_self(int cpu);
+/* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
+ * the benchmark's `placement` parameter) before setup() runs. */
+static inline int helper_cpu(const struct bench_ctx *ctx) { return ctx->cpus[1]; }
+/* Fork a helper process that dies with the probe (PR_SET_PDEATHSIG) and is
+ * pinned to `cpu`; fn runs in the child and must not return. -1 on error. */
+pid_t spawn_helper_process(int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx);
+/* Kill and reap a helper process. */
+void reap_helper_process(pid_t pid);
+/* Start a helper thread pinned to `cpu`; 0 or -errno. */
+int spawn_helper_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx);
+void join_helper_thread(unsigned long tid);
+/* Called by helpers between operations (helper_poll_inline): one load,
+ * and on request publishes the helper's own usage into ctx->shm. */
+void helper_publish(struct bench_ctx *ctx);
+static inline void helper_poll_inline(struct bench_ctx *ctx)
+{
+	if (__builtin_expect(ctx->shm->cmd != 0, 0))
+		helper_publish(ctx);
+}
+
+/* Compiler barrier: keep an operation's result alive, keep loops honest. */
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+#endif

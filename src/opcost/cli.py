@@ -1,0 +1,111 @@
+"""Command line: parse, call, print. Every error becomes one line and an exit
+code here, in one place. Heavy modules (numpy, rich) are imported inside the
+commands that need them, so `opcost --help` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import __version__
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpcostError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, as for every other usage error
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _number(kind):
+    def conv(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        return v
+    return conv
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="opcost", description="What one low-level operation costs on this machine, "
+                "and whether a change made it cheaper.")
+    p.add_argument("--version", action="version", version=f"opcost {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("list", help="benchmarks and their parameters")
+    s.add_argument("--json", action="store_true", help="machine-readable table on stdout")
+
+    s = sub.add_parser("env", help="describe this machine (stored with every run)")
+    s.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    s = sub.add_parser("run", help="measure benchmarks (no SPEC: the default suite)",
+                       description="SPEC is bench.name or bench.name:key=value,key=value; "
+                       "key=a|b|c expands into one variant per value. cpu and arch are parameters "
+                       "of every benchmark (cpu=A or cpu=A,B for the measuring side and its helper).")
+    s.add_argument("specs", nargs="*", metavar="SPEC")
+    add_run_options(s)
+
+    s = sub.add_parser("history", help="list stored runs")
+    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    s.add_argument("--limit", type=_number(int), default=None, metavar="N", help="newest N runs")
+    s.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    s = sub.add_parser("show", help="print a stored run")
+    s.add_argument("run", metavar="RUN", help="run id or label")
+    s.add_argument("--store", metavar="URL", help="result store")
+    s.add_argument("--json", metavar="FILE", help="write its opcost.result/1 document to FILE ('-': stdout)")
+    return p
+
+
+def add_run_options(s: argparse.ArgumentParser) -> None:
+    g = s.add_argument_group("measurement")
+    g.add_argument("-p", "--processes", type=_number(int), default=10, metavar="N",
+                   help="fresh probe processes per variant (default 10)")
+    g.add_argument("-n", "--samples", type=_number(int), default=20, metavar="N",
+                   help="measured batches per process (default 20)")
+    g.add_argument("-w", "--warmup", type=_number(int), default=3, metavar="N",
+                   help="warm-up batches per process, not analysed (default 3)")
+    g.add_argument("--target-ms", type=_number(float), default=10.0, metavar="MS",
+                   help="length of one batch; iterations are calibrated to it (default 10, at least 1)")
+    g.add_argument("--iters", type=_number(int), default=None, metavar="N",
+                   help="fixed iterations per batch instead of calibrating")
+    g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
+                   "(default: the last CPU; a second CPU is the helper's)")
+    g.add_argument("--counters", metavar="LIST", help="perf events per op, e.g. "
+                   "context-switches,task-clock,cycles,instructions:u,r01c2")
+    g.add_argument("--timeout", type=_number(float), default=None, metavar="SEC",
+                   help="per probe process (default: generous, from the batch plan)")
+    g.add_argument("--seed", type=_number(int), default=0, help="seed for the run order and padding")
+    g.add_argument("--fake-clock", type=_number(float), default=None, metavar="NS",
+                   help="deterministic fake timings of NS per op (for tests of opcost itself)")
+    o = s.add_argument_group("output")
+    o.add_argument("--label", help="name this run (for history and compare)")
+    o.add_argument("--json", metavar="FILE", help="write opcost.result/1 JSON (updated after every process)")
+    o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    o.add_argument("--no-store", action="store_true", help="do not save this run")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_USAGE
+        from . import commands
+        return getattr(commands, "cmd_" + args.command)(args, argv)
+    except OpcostError as e:
+        print(f"opcost: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("opcost: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+
+
+def dump_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")

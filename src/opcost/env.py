@@ -1,0 +1,475 @@
+"""The machine-environment description (`opcost env`), stored with every run.
+
+Every field is ``{"value": ..., "source": ...}``: where the value came from (a
+file, a syscall, a CPUID leaf), so a reader can judge it. A value that cannot
+be had is ``None`` with a short ``"reason"``; collecting never raises, because
+a missing /sys file must not cost a run.
+
+Values are JSON-native (str dict keys, lists, no tuples), so an environment
+read back from the store compares equal to a freshly collected one.
+
+Native facts (CPUID leaves, XCR0, MIDR_EL1) come from the probe's `cpuid`
+command; the caller parses that line and passes it in.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+Field = dict[str, Any]
+
+
+def _field(value: Any, source: str, reason: str | None = None) -> Field:
+    field = {"value": value, "source": source}
+    if value is None:
+        field["reason"] = reason or "not available"
+    return field
+
+
+def _read(path: str | Path) -> tuple[str | None, str | None]:
+    """(stripped text, None) or (None, why not)."""
+    try:
+        return Path(path).read_text(errors="replace").strip(), None
+    except FileNotFoundError:
+        return None, "not present"
+    except PermissionError:
+        return None, "permission denied"
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+
+
+def _file_field(path: str | Path, convert: Callable[[str], Any] = str) -> Field:
+    text, reason = _read(path)
+    return _field(None if text is None else convert(text), str(path), reason)
+
+
+def _cpu_dirs() -> list[tuple[int, Path]]:
+    """(index, /sys/devices/system/cpu/cpuN) for every CPU sysfs knows."""
+    try:
+        entries = list(SYS_CPU.iterdir())
+    except OSError:
+        return []
+    dirs = [(int(p.name[3:]), p) for p in entries if re.fullmatch(r"cpu\d+", p.name)]
+    return sorted(dirs)
+
+
+def _per_cpu_files(relative: str) -> dict[str, str]:
+    """{"N": text} of cpuN/<relative> for each CPU where it is readable."""
+    found = {}
+    for index, path in _cpu_dirs():
+        text, _ = _read(path / relative)
+        if text is not None:
+            found[str(index)] = text
+    return found
+
+
+# ---- /proc/cpuinfo ----------------------------------------------------------
+
+def _cpuinfo() -> tuple[list[dict[str, str]], str | None]:
+    """One dict per processor block, and the reason when there are none."""
+    text, reason = _read("/proc/cpuinfo")
+    if text is None:
+        return [], reason
+    blocks = []
+    for chunk in text.split("\n\n"):
+        block = {}
+        for line in chunk.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                block[key.strip()] = value.strip()
+        if "processor" in block:
+            blocks.append(block)
+    return blocks, None if blocks else "no processor entries"
+
+
+# Field -> /proc/cpuinfo keys tried in order: x86 names, then arm64 names
+# (arm64 has no model name, family or microcode lines).
+_CPUINFO_FIELDS = {
+    "cpu_vendor": ("vendor_id", "CPU implementer"),
+    "cpu_model_name": ("model name",),
+    "cpu_family": ("cpu family", "CPU architecture"),
+    "cpu_model": ("model", "CPU part"),
+    "cpu_stepping": ("stepping", "CPU revision"),
+    "cpu_microcode": ("microcode",),
+}
+
+
+def _cpuinfo_field(blocks: list[dict[str, str]], why_empty: str | None,
+                   keys: tuple[str, ...]) -> Field:
+    if not blocks:
+        return _field(None, "/proc/cpuinfo", why_empty)
+    for key in keys:
+        if key in blocks[0]:
+            return _field(blocks[0][key], f"/proc/cpuinfo '{key}' (cpu 0)")
+    return _field(None, "/proc/cpuinfo",
+                  "no " + " or ".join(f"'{k}'" for k in keys) + " line")
+
+
+def _per_cpu(blocks: list[dict[str, str]], why_empty: str | None) -> Field:
+    source = "/proc/cpuinfo; /sys/devices/system/cpu/cpuN/cpu_capacity"
+    if not blocks:
+        return _field(None, source, why_empty)
+    cpus = []
+    for block in blocks:
+        index = block["processor"]
+        entry: dict[str, Any] = {"cpu": int(index)}
+        if "model name" in block:
+            entry["model"] = block["model name"]
+        else:  # arm64: big.LITTLE cores differ by implementer/part
+            for key in ("CPU implementer", "CPU part", "CPU variant", "CPU revision"):
+                entry[key.removeprefix("CPU ")] = block.get(key)
+        capacity, _ = _read(SYS_CPU / f"cpu{index}" / "cpu_capacity")
+        entry["capacity"] = int(capacity) if capacity is not None else None
+        cpus.append(entry)
+    return _field(cpus, source)
+
+
+# ---- probe cpuid ------------------------------------------------------------
+
+def _cpuid_kind(cpuid: dict | None) -> tuple[str | None, str | None]:
+    """("x86" | "arm", None) or (None, why the cpuid line is of no use)."""
+    if cpuid is None:
+        return None, "probe cpuid output not given"
+    if "vendor" in cpuid:
+        return "x86", None
+    if "cntfrq_hz" in cpuid:
+        return "arm", None
+    return None, cpuid.get("reason") or "probe cpuid output not recognised"
+
+
+def _cpuid_cpu(cpuid: dict | None) -> Field:
+    kind, reason = _cpuid_kind(cpuid)
+    if kind == "x86":
+        keys = ("vendor", "brand", "signature", "family", "model", "stepping")
+        return _field({k: cpuid.get(k) for k in keys},
+                      "probe cpuid: leaves 0, 1, 0x80000002-0x80000004")
+    if kind == "arm":
+        source = "probe: MIDR_EL1 (mrs, emulated by Linux)"
+        if cpuid.get("midr") is None:
+            return _field(None, source, cpuid.get("midr_reason"))
+        keys = ("midr", "implementer", "part", "variant", "revision", "architecture")
+        return _field({k: cpuid.get(k) for k in keys}, source)
+    return _field(None, "probe cpuid", reason)
+
+
+def _cpuid_features(cpuid: dict | None) -> Field:
+    source = "probe cpuid: leaves 1, 7, 0x80000001, 0x80000007"
+    kind, reason = _cpuid_kind(cpuid)
+    if kind == "x86":
+        return _field(cpuid.get("features"), source, "not in the cpuid output")
+    if kind == "arm":
+        reason = "no CPUID on aarch64"
+    return _field(None, source, reason)
+
+
+def _cpu_counter(cpuid: dict | None) -> Field:
+    kind, reason = _cpuid_kind(cpuid)
+    if kind == "x86":
+        return _field({"invariant_tsc": (cpuid.get("features") or {}).get("invariant_tsc"),
+                       "leaf_0x15": cpuid.get("tsc_leaf_0x15"),
+                       "leaf_0x16": cpuid.get("tsc_leaf_0x16")},
+                      "probe cpuid: 0x80000007 EDX[8], leaves 0x15, 0x16")
+    if kind == "arm":
+        return _field({"cntfrq_hz": cpuid.get("cntfrq_hz")}, "probe: CNTFRQ_EL0")
+    return _field(None, "probe cpuid", reason)
+
+
+def _xstate(cpuid: dict | None) -> Field:
+    source = "probe: XGETBV(0), cpuid leaf 0xD"
+    kind, reason = _cpuid_kind(cpuid)
+    if kind == "x86":
+        if cpuid.get("xcr0") is None:
+            return _field(None, source, "OS has not enabled XSAVE (CPUID.1:ECX.OSXSAVE clear)")
+        value = {"xcr0": cpuid["xcr0"], "features": cpuid.get("xcr0_features")}
+        value.update(cpuid.get("xsave") or {})
+        return _field(value, source)
+    if kind == "arm":
+        reason = "no XSAVE on aarch64"
+    return _field(None, source, reason)
+
+
+def _hypervisor(cpuid: dict | None, blocks: list[dict[str, str]]) -> Field:
+    kind, _ = _cpuid_kind(cpuid)
+    sys_type, _ = _read("/sys/hypervisor/type")
+    flags = blocks[0].get("flags") if blocks else None
+    return _field({
+        "cpuid_bit": cpuid.get("hypervisor") if kind == "x86" else None,
+        "cpuid_vendor": cpuid.get("hypervisor_vendor") if kind == "x86" else None,
+        "sys_hypervisor_type": sys_type,
+        "cpuinfo_flag": None if flags is None else "hypervisor" in flags.split(),
+    }, "probe cpuid leaf 1 ECX[31] and 0x40000000; /sys/hypervisor/type; "
+       "/proc/cpuinfo flags")
+
+
+# ---- kernel -----------------------------------------------------------------
+
+def _kernel_config_preempt(release: str) -> tuple[str | None, str | None]:
+    """Build-time preemption model from the kernel config, and its path."""
+    for path in ("/proc/config.gz", f"/boot/config-{release}"):
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt", errors="replace") as f:
+                config = f.read()
+        except OSError:
+            continue
+        for option, model in (("CONFIG_PREEMPT_RT", "rt"), ("CONFIG_PREEMPT_LAZY", "lazy"),
+                              ("CONFIG_PREEMPT", "full"), ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+                              ("CONFIG_PREEMPT_NONE", "none")):
+            if re.search(rf"^{option}=y$", config, re.M):
+                return model, path
+    return None, None
+
+
+def _preempt_model(version: str, release: str) -> Field:
+    """The preemption model in effect, from the most direct source readable:
+    debugfs names the current one; otherwise the uname version tells how the
+    kernel was built, and for PREEMPT_DYNAMIC kernels preempt= on the command
+    line or the config's default says which model was chosen at boot."""
+    path = "/sys/kernel/debug/sched/preempt"
+    text, _ = _read(path)
+    match = re.search(r"\((\w+)\)", text or "")  # "none voluntary (full) lazy"
+    if match:
+        return _field(match.group(1), path)
+    realtime, _ = _read("/sys/kernel/realtime")
+    if realtime == "1":
+        return _field("rt", "/sys/kernel/realtime")
+
+    tokens = version.split()
+    if "PREEMPT_RT" in tokens:
+        return _field("rt", "uname(2) version: PREEMPT_RT")
+    if "PREEMPT" in tokens:
+        return _field("full", "uname(2) version: PREEMPT")
+    built, config_path = _kernel_config_preempt(release)
+    if "PREEMPT_DYNAMIC" in tokens:
+        cmdline, _ = _read("/proc/cmdline")
+        chosen = re.search(r"(?:^|\s)preempt=(\w+)", cmdline or "")
+        if chosen:
+            return _field(chosen.group(1),
+                          "uname(2) version: PREEMPT_DYNAMIC; /proc/cmdline preempt=")
+        if built:
+            return _field(built, f"uname(2) version: PREEMPT_DYNAMIC; default from {config_path}")
+        return _field("dynamic", "uname(2) version: PREEMPT_DYNAMIC "
+                                 "(boot-time model not visible: no debugfs, preempt= or config)")
+    if built in ("none", "voluntary"):
+        return _field(built, f"uname(2) version; {config_path}")
+    return _field("none_or_voluntary", "uname(2) version: no PREEMPT token")
+
+
+# ---- CPUs, frequency, clocks ------------------------------------------------
+
+def _boost() -> Field:
+    text, _ = _read(SYS_CPU / "cpufreq/boost")
+    if text is not None:
+        return _field(text == "1", str(SYS_CPU / "cpufreq/boost"))
+    text, _ = _read(SYS_CPU / "intel_pstate/no_turbo")
+    if text is not None:
+        return _field(text == "0", str(SYS_CPU / "intel_pstate/no_turbo") + " (inverted)")
+    return _field(None, f"{SYS_CPU}/cpufreq/boost, {SYS_CPU}/intel_pstate/no_turbo",
+                  "neither present")
+
+
+def _governors() -> Field:
+    found = _per_cpu_files("cpufreq/scaling_governor")
+    return _field(found or None, f"{SYS_CPU}/cpuN/cpufreq/scaling_governor",
+                  "no cpufreq policy (no frequency-scaling driver, usual in VMs)")
+
+
+def _smt_siblings() -> Field:
+    found = _per_cpu_files("topology/thread_siblings_list")
+    return _field(found or None, f"{SYS_CPU}/cpuN/topology/thread_siblings_list",
+                  "no CPU topology in sysfs")
+
+
+def _clocksource() -> Field:
+    base = Path("/sys/devices/system/clocksource/clocksource0")
+    current, reason = _read(base / "current_clocksource")
+    available, _ = _read(base / "available_clocksource")
+    if current is None:
+        return _field(None, str(base), reason)
+    return _field({"current": current,
+                   "available": available.split() if available is not None else None},
+                  f"{base}/current_clocksource, available_clocksource")
+
+
+def _caches() -> Field:
+    base = SYS_CPU / "cpu0/cache"
+    try:
+        dirs = [p for p in base.iterdir() if re.fullmatch(r"index\d+", p.name)]
+    except OSError as exc:
+        return _field(None, str(base), exc.strerror or "not readable")
+    caches = []
+    for path in sorted(dirs, key=lambda p: int(p.name[5:])):
+        entry: dict[str, Any] = {}
+        for name in ("level", "type", "size", "shared_cpu_list"):
+            entry[name], _ = _read(path / name)
+        if entry["level"] is not None:
+            entry["level"] = int(entry["level"])
+        caches.append(entry)
+    return _field(caches or None, f"{base}/index*/{{level,type,size,shared_cpu_list}}",
+                  "no cache entries")
+
+
+def _vulnerabilities() -> Field:
+    base = SYS_CPU / "vulnerabilities"
+    try:
+        names = sorted(p.name for p in base.iterdir())
+    except OSError as exc:
+        return _field(None, str(base), exc.strerror or "not readable")
+    return _field({name: _read(base / name)[0] for name in names} or None, str(base),
+                  "directory empty")
+
+
+# ---- PMU --------------------------------------------------------------------
+
+# Event sources every kernel registers that count no hardware events, and
+# "msr" (x86 TSC/APERF/MPERF, present even in VMs without a PMU).
+_NON_PMU_SOURCES = {"software", "tracepoint", "kprobe", "uprobe", "breakpoint", "msr"}
+# Core PMUs, which give cycles/instructions: "cpu" (x86, RISC-V SBI; Intel
+# hybrid: cpu_core, cpu_atom), arm64 "armv8_*" (armv8_pmuv3_0,
+# armv8_cortex_a53, ...), Apple M-series "apple_*_pmu".
+_CORE_PMU = re.compile(r"cpu|cpu_core|cpu_atom|armv[78]_\w+|apple_\w+_pmu")
+
+
+def _pmu() -> Field:
+    base = Path("/sys/bus/event_source/devices")
+    try:
+        devices = sorted(p.name for p in base.iterdir())
+    except OSError as exc:
+        return _field(None, str(base), exc.strerror or "not readable")
+    core = [d for d in devices if _CORE_PMU.fullmatch(d)]
+    other = [d for d in devices if d not in core and d not in _NON_PMU_SOURCES]
+    if core:
+        summary = "hardware PMU: " + ", ".join(core)
+    elif other:
+        summary = "no core PMU (no cycles/instructions); other: " + ", ".join(other)
+    else:
+        summary = "no hardware PMU"
+    return _field({"devices": devices, "core": core, "summary": summary}, str(base))
+
+
+# ---- the rest ---------------------------------------------------------------
+
+def _meminfo_total() -> Field:
+    text, reason = _read("/proc/meminfo")
+    match = re.search(r"^MemTotal:\s+(\d+) kB", text or "", re.M)
+    return _field(int(match.group(1)) * 1024 if match else None,
+                  "/proc/meminfo MemTotal", reason or "no MemTotal line")
+
+
+def _glibc() -> Field:
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):  # name unknown to this libc (musl, ...)
+        value = None
+    return _field(value, "os.confstr('CS_GNU_LIBC_VERSION')", "not glibc")
+
+
+def _probe_info_field(probe_info: dict | None, key: str) -> Field:
+    if probe_info is None:
+        return _field(None, "probe header", "probe header not given")
+    return _field(probe_info.get(key), f"probe header '{key}'", "not in the probe header")
+
+
+def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
+    """The environment as {field: {"value", "source"[, "reason"]}}.
+
+    cpuid: the parsed `opcost-probe cpuid` line, or None without a probe.
+    probe_info: the probe header (keys "compiler", "probe_version"), or None.
+    """
+    uname = os.uname()
+    blocks, why_no_cpuinfo = _cpuinfo()
+    makers: list[tuple[str, Callable[[], Field]]] = [
+        ("arch", lambda: _field(uname.machine, "uname(2) machine")),
+        ("hostname", lambda: _field(uname.nodename, "uname(2) nodename")),
+        ("kernel_release", lambda: _field(uname.release, "uname(2) release")),
+        ("kernel_version", lambda: _field(uname.version, "uname(2) version")),
+        ("kernel_cmdline", lambda: _file_field("/proc/cmdline")),
+        ("preempt_model", lambda: _preempt_model(uname.version, uname.release)),
+        *((name, lambda keys=keys: _cpuinfo_field(blocks, why_no_cpuinfo, keys))
+          for name, keys in _CPUINFO_FIELDS.items()),
+        ("cpuid_cpu", lambda: _cpuid_cpu(cpuid)),
+        ("cpuid_features", lambda: _cpuid_features(cpuid)),
+        ("cpu_counter", lambda: _cpu_counter(cpuid)),
+        ("per_cpu", lambda: _per_cpu(blocks, why_no_cpuinfo)),
+        ("cpus_online", lambda: _file_field(SYS_CPU / "online")),
+        ("smt_siblings", _smt_siblings),
+        ("smt_control", lambda: _file_field(SYS_CPU / "smt/control")),
+        ("cpufreq_governor", _governors),
+        ("cpufreq_boost", _boost),
+        ("clocksource", _clocksource),
+        ("hypervisor", lambda: _hypervisor(cpuid, blocks)),
+        ("xstate", lambda: _xstate(cpuid)),
+        ("vulnerabilities", _vulnerabilities),
+        ("perf_event_paranoid",
+         lambda: _file_field("/proc/sys/kernel/perf_event_paranoid", int)),
+        ("pmu", _pmu),
+        ("numa_nodes", lambda: _file_field("/sys/devices/system/node/online")),
+        ("memory_total_bytes", _meminfo_total),
+        ("cpu_caches", _caches),
+        ("glibc_version", _glibc),
+        ("python_version", lambda: _field(
+            f"{platform.python_implementation()} {platform.python_version()}", "platform")),
+        ("probe_version", lambda: _probe_info_field(probe_info, "probe_version")),
+        ("probe_compiler", lambda: _probe_info_field(probe_info, "compiler")),
+    ]
+    env = {}
+    for name, make in makers:
+        try:
+            env[name] = make()
+        except Exception as exc:  # odd kernel output must not cost the run
+            env[name] = _field(None, "opcost.env",
+                               f"internal error: {type(exc).__name__}: {exc}")
+    return env
+
+
+# ---- rendering and comparison -----------------------------------------------
+
+def _compact(value: Any, nested: bool = False) -> str:
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={_compact(v, True)}" for k, v in value.items())
+        return "{" + text + "}" if nested else text
+    if isinstance(value, list):
+        return "[" + ", ".join(_compact(v, True) for v in value) + "]"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    # One line per field, whatever the kernel put in a string.
+    return str(value).replace("\n", "\\n")
+
+
+def format_env(env: dict) -> str:
+    """One aligned "field: value   [source]" line per field."""
+    width = max((len(name) for name in env), default=0) + 1
+    lines = []
+    for name, field in env.items():
+        value = field.get("value")
+        text = _compact(value) if value is not None else f"- ({field.get('reason')})"
+        lines.append(f"{name + ':':<{width}} {text}   [{field.get('source')}]")
+    return "\n".join(lines)
+
+
+def _diff(path: str, a: Any, b: Any, out: list[tuple[str, Any, Any]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            _diff(f"{path}.{key}", a.get(key), b.get(key), out)
+    elif a != b:
+        out.append((path, a, b))
+
+
+def differences(env_a: dict, env_b: dict) -> list[tuple[str, Any, Any]]:
+    """(field, value_a, value_b) for every value that differs; sources are
+    ignored. Dict values are compared key by key ("vulnerabilities.mds"); a
+    field missing on one side counts as None."""
+    out: list[tuple[str, Any, Any]] = []
+    for name in list(env_a) + [n for n in env_b if n not in env_a]:
+        _diff(name, (env_a.get(name) or {}).get("value"),
+              (env_b.get(name) or {}).get("value"), out)
+    return out

@@ -1,0 +1,35 @@
+"""Typed errors. Library code raises these; cli.main turns each into one line on
+stderr and its exit code, in one place. Messages say what is wrong and what
+would be right."""
+
+EXIT_OK = 0
+EXIT_BENCH_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+class OpcostError(Exception):
+    exit_code = EXIT_BENCH_FAILED
+
+
+class UsageError(OpcostError):
+    """Bad input: unknown benchmark, parameter, value, CPU, path..."""
+    exit_code = EXIT_USAGE
+
+
+class StoreError(UsageError):
+    """The result store cannot be opened, read or written."""
+
+
+class UnknownRun(UsageError):
+    """A run id or label that the store does not hold."""
+
+
+class ProbeError(OpcostError):
+    """The probe failed (crashed, exited non-zero, printed garbage)."""
+    exit_code = EXIT_BENCH_FAILED
+
+
+class ProbeTimeout(OpcostError):
+    exit_code = EXIT_TIMEOUT

@@ -1,0 +1,62 @@
+"""`opcost history`: the stored runs as a plain-text table, newest first."""
+
+from __future__ import annotations
+
+EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
+
+_LABEL_MAX = 24
+_SEP = "  "
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 3, 0)] + "..."
+
+
+def _created(iso: str | None) -> str:
+    # Stored as 2024-05-01T12:34:56Z; shown without the T/Z noise (header says UTC).
+    if not iso:
+        return "-"
+    return iso.replace("T", " ").removesuffix("Z")
+
+
+def _benches(names: list[str], width: int) -> str:
+    """As many names as fit in `width`, then "+N more" rather than a cut-off name."""
+    if not names:
+        return "-"
+    shown: list[str] = []
+    for i, name in enumerate(names):
+        rest = len(names) - i - 1
+        tail = f" +{rest} more" if rest else ""
+        candidate = ", ".join(shown + [name]) + tail
+        if len(candidate) > width and shown:
+            return ", ".join(shown) + f" +{len(names) - i} more"
+        shown.append(name)
+    return ", ".join(shown)
+
+
+def format_history(runs: list[dict], width: int = 100) -> str:
+    """Table of runs as given by Store.list_runs(); the benches column is fitted
+    so a line stays within `width` when it can. No trailing newline."""
+    if not runs:
+        return EMPTY_STORE_MESSAGE
+    headers = ["ID", "CREATED (UTC)", "LABEL", "KIND", "STATUS", "RESULTS"]
+    rows = [[str(r["id"]), _created(r.get("created")),
+             _clip(r.get("label") or "-", _LABEL_MAX), r.get("kind") or "run",
+             r.get("status") or "-", str(r.get("n_results", 0))] for r in runs]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    right = {0, 5}  # numbers right-aligned
+
+    def cells(values: list[str]) -> str:
+        return _SEP.join(v.rjust(w) if i in right else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths)))
+
+    bench_width = max(width - sum(widths) - len(_SEP) * len(widths), 20)
+    lines = [cells(headers) + _SEP + "BENCHES"]
+    for run, row in zip(runs, rows):
+        lines.append((cells(row) + _SEP + _benches(list(run.get("benches") or []), bench_width))
+                     .rstrip())
+    if any(r.get("status") == "running" for r in runs):
+        lines.append("")
+        lines.append("running: still in progress, or opcost died before finishing it "
+                     "(what it measured is stored)")
+    return "\n".join(lines)

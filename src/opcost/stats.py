@@ -1,0 +1,195 @@
+"""Summary statistics of one variant: pure functions over per-process data.
+
+The independent unit is the probe process (STATISTICS.md): each process is
+reduced to the median of its measured batches, and the summary is taken over
+those per-process medians: median with a 95% percentile-bootstrap CI (10,000
+resamples, fixed seed), min, p90 and CV. Batches inside a process are not
+independent and are never pooled for the CI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20240229
+UNSTABLE_CV = 0.05
+OUTLIER_MADS = 3.0
+SLOW_START = 1.05
+
+
+def median(xs) -> float:
+    return float(np.median(np.asarray(xs, dtype=float)))
+
+
+def percentile(xs, q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    return float(np.percentile(np.asarray(xs, dtype=float), q))
+
+
+def cv(xs) -> float | None:
+    """Coefficient of variation with the sample standard deviation (ddof=1)."""
+    a = np.asarray(xs, dtype=float)
+    if a.size < 2 or a.mean() == 0:
+        return None
+    return float(a.std(ddof=1) / a.mean())
+
+
+def bootstrap_ci_median(xs, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = BOOTSTRAP_SEED) -> list[float] | None:
+    a = np.asarray(xs, dtype=float)
+    if a.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, a.size, size=(resamples, a.size))
+    meds = np.median(a[idx], axis=1)
+    lo, hi = np.percentile(meds, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
+    return [float(lo), float(hi)]
+
+
+def mad_outliers(xs, k: float = OUTLIER_MADS) -> list[int]:
+    """Indices further than k scaled MADs from the median."""
+    a = np.asarray(xs, dtype=float)
+    if a.size < 3:
+        return []
+    med = np.median(a)
+    mad = 1.4826 * np.median(np.abs(a - med))
+    if mad == 0:
+        return []
+    return [int(i) for i in np.nonzero(np.abs(a - med) > k * mad)[0]]
+
+
+def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | None:
+    """CPU time per op over a whole process: getrusage is tick-sampled, so a
+    sum over all batches is far less noisy than a median of per-batch values."""
+    total, iters = 0.0, 0
+    for s in samples:
+        src = s.get(side) if side else s
+        if not src or key not in src:
+            return None
+        total += src[key]
+        iters += s["iters"]
+    return total / iters if iters else None
+
+
+def process_stats(samples: list[dict]) -> dict:
+    """One process: the median batch, and its CPU time per op."""
+    ns = [s["ns_per_op"] for s in samples]
+    out = {
+        "median_ns": median(ns),
+        "median_tsc": median([s["tsc_per_op"] for s in samples]),
+        "user_ns_per_op": _per_op(samples, "user_ns"),
+        "sys_ns_per_op": _per_op(samples, "sys_ns"),
+        "helper_user_ns_per_op": _per_op(samples, "user_ns", "helper"),
+        "helper_sys_ns_per_op": _per_op(samples, "sys_ns", "helper"),
+    }
+    counters: dict[str, object] = {}
+    for name in (samples[0].get("counters") or {}) if samples else {}:
+        vals = [s["counters"][name] for s in samples]
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        counters[name] = median(nums) if len(nums) == len(vals) else next(v for v in vals if isinstance(v, str))
+    if counters:
+        out["counters"] = counters
+    # Warm-up effect: the first three measured batches against the rest.
+    if len(ns) >= 6:
+        out["slow_start"] = median(ns[:3]) > SLOW_START * median(ns[3:])
+    return out
+
+
+def _med_or_none(xs):
+    xs = [x for x in xs if x is not None]
+    return median(xs) if xs else None
+
+
+def summarize(processes: list[dict]) -> dict:
+    """processes: [{"header": {...}, "samples": [...]}, ...] with measured
+    samples only. Returns the `summary` object of opcost.result/1."""
+    procs = [p for p in processes if p.get("samples")]
+    if not procs:
+        return {"n_processes": 0}
+    stats = [process_stats(p["samples"]) for p in procs]
+    meds = [s["median_ns"] for s in stats]
+    summary: dict = {
+        "median_ns": median(meds),
+        "ci95_ns": bootstrap_ci_median(meds),
+        "min_ns": float(min(meds)),
+        "p90_ns": percentile(meds, 90),
+        "cv": cv(meds),
+        "median_cycles": median([s["median_tsc"] for s in stats]),
+        "n_processes": len(procs),
+        "n_samples": sum(len(p["samples"]) for p in procs),
+        "process_medians_ns": meds,
+        "user_ns_per_op": _med_or_none(s["user_ns_per_op"] for s in stats),
+        "sys_ns_per_op": _med_or_none(s["sys_ns_per_op"] for s in stats),
+    }
+    hu = _med_or_none(s["helper_user_ns_per_op"] for s in stats)
+    if hu is not None:
+        summary["helper_user_ns_per_op"] = hu
+        summary["helper_sys_ns_per_op"] = _med_or_none(s["helper_sys_ns_per_op"] for s in stats)
+    cpu_parts = [summary.get(k) for k in ("user_ns_per_op", "sys_ns_per_op", "helper_user_ns_per_op",
+                                            "helper_sys_ns_per_op")]
+    if all(v is not None for v in cpu_parts[:2]):
+        summary["cpu_ns_per_op"] = sum(v for v in cpu_parts if v is not None)
+    counters = _summarize_counters(stats)
+    if counters:
+        summary["counters"] = counters
+    headers = [p["header"] for p in procs if p.get("header")]
+    if headers:
+        summary["tsc_hz"] = median([h["tsc_hz"] for h in headers])
+        summary["overhead_ns"] = {
+            "clock": median([h["overhead"]["clock_ns"] for h in headers]),
+            "loop_per_iter": median([h["overhead"]["loop_ns_per_iter"] for h in headers]),
+        }
+        summary["iters"] = sorted({h["iters"] for h in headers})
+        summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
+    summary["flags"] = flags(procs, stats, summary)
+    return summary
+
+
+def _summarize_counters(stats: list[dict]) -> dict:
+    names: list[str] = []
+    for s in stats:
+        for n in s.get("counters", {}):
+            if n not in names:
+                names.append(n)
+    out = {}
+    for n in names:
+        vals = [s.get("counters", {}).get(n) for s in stats]
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        out[n] = median(nums) if nums else next((v for v in vals if isinstance(v, str)), None)
+    return out
+
+
+def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
+    """Everything a reader must know before trusting the number."""
+    out = []
+    migrated = steal = total = 0
+    for p in procs:
+        want = p["header"]["cpus"][0] if p.get("header") else None
+        for s in p["samples"]:
+            total += 1
+            if s["cpu_before"] != s["cpu_after"] or (want is not None and s["cpu_before"] != want):
+                migrated += 1
+            if s.get("steal_ticks", 0) > 0:
+                steal += 1
+    if migrated:
+        out.append({"flag": "migrations", "detail": f"{migrated} of {total} batches ran off the pinned CPU"})
+    if steal:
+        out.append({"flag": "steal", "detail": f"{steal} of {total} batches saw hypervisor steal time"})
+    c = summary.get("cv")
+    if c is not None and summary["n_processes"] >= 3 and c > UNSTABLE_CV:
+        out.append({"flag": "unstable", "detail": f"CV of process medians {c:.1%} > {UNSTABLE_CV:.0%}"})
+    outl = mad_outliers(summary["process_medians_ns"])
+    if outl:
+        out.append({"flag": "outliers", "detail": f"{len(outl)} process(es) beyond {OUTLIER_MADS:g} MADs: "
+                    + ", ".join(f"#{i}" for i in outl)})
+    slow = [s.get("slow_start") for s in stats if "slow_start" in s]
+    if slow and sum(slow) * 2 > len(slow):
+        out.append({"flag": "no steady state",
+                    "detail": f"first batches >{SLOW_START - 1:.0%} slower in {sum(slow)} of {len(slow)} processes: "
+                              "raise --warmup"})
+    fr = [s.get("counters_running_fraction") for p in procs for s in p["samples"] if "counters_running_fraction" in s]
+    if fr:
+        out.append({"flag": "multiplexed", "detail": f"counters ran {min(fr):.0%}-{max(fr):.0%} of the time; scaled"})
+    return out
+

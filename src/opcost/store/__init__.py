@@ -1,0 +1,88 @@
+"""Result stores. `open_store(url)` picks the backend from the URL scheme through
+BACKENDS, the one table of them; every backend offers the `Store` interface."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from typing import Protocol
+
+from ..errors import StoreError
+from .sqlite import SqliteStore
+
+__all__ = ["BACKENDS", "Store", "SqliteStore", "default_store_path", "open_store"]
+
+
+class Store(Protocol):
+    """What the runner, `compare`, `history` and `series` rely on."""
+
+    def create_run(self, *, label: str | None, env: dict, argv: list[str],
+                   opcost_version: str, kind: str = "run") -> int: ...
+
+    def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
+                   op: str, unit: str) -> int: ...
+
+    def add_process(self, result_id: int, *, idx: int, header: dict, samples: list[dict],
+                    trailer: dict | None) -> int: ...
+
+    def set_result(self, result_id: int, *, status: str, reason: str | None = None,
+                   summary: dict | None = None) -> None: ...
+
+    def finish_run(self, run_id: int, status: str) -> None: ...
+
+    def list_runs(self, limit: int | None = None) -> list[dict]: ...
+
+    def resolve(self, ref: str) -> int: ...
+
+    def load_run(self, ref: str | int) -> dict: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "Store": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# scheme -> backend class, constructed with the rest of the URL after "scheme://"
+# (for sqlite: "/abs/path" or "rel/path"). A PostgreSQL backend goes here.
+BACKENDS: dict[str, type] = {"sqlite": SqliteStore}
+
+# Schemes we know of but do not implement yet: a specific message, not "unknown".
+_PLANNED = {"postgresql": "PostgreSQL", "postgres": "PostgreSQL"}
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+
+
+def default_store_path() -> pathlib.Path:
+    """$XDG_DATA_HOME/opcost/opcost.db, XDG_DATA_HOME defaulting to ~/.local/share.
+    A relative XDG_DATA_HOME is ignored, as the XDG spec requires."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".local" / "share"
+    return base / "opcost" / "opcost.db"
+
+
+def _supported() -> str:
+    return "; ".join(f"{scheme} ({cls.url_help})" for scheme, cls in BACKENDS.items())
+
+
+def open_store(url: str | None) -> Store:
+    """Open (creating if needed) the store at `url`: None for the default path, a
+    plain path, or `scheme://rest`. Raises StoreError if it cannot be used."""
+    if url is None:
+        return SqliteStore(default_store_path())
+    if not url.strip():
+        raise StoreError(f"--store needs a path or URL; supported: {_supported()}")
+    m = _URL.match(url)
+    scheme, rest = (m.group(1).lower(), m.group(2)) if m else ("sqlite", url)
+    backend = BACKENDS.get(scheme)
+    if backend is None:
+        # The URL itself is not echoed: a database URL may carry a password.
+        if scheme in _PLANNED:
+            raise StoreError(f"{_PLANNED[scheme]} stores ({scheme}://...) are not supported yet; "
+                             f"supported: {_supported()}")
+        raise StoreError(f"unknown store scheme '{scheme}://'; supported: {_supported()}")
+    if not rest:
+        raise StoreError(f"--store {scheme}:// needs a path after '{scheme}://'; "
+                         f"supported: {_supported()}")
+    return backend(rest)

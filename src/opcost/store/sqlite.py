@@ -1,0 +1,453 @@
+"""The SQLite result store: one file, versioned schema, every process committed
+as soon as it is measured.
+
+Layout: runs 1-n results (one per variant, in run order) 1-n processes (one per
+probe process) 1-n samples (one per batch, warm-up included and flagged).
+JSON columns hold what the probe and the runner produced, unchanged, so a stored
+run can always be turned back into the exact `opcost.result/1` document; the few
+plain columns next to them (status, bench, iters, ns_per_op...) exist so SQL can
+filter and list without parsing JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import pathlib
+import sqlite3
+from typing import Any, Callable, Iterator, Union
+
+from ..errors import StoreError, UnknownRun
+
+RESULT_SCHEMA = "opcost.result/1"
+
+# Stamped into the file header by migration 1 (PRAGMA application_id, "opco"), so
+# that we recognise our own stores and refuse to add tables to another program's
+# database that happens to have a user_version.
+APPLICATION_ID = 0x6F70636F
+
+RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+FINAL_RUN_STATUSES = RUN_STATUSES[1:]
+RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HINT = "--store PATH must be a writable SQLite file, or use --no-store"
+
+# --- schema -------------------------------------------------------------------
+#
+# Statuses are validated in Python rather than with CHECK constraints: SQLite
+# cannot alter a CHECK without rebuilding the table, and new statuses are likely.
+# The UNIQUE / PRIMARY KEY constraints double as the indices on the foreign keys
+# (their first column is the parent id). runs.id is AUTOINCREMENT so that an id,
+# once printed to a user, never comes back for a different run after a deletion.
+_V1 = """
+CREATE TABLE runs (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    created        TEXT NOT NULL,
+    finished       TEXT,
+    label          TEXT,
+    kind           TEXT NOT NULL DEFAULT 'run',
+    status         TEXT NOT NULL DEFAULT 'running',
+    opcost_version TEXT NOT NULL,
+    argv           TEXT NOT NULL,
+    env            TEXT NOT NULL
+);
+CREATE INDEX runs_label ON runs (label);
+CREATE TABLE results (
+    id       INTEGER PRIMARY KEY,
+    run_id   INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    bench    TEXT NOT NULL,
+    params   TEXT NOT NULL,
+    op       TEXT NOT NULL,
+    unit     TEXT NOT NULL,
+    status   TEXT NOT NULL DEFAULT 'pending',
+    reason   TEXT,
+    summary  TEXT,
+    UNIQUE (run_id, position)
+);
+CREATE INDEX results_bench ON results (bench);
+CREATE TABLE processes (
+    id        INTEGER PRIMARY KEY,
+    result_id INTEGER NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+    idx       INTEGER NOT NULL,
+    header    TEXT NOT NULL,
+    trailer   TEXT,
+    UNIQUE (result_id, idx)
+);
+CREATE TABLE samples (
+    process_id INTEGER NOT NULL REFERENCES processes (id) ON DELETE CASCADE,
+    idx        INTEGER NOT NULL,
+    warmup     INTEGER NOT NULL DEFAULT 0,
+    iters      INTEGER,
+    ns_per_op  REAL,
+    tsc_per_op REAL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (process_id, idx)
+) WITHOUT ROWID;
+PRAGMA application_id = %d;
+""" % APPLICATION_ID
+
+Migration = Union[str, Callable[[sqlite3.Connection], None]]
+
+# Ordered (version, step). A step is an SQL script (statements end at the end of
+# a line; no executescript, which would commit behind our back) or a function of
+# the connection. Each step runs in its own transaction together with the
+# `PRAGMA user_version` bump, so a store is always at exactly one version.
+# Append only: never edit a step that has shipped.
+MIGRATIONS: list[tuple[int, Migration]] = [
+    (1, _V1),
+]
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:60]!r}")
+    return statements
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dumps(value: Any) -> str:
+    # sort_keys: params must compare equal as text too (same variant, same JSON).
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class SqliteStore:
+    """A result store in one SQLite file. Opening creates the parent directory and
+    the file if needed and brings the schema up to date, so that an unusable
+    store is reported before anything is measured."""
+
+    scheme = "sqlite"
+    url_help = "a plain path, sqlite:///abs/path or sqlite://rel/path"
+
+    def __init__(self, path: str | os.PathLike[str]):
+        raw = os.fspath(path)
+        if not raw:
+            raise StoreError(f"empty store path: {_HINT}")
+        self.memory = raw == ":memory:"
+        self.path = pathlib.Path(raw) if self.memory else pathlib.Path(raw).expanduser()
+        self._conn: sqlite3.Connection | None = None
+        if not self.memory:
+            self._prepare_file()
+        with self._guard(None):
+            # isolation_level=None: the sqlite3 module starts no transactions of its
+            # own; single statements autocommit, multi-statement writes use
+            # _transaction(). The default rollback journal is kept (not WAL): WAL
+            # needs a writable directory even to read, and we have one writer.
+            self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+        try:
+            with self._guard(None):
+                self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- opening ----------------------------------------------------------------
+
+    def _prepare_file(self) -> None:
+        try:
+            self._prepare_file_unguarded()
+        except OSError as e:  # e.g. EACCES from stat() on an ancestor directory
+            raise StoreError(f"cannot access store {self.path} ({e.strerror or e}): "
+                             f"{_HINT}") from None
+
+    def _prepare_file_unguarded(self) -> None:
+        p = self.path
+        if p.is_dir():
+            raise StoreError(f"store {p} is a directory: --store PATH must be an SQLite file "
+                             f"(e.g. {p / 'opcost.db'}), or use --no-store")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise StoreError(f"cannot create directory {p.parent} for store {p}: a file is in "
+                             f"the way; {_HINT}") from None
+        except OSError as e:
+            raise StoreError(f"cannot create directory {p.parent} for store {p} "
+                             f"({e.strerror or e}): {_HINT}") from None
+        # Check the magic ourselves: SQLite's own complaint comes only at the first
+        # query and its wording varies between versions.
+        try:
+            with open(p, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except FileNotFoundError:
+            return  # created by connect()
+        except OSError as e:
+            raise StoreError(f"cannot read store {p} ({e.strerror or e}): {_HINT}") from None
+        if head and head != _SQLITE_MAGIC:
+            raise StoreError(f"store {p} is not an SQLite database: {_HINT}")
+
+    def _pragma(self, name: str) -> int:
+        return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
+
+    def _migrate(self) -> None:
+        with self._guard("reading the schema version"):
+            version = self._pragma("user_version")
+            app_id = self._pragma("application_id")
+            n_tables = self._db.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        foreign = (app_id not in (0, APPLICATION_ID)
+                   or (app_id == 0 and (version > 0 or n_tables > 0)))
+        if foreign:
+            raise StoreError(f"store {self.path} is an SQLite database but not an opcost store: "
+                             f"pass --store a new file or an opcost store, or use --no-store")
+        if version > LATEST_VERSION:
+            raise StoreError(f"store {self.path} has schema version {version}, this opcost knows "
+                             f"up to {LATEST_VERSION}: upgrade opcost")
+        for target, step in MIGRATIONS:
+            if target <= version:
+                continue
+            with self._transaction(f"migrating to schema version {target}") as db:
+                # Re-read under the write lock: another opcost may have migrated
+                # between our first read and now.
+                if self._pragma("user_version") >= target:
+                    continue
+                if callable(step):
+                    step(db)
+                else:
+                    for statement in _split_sql(step):
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {int(target)}")
+
+    # --- plumbing ---------------------------------------------------------------
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"store {self.path} is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _guard(self, doing: str | None) -> Iterator[None]:
+        """Turn any sqlite3 error into one StoreError line: what, where, what to do."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            msg = str(e)
+            low = msg.lower()
+            if "not a database" in low:
+                what, hint = "is not an SQLite database", _HINT
+            elif "readonly" in low or "read-only" in low:
+                what, hint = "is read-only", _HINT
+            elif "unable to open" in low:
+                what, hint = "cannot be opened", _HINT
+            elif "locked" in low or "busy" in low:
+                what, hint = "is locked by another process", \
+                    "retry when it has finished, or use another --store"
+            elif "disk" in low or "full" in low:
+                what, hint = "cannot be written", "free disk space, or use --no-store"
+            else:
+                what, hint = "failed", _HINT
+            during = f" while {doing}" if doing else ""
+            raise StoreError(f"store {self.path} {what}{during} ({msg}): {hint}") from None
+
+    @contextlib.contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; rolled back on any exception, Ctrl-C included,
+        so an interrupted write leaves nothing half-stored and the connection usable
+        for finish_run(..., 'interrupted')."""
+        db = self._db
+        with self._guard(doing):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                raise
+
+    def _execute(self, doing: str, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._guard(doing):
+            return self._db.execute(sql, args)
+
+    # --- writing ----------------------------------------------------------------
+
+    def create_run(self, *, label: str | None, env: dict, argv: list[str],
+                   opcost_version: str, kind: str = "run") -> int:
+        cur = self._execute(
+            "creating a run",
+            "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            (_now(), label, kind, opcost_version, _dumps(list(argv)), _dumps(env)))
+        return int(cur.lastrowid)
+
+    def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
+                   op: str, unit: str) -> int:
+        cur = self._execute(
+            "adding a result",
+            "INSERT INTO results (run_id, position, bench, params, op, unit, status) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+            (run_id, position, bench, _dumps(params), op, unit))
+        return int(cur.lastrowid)
+
+    def add_process(self, result_id: int, *, idx: int, header: dict, samples: list[dict],
+                    trailer: dict | None) -> int:
+        """Store one probe process with all its samples, committed before returning."""
+        # Encode before BEGIN: a sample that is not JSON fails without a transaction.
+        rows = [(i, 1 if s.get("warmup") else 0, s.get("iters"), s.get("ns_per_op"),
+                 s.get("tsc_per_op"), _dumps(s)) for i, s in enumerate(samples)]
+        header_json = _dumps(header)
+        trailer_json = None if trailer is None else _dumps(trailer)
+        with self._transaction("adding a process") as db:
+            cur = db.execute(
+                "INSERT INTO processes (result_id, idx, header, trailer) VALUES (?, ?, ?, ?)",
+                (result_id, idx, header_json, trailer_json))
+            process_id = int(cur.lastrowid)
+            db.executemany(
+                "INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(process_id, *row) for row in rows])
+        return process_id
+
+    def set_result(self, result_id: int, *, status: str, reason: str | None = None,
+                   summary: dict | None = None) -> None:
+        if status not in RESULT_STATUSES:
+            raise ValueError(f"result status {status!r} not one of {RESULT_STATUSES}")
+        cur = self._execute(
+            "updating a result",
+            "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
+            (status, reason, None if summary is None else _dumps(summary), result_id))
+        if cur.rowcount != 1:
+            raise StoreError(f"store {self.path} holds no result with id {result_id}")
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        if status not in FINAL_RUN_STATUSES:
+            raise ValueError(f"final run status {status!r} not one of {FINAL_RUN_STATUSES}")
+        cur = self._execute(
+            "finishing a run",
+            "UPDATE runs SET status = ?, finished = ? WHERE id = ?",
+            (status, _now(), run_id))
+        if cur.rowcount != 1:
+            raise StoreError(f"store {self.path} holds no run with id {run_id}")
+
+    # --- reading ----------------------------------------------------------------
+
+    def list_runs(self, limit: int | None = None) -> list[dict]:
+        """Runs newest first (by id: creation order, immune to clock changes)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, not {limit}")
+        lim = -1 if limit is None else int(limit)  # LIMIT -1: no limit
+        with self._guard("listing runs"):
+            rows = self._db.execute(
+                "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
+                " (SELECT count(*) FROM results x WHERE x.run_id = r.id)"
+                " FROM runs r ORDER BY r.id DESC LIMIT ?", (lim,)).fetchall()
+            # Distinct bench names per run, in the order they first appear in the run.
+            bench_rows = self._db.execute(
+                "SELECT run_id, bench, min(position) AS first FROM results"
+                " WHERE run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?)"
+                " GROUP BY run_id, bench ORDER BY run_id, first", (lim,)).fetchall()
+        benches: dict[int, list[str]] = {}
+        for run_id, bench, _ in bench_rows:
+            benches.setdefault(run_id, []).append(bench)
+        return [
+            {"id": rid, "created": created, "finished": finished, "label": label, "kind": kind,
+             "status": status, "opcost_version": version, "n_results": n,
+             "benches": benches.get(rid, [])}
+            for rid, created, finished, label, kind, status, version, n in rows
+        ]
+
+    def resolve(self, ref: str) -> int:
+        """A run id, or a label meaning the most recent run with that label. All
+        digits is tried as an id first, then as a label."""
+        text = str(ref).strip()
+        with self._guard("looking up a run"):
+            if text.isascii() and text.isdigit():
+                row = self._db.execute("SELECT id FROM runs WHERE id = ?", (int(text),)).fetchone()
+                if row:
+                    return int(row[0])
+            if text:
+                row = self._db.execute("SELECT id FROM runs WHERE label = ? ORDER BY id DESC"
+                                       " LIMIT 1", (text,)).fetchone()
+                if row:
+                    return int(row[0])
+        raise UnknownRun(f"no stored run with id or label '{ref}'; `opcost history` lists them")
+
+    def load_run(self, ref: str | int) -> dict:
+        """The run as an `opcost.result/1` document (plus store fields: run_id,
+        created, finished, label, kind, status, argv). Results are in position
+        order, processes in idx order; each process splits its samples into
+        measured ("samples") and "warmup", each as the sample dicts given."""
+        run_id = self.resolve(str(ref))
+        with self._guard("loading a run"):
+            db = self._db
+            run = db.execute(
+                "SELECT created, finished, label, kind, status, opcost_version, argv, env"
+                " FROM runs WHERE id = ?", (run_id,)).fetchone()
+            results = db.execute(
+                "SELECT id, bench, params, op, unit, status, reason, summary FROM results"
+                " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
+            processes = db.execute(
+                "SELECT p.id, p.result_id, p.idx, p.header, p.trailer FROM processes p"
+                " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
+                " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
+            samples = db.execute(
+                "SELECT s.process_id, s.warmup, s.data FROM samples s"
+                " JOIN processes p ON p.id = s.process_id"
+                " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
+                " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
+
+        # Three bulk queries and assembly here, rather than one query per process.
+        procs_by_id: dict[int, dict] = {}
+        procs_by_result: dict[int, list[dict]] = {}
+        for pid, result_id, idx, header, trailer in processes:
+            proc = {"index": idx, "header": _loads(header), "trailer": _loads(trailer),
+                    "samples": [], "warmup": []}
+            procs_by_id[pid] = proc
+            procs_by_result.setdefault(result_id, []).append(proc)
+        for pid, warmup, data in samples:
+            procs_by_id[pid]["warmup" if warmup else "samples"].append(_loads(data))
+
+        created, finished, label, kind, status, version, argv, env = run
+        return {
+            "schema": RESULT_SCHEMA,
+            "opcost_version": version,
+            "run_id": run_id,
+            "created": created,
+            "finished": finished,
+            "label": label,
+            "kind": kind,
+            "status": status,
+            "argv": _loads(argv),
+            "env": _loads(env),
+            "results": [
+                {"bench": bench, "params": _loads(params), "op": op, "unit": unit,
+                 "status": rstatus, "reason": reason, "summary": _loads(summary),
+                 "processes": procs_by_result.get(rid, [])}
+                for rid, bench, params, op, unit, rstatus, reason, summary in results
+            ],
+        }
+
+    # --- lifetime ---------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def __enter__(self) -> "SqliteStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
