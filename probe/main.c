@@ -216,6 +216,7 @@ struct opts {
 	const char *counters;
 	double fake_ns; /* > 0: fake clock */
 	unsigned long long seed;
+	int check; /* validate and set up, measure nothing */
 };
 
 struct usage {
@@ -690,6 +691,9 @@ static int cmd_run(int argc, char **argv)
 			R.o.fake_ns = strtod(v, &end);
 			if (*end || !(R.o.fake_ns > 0))
 				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one operation in ns (> 0)", v);
+		} else if (strcmp(a, "--check") == 0) {
+			R.o.check = 1;
+			takes = 0;
 		} else if (strcmp(a, "--seed") == 0 && v)
 			R.o.seed = strtoull(v, NULL, 0);
 		else if (a[0] != '-' && !R.o.bench) {
@@ -732,7 +736,8 @@ static int cmd_run(int argc, char **argv)
 	R.fake_rng = R.o.seed * 0x9E3779B97F4A7C15ull + 1;
 
 	/* before setup: a helper sharing our CPU must not disturb calibration */
-	calibrate_clock(&R);
+	if (!R.o.check)
+		calibrate_clock(&R);
 	int s = R.ctx.b->setup ? R.ctx.b->setup(&R.ctx) : BENCH_OK;
 	if (s == BENCH_UNSUPPORTED) {
 		emit_unsupported(&R);
@@ -743,6 +748,20 @@ static int cmd_run(int argc, char **argv)
 	if (s != BENCH_OK)
 		die(EXIT_FAIL, "%s: setup failed: %s", R.ctx.b->name, R.ctx.err[0] ? R.ctx.err : "unknown error");
 
+	if (R.o.check) {
+		if (R.ctx.b->teardown)
+			R.ctx.b->teardown(&R.ctx);
+		struct jb j;
+		jb_init(&j);
+		jb_obj_begin(&j, NULL);
+		jb_str(&j, "type", "check");
+		jb_str(&j, "status", "ok");
+		emit_params(&j, &R.ctx);
+		jb_obj_end(&j);
+		jb_emit(&j, 1);
+		jb_free(&j);
+		return EXIT_OK;
+	}
 	counters_open(&R.cs);
 	int dummy_valid, dummy_cpu;
 	struct usage dummy;
@@ -777,7 +796,8 @@ static const char usage_text[] =
 	"usage: opcost-probe list [--json]\n"
 	"       opcost-probe run BENCH [-P key=value]... [--samples N] [--warmup N]\n"
 	"                        [--target-ms MS] [--iters N] [--cpu A[,B]] [--counters LIST]\n"
-	"                        [--fake-clock NS [--seed S]]\n"
+	"                        [--fake-clock NS [--seed S]] [--check]\n"
+	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"
 	"Exit: 0 ok, 1 benchmark failed, 2 usage error, 3 unsupported on this machine.\n";

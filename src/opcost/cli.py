@@ -14,7 +14,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpcostError, UsageError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, as for every other usage error
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def _number(kind):

@@ -121,18 +121,21 @@ def cmd_run(args, argv) -> int:
     opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
                       target_ms=args.target_ms, iters=args.iters, counters=counters,
                       fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
-    recorder = Recorder(store=store, json_path=args.json, env=collect_env(), argv=["opcost", *argv],
-                        label=args.label)
+    runner = Runner(variants, opts, warn=_warn)
+    runner.preflight()
+    runner.recorder = Recorder(store=store, json_path=args.json, env=collect_env(), argv=["opcost", *argv],
+                               label=args.label)
     total = len(variants) * args.processes * (args.warmup + args.samples)
     try:
         with make_progress(total, enabled=False if args.no_progress else None) as prog:
-            outcome = Runner(variants, opts, recorder, prog, warn=_warn).run()
+            runner.progress = prog
+            outcome = runner.run()
     finally:
         if store:
             store.close()
     print(format_results([vr.to_json() for vr in outcome.results]))
-    if recorder.run_id is not None:
-        print(f"\nstored as run {recorder.run_id}" + (f" ({args.label})" if args.label else ""), file=sys.stderr)
+    if runner.recorder.run_id is not None:
+        print(f"\nstored as run {runner.recorder.run_id}" + (f" ({args.label})" if args.label else ""), file=sys.stderr)
     if outcome.status == "interrupted":
         print("opcost: interrupted; everything measured so far was kept", file=sys.stderr)
     elif outcome.error is not None:

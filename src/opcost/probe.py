@@ -162,6 +162,33 @@ class ProcessResult:
     wall_s: float = 0.0
 
 
+def check(req: ProbeRequest, timeout: float = 30) -> str | None:
+    """Preflight one variant: the probe validates parameters and CPUs and runs
+    setup/teardown without measuring. None if it can run here, the reason if
+    it cannot be measured on this machine; UsageError if the input is wrong."""
+    exe = probe_path(req.arch)
+    try:
+        cp = subprocess.run([str(exe), *req.argv(), "--check"], capture_output=True, text=True,
+                            timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
+    except OSError as e:
+        raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
+    last_err = (cp.stderr.strip().splitlines() or [""])[-1].removeprefix("opcost-probe: ")
+    if cp.returncode == PROBE_EXIT_OK:
+        return None
+    if cp.returncode == PROBE_EXIT_UNSUPPORTED:
+        try:
+            return json.loads(cp.stdout.splitlines()[0]).get("reason") or "unsupported on this machine"
+        except (IndexError, json.JSONDecodeError):
+            raise ProbeError(f"{req.bench}: probe said unsupported without a reason") from None
+    if cp.returncode == PROBE_EXIT_USAGE:
+        raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
+    why = last_err or (f"killed by signal {signal.Signals(-cp.returncode).name}" if cp.returncode < 0
+                       else f"exit status {cp.returncode}")
+    raise ProbeError(f"{req.bench}: probe setup failed: {why}")
+
+
 def pad_length(rng: random.Random) -> int:
     return rng.randrange(0, 4097)
 

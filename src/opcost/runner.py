@@ -78,6 +78,22 @@ class Runner:
         self.warn = warn or (lambda msg: None)
         self.rng = random.Random(opts.seed)
 
+    def preflight(self) -> None:
+        """Before anything is stored: wrong input raises UsageError, variants
+        this machine cannot measure are marked unsupported with the reason."""
+        for vr in self.results:
+            reason = probe.check(self._request(vr.variant, 0, 0))
+            if reason is not None:
+                vr.status, vr.reason = "unsupported", reason
+                self.warn(f"{vr.variant.key()}: cannot be measured here: {reason}")
+
+    def _request(self, v: Variant, rnd: int, idx: int) -> probe.ProbeRequest:
+        return probe.ProbeRequest(
+            bench=v.bench, params=v.params, arch=v.arch, cpus=v.cpu, samples=self.opts.samples,
+            warmup=self.opts.warmup, target_ms=self.opts.target_ms, iters=self.opts.iters,
+            counters=self.opts.counters, fake_clock=self.opts.fake_clock,
+            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng))
+
     def run(self) -> Outcome:
         from .stats import summarize
 
@@ -123,11 +139,7 @@ class Runner:
 
     def _one_process(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
         v = vr.variant
-        req = probe.ProbeRequest(
-            bench=v.bench, params=v.params, arch=v.arch, cpus=v.cpu, samples=self.opts.samples,
-            warmup=self.opts.warmup, target_ms=self.opts.target_ms, iters=self.opts.iters,
-            counters=self.opts.counters, fake_clock=self.opts.fake_clock,
-            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng))
+        req = self._request(v, rnd, idx)
         if self.progress:
             self.progress.begin(v.key())
 

@@ -51,6 +51,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -132,18 +133,39 @@ def run_opcost(cmd: list[str], env: dict[str, str], spec: str, cpu: int, work: P
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
         raise Failure(f"{' '.join(argv)}: cannot read results[0] from {out}: {e!r}") from None
     per_batch = [float(s["ns_per_op"]) for s in samples if "ns_per_op" in s]
-    return {"median_ns": median, "iters": iters, "batches_ns": per_batch}
+    return {"median_ns": median, "iters": iters, "batches_ns": per_batch, "cpu_share": opcost_share(samples)}
+
+
+def opcost_share(samples: list[dict]) -> float | None:
+    """CPU time of the measuring side (+ its helper) over wall time, summed
+    over the measured batches: about 1 when nothing else ran on the CPU."""
+    cpu = wall = 0
+    try:
+        for s in samples:
+            h = s.get("helper") or {}
+            cpu += s["user_ns"] + s["sys_ns"] + h.get("user_ns", 0) + h.get("sys_ns", 0)
+            wall += s["wall_ns"]
+    except (KeyError, TypeError):
+        return None
+    return cpu / wall if wall > 0 else None
 
 
 def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dict:
     argv = [str(exe), op, str(iters), str(WARMUP + SAMPLES), str(cpu)]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * rng.randrange(0, 4097)  # same layout randomisation as opcost's runner
+    # Processes run one at a time, so the change in RUSAGE_CHILDREN is this
+    # process (and its reaped helper child): its CPU time, for cpu_share.
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
     try:
         cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
                             timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise Failure(f"{' '.join(argv)}: no answer within {TIMEOUT_S} s") from None
+    wall = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if cp.returncode != 0:
         raise Failure(f"{' '.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
     try:
@@ -153,7 +175,8 @@ def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dic
     if len(vals) != WARMUP + SAMPLES:
         raise Failure(f"{' '.join(argv)}: expected {WARMUP + SAMPLES} batches, got {len(vals)}")
     measured = vals[WARMUP:]
-    return {"median_ns": statistics.median(measured), "iters": iters, "batches_ns": measured}
+    return {"median_ns": statistics.median(measured), "iters": iters, "batches_ns": measured,
+            "cpu_share": cpu / wall if wall > 0 else None}
 
 
 def fmt_ns(x: float) -> str:
@@ -172,11 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=",".join(o[0] for o in OPS),
                     help="operations to check, comma-separated (default: all four)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler for ref.c (default $CC or cc)")
+    ap.add_argument("--retries", type=int, default=3,
+                    help="run a disturbed pair again up to this many times (default 3; 0: never)")
+    ap.add_argument("--min-share", type=float, default=0.9,
+                    help="a process whose CPU time is under this fraction of its wall time was "
+                         "disturbed (default 0.9)")
     ap.add_argument("--seed", type=int, default=None, help="seed for the run order (default: random)")
     args = ap.parse_args(argv)
 
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
+    if args.retries < 0:
+        ap.error("--retries must be >= 0")
     try:
         lo, hi = (float(x) for x in args.band.split(","))
     except ValueError:
@@ -213,22 +243,41 @@ def main(argv: list[str] | None = None) -> int:
 
         rounds: dict[str, list[dict]] = {o[0]: [] for o in ops}
         for rnd in range(args.rounds):
-            jobs = [(o, side) for o in ops for side in ("opcost", "ref")]
-            rng.shuffle(jobs)
-            got: dict[tuple[str, str], dict] = {}
-            for (name, spec, refop), side in jobs:
-                if side == "opcost":
-                    r = run_opcost(cmd, env, spec, cpu, work)
-                    iters[name] = r["iters"]
-                else:
-                    r = run_ref(ref, refop, iters[name], cpu, rng)
-                got[(name, side)] = r
-            for name, _, _ in ops:
-                a, b = got[(name, "opcost")], got[(name, "ref")]
-                ratio = a["median_ns"] / b["median_ns"]
-                rounds[name].append({"round": rnd + 1, "opcost_ns": a["median_ns"], "ref_ns": b["median_ns"],
-                                     "ratio": ratio, "opcost_iters": a["iters"], "ref_iters": b["iters"],
-                                     "opcost_batches_ns": a["batches_ns"], "ref_batches_ns": b["batches_ns"]})
+            order = list(ops)
+            rng.shuffle(order)
+            for name, spec, refop in order:
+                # One pair: the two processes back to back, in random order.
+                # If another task took the CPU from either of them (CPU time
+                # well under wall time), the pair is run again, up to
+                # --retries times; every attempt is kept in the JSON.
+                attempts = []
+                for attempt in range(1 + args.retries):
+                    sides = ["opcost", "ref"]
+                    rng.shuffle(sides)
+                    got = {}
+                    for side in sides:
+                        if side == "opcost":
+                            got[side] = run_opcost(cmd, env, spec, cpu, work)
+                            iters[name] = got[side]["iters"]
+                        else:
+                            got[side] = run_ref(ref, refop, iters[name], cpu, rng)
+                    a, b = got["opcost"], got["ref"]
+                    shares = [x["cpu_share"] for x in (a, b) if x["cpu_share"] is not None]
+                    disturbed = bool(shares) and min(shares) < args.min_share
+                    attempts.append({
+                        "first": sides[0], "opcost_ns": a["median_ns"], "ref_ns": b["median_ns"],
+                        "ratio": a["median_ns"] / b["median_ns"], "opcost_iters": a["iters"],
+                        "ref_iters": b["iters"], "opcost_cpu_share": a["cpu_share"],
+                        "ref_cpu_share": b["cpu_share"], "disturbed": disturbed,
+                        "opcost_batches_ns": a["batches_ns"], "ref_batches_ns": b["batches_ns"],
+                    })
+                    if not disturbed:
+                        break
+                    log(f"round {rnd + 1}: {name}: disturbed (CPU share opcost "
+                        f"{a['cpu_share'] or float('nan'):.2f}, ref {b['cpu_share'] or float('nan'):.2f})"
+                        + (", again" if attempt < args.retries else ", kept"))
+                final = dict(attempts[-1], round=rnd + 1, reruns=len(attempts) - 1, attempts=attempts[:-1])
+                rounds[name].append(final)
             log(f"round {rnd + 1}/{args.rounds}: " + "  ".join(
                 f"{n} {rounds[n][-1]['ratio']:.3f}" for n, _, _ in ops))
 
@@ -242,12 +291,14 @@ def main(argv: list[str] | None = None) -> int:
             "opcost_median_ns": statistics.median(r["opcost_ns"] for r in rs),
             "ref_median_ns": statistics.median(r["ref_ns"] for r in rs),
             "ratio": med, "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "pass": lo <= med <= hi, "rounds": rs,
+            "pass": lo <= med <= hi, "reruns": sum(r["reruns"] for r in rs),
+            "disturbed_kept": sum(r["disturbed"] for r in rs), "rounds": rs,
         })
 
-    head = ("operation", "opcost ns", "reference ns", "opcost/ref", "per-round min-max", "")
+    head = ("operation", "opcost ns", "reference ns", "opcost/ref", "per-round min-max", "reruns", "")
     table = [head] + [(r["operation"], fmt_ns(r["opcost_median_ns"]), fmt_ns(r["ref_median_ns"]),
                        f"{r['ratio']:.3f}", f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}",
+                       f"{r['reruns']}" + (f" ({r['disturbed_kept']} kept)" if r["disturbed_kept"] else ""),
                        "PASS" if r["pass"] else "FAIL") for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     for k, t in enumerate(table):
@@ -256,12 +307,15 @@ def main(argv: list[str] | None = None) -> int:
             print("  ".join("-" * w for w in widths))
     print(f"\nmedians over {args.rounds} rounds on CPU {cpu}; ratio = median of per-round "
           f"opcost/ref; band {lo:g}-{hi:g}; {time.monotonic() - t_start:.0f} s")
+    print(f"reruns: pairs run again because a side got under {args.min_share:g} of the CPU it waited on "
+          f"(another task on CPU {cpu}); 'kept': still disturbed after --retries {args.retries}")
 
     if args.json:
         doc = {
             "schema": "opcost.validation-overhead/1",
             "opcost": cmd_desc, "cc": args.cc, "cpu": cpu, "rounds": args.rounds, "seed": seed,
             "warmup": WARMUP, "samples": SAMPLES, "band": [lo, hi],
+            "retries": args.retries, "min_share": args.min_share,
             "machine": {"node": platform.node(), "kernel": platform.release(), "arch": platform.machine()},
             "operations": rows,
         }
