@@ -1,0 +1,72 @@
+"""SPEC parsing: value lists, cpu=A,B commas, validation against the probe table."""
+
+import pytest
+
+from opcost.errors import UsageError
+from opcost.spec import expand, split_spec
+
+TABLE = {"benchmarks": [
+    {"name": "ctx.pipe", "op": "round trip", "helper": True, "params": [
+        {"name": "mode", "type": "enum", "default": "process", "choices": ["process", "thread"]},
+        {"name": "placement", "type": "enum", "default": "same", "choices": ["same", "core"]}]},
+    {"name": "syscall.null", "op": "system call", "helper": False, "params": [
+        {"name": "via", "type": "enum", "default": "libc", "choices": ["libc", "inline"]}]},
+    {"name": "spin", "op": "op", "helper": False, "params": [
+        {"name": "n", "type": "int", "default": "1", "min": 1, "max": 100}]},
+], "counters": []}
+
+
+def ex(spec, cpus=None):
+    return expand(spec, lambda arch: TABLE, "x86_64", ["x86_64", "i386"], cpus)
+
+
+def test_split_keeps_cpu_commas():
+    assert split_spec("ctx.pipe:cpu=0,1,mode=thread") == ("ctx.pipe", [("cpu", "0,1"), ("mode", "thread")])
+    assert split_spec("syscall.null") == ("syscall.null", [])
+
+
+def test_value_lists_expand_to_cartesian_product():
+    vs = ex("ctx.pipe:mode=process|thread,placement=same|core,cpu=0")
+    assert [(v.params["mode"], v.params["placement"]) for v in vs] == [
+        ("process", "same"), ("process", "core"), ("thread", "same"), ("thread", "core")]
+    assert all(v.cpu == "0" for v in vs)
+    assert vs[0].key() == "ctx.pipe:mode=process,placement=same,cpu=0"
+
+
+def test_defaults_filled_and_recorded():
+    (v,) = ex("syscall.null:cpu=1")
+    assert v.all_params() == {"via": "libc", "cpu": "1", "arch": "x86_64"}
+    assert v.op == "system call"
+
+
+def test_two_cpus_decide_placement():
+    (v,) = ex("ctx.pipe:cpu=0,1")
+    assert v.params["placement"] == "core"
+    with pytest.raises(UsageError, match="means placement=core"):
+        ex("ctx.pipe:cpu=0,1,placement=same")
+
+
+def test_global_cpu_pair_applies_helper_cpu_only_to_two_party_benchmarks():
+    (v,) = ex("syscall.null", cpus="0,1")
+    assert v.cpu == "0"
+    (p,) = ex("ctx.pipe", cpus="0,1")
+    assert p.cpu == "0,1" and p.params["placement"] == "core"
+
+
+@pytest.mark.parametrize("spec,msg", [
+    ("nope", "unknown benchmark 'nope'; valid: ctx.pipe, syscall.null, spin"),
+    ("syscall.null:foo=1", "has no parameter 'foo'; valid: via, cpu, arch"),
+    ("syscall.null:via=asm", "via=asm is not allowed; valid: libc|inline"),
+    ("spin:n=0", "n=0 must be an integer in [1, 100]"),
+    ("spin:n=x", "n=x must be an integer in [1, 100]"),
+    ("syscall.null:cpu=99", "CPU 99 is not available here"),
+    ("syscall.null:cpu=0,0", "runs on one CPU"),
+    ("syscall.null:arch=sparc", "arch=sparc has no probe in this installation; available: x86_64, i386"),
+    ("syscall.null:via=", "via has an empty value"),
+    (":via=libc", "has no benchmark name"),
+    ("syscall.null:via", "'via' is not key=value"),
+])
+def test_bad_specs(spec, msg):
+    with pytest.raises(UsageError) as e:
+        ex(spec)
+    assert msg in str(e.value)
