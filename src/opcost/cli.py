@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from . import __version__
@@ -23,6 +24,8 @@ def _number(kind):
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(v):  # nan and inf pass every range check and break timeouts and JSON
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         return v
     return conv
 

@@ -151,6 +151,8 @@ def cmd_history(args, argv) -> int:
     from .history import format_history
     from .store import open_store
 
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
     with open_store(args.store) as store:
         runs = store.list_runs(args.limit)
     if args.json:

@@ -9,6 +9,7 @@ so that Ctrl-C and timeouts can take down it and its helpers together.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import random
@@ -196,7 +197,9 @@ def pad_length(rng: random.Random) -> int:
 def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResult:
     """Run one probe process to completion. Raises ProbeError (crash, bad
     output), ProbeTimeout, UsageError (the probe refused its input), and lets
-    KeyboardInterrupt through after killing the probe's process group."""
+    KeyboardInterrupt through after killing the probe's process group.
+    ProbeError and ProbeTimeout messages do not name the benchmark: the caller
+    prefixes the variant (bench and parameters), which it alone knows."""
     exe = probe_path(req.arch)
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
@@ -224,9 +227,9 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     if rc != 0:
         why = last_err.removeprefix("opcost-probe: ") if last_err else (
             f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
-        raise ProbeError(f"{req.bench}: probe failed: {why}")
+        raise ProbeError(f"probe failed: {why}")
     if res.header is None or res.trailer is None:
-        raise ProbeError(f"{req.bench}: probe output ended early (header or trailer missing)")
+        raise ProbeError("probe output ended early (header or trailer missing)")
     return res
 
 
@@ -240,8 +243,8 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
         left = timeout - (time.monotonic() - t0)
         if left <= 0:
             _kill_group(proc)
-            raise ProbeTimeout(f"probe for {res.header['bench'] if res.header else 'benchmark'} "
-                               f"did not finish within {timeout:.0f} s (killed); raise --timeout if it is just slow")
+            raise ProbeTimeout(f"probe did not finish within {timeout:g} s (killed); "
+                               "raise --timeout if it is just slow")
         for key, _ in sel.select(timeout=min(left, 0.5)):
             chunk = os.read(key.fileobj.fileno(), 65536)
             if not chunk:
@@ -262,7 +265,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
         proc.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise ProbeTimeout(f"probe did not exit within {timeout:.0f} s (killed)") from None
+        raise ProbeTimeout(f"probe did not exit within {timeout:g} s (killed)") from None
 
 
 def _accept(res: ProcessResult, line: bytes, on_line) -> None:
@@ -274,6 +277,10 @@ def _accept(res: ProcessResult, line: bytes, on_line) -> None:
     if kind == "header":
         res.header = d
     elif kind == "sample":
+        for k in ("iters", "ns_per_op", "tsc_per_op"):
+            v = d.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ProbeError(f"probe printed a sample with {k}={json.dumps(v)}, not a finite number")
         (res.warmup if d.get("warmup") else res.samples).append(d)
     elif kind == "trailer":
         res.trailer = d

@@ -23,12 +23,19 @@ What is done to keep the comparison about opcost and not about the setup:
     helpers on the same CPU;
   * same batch length (opcost's calibrated iteration count), same number of
     warm-up and measured batches, same statistic (median batch);
-  * all 8 processes of a round run in a new random order, so drift in the
-    machine (other load, frequency, host noise) hits both sides alike; the
-    ratio is formed per round, between processes that ran seconds apart;
+  * every round runs the operations in a new random order; for each, the
+    opcost process and the reference process run back to back, which one
+    first drawn at random, so machine drift (other load, host noise) hits
+    both sides alike; the ratio is formed per round within such a pair;
   * before round 1, one opcost process per operation only learns the batch
     length (discarded), so a reference process may run before its opcost
-    partner in a round;
+    partner;
+  * a pair in which either process got less than --min-share (0.8) of the
+    CPU (CPU time / wall time; opcost: its per-batch getrusage and wall_ns
+    summed over the measured batches; reference: its whole-process rusage,
+    helper included, over its wall time) was disturbed by another task on
+    the CPU and is run again, up to --retries (3) times; every attempt is
+    kept in --json;
   * opcost's runner gives every probe process a random-length environment
     variable (stack placement randomisation); the reference gets the same
     (a random 0-4096 byte variable), so a lucky or unlucky fixed stack
@@ -38,8 +45,9 @@ opcost's overhead subtraction (clock pair + empty-loop cost per iteration),
 its TSC-to-ns conversion (TSC rate calibrated against CLOCK_MONOTONIC_RAW)
 versus the reference's plain clock_gettime(CLOCK_MONOTONIC), its per-batch
 bookkeeping between batches, its static probe binary versus a plain
-dynamically linked `cc -O2` program, and the opcost CLI reading the probe's
-output while it runs.
+dynamically linked `cc -O2` program, and whatever the opcost CLI process
+does while its probe runs (reading the probe's output, and any threads it
+has, which can share the measuring CPU).
 
 Usage: validation/overhead/run.py [--rounds 10] [--cpu N] [--json OUT] [--check]
 """
@@ -86,9 +94,9 @@ def default_cpu() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def build_ref(build_dir: Path, cc: str) -> Path:
+def build_ref(build_dir: Path, cc: str, extra: list[str]) -> Path:
     exe = build_dir / "ref"
-    cmd = [cc, "-O2", "-o", str(exe), str(HERE / "ref.c")]
+    cmd = [cc, "-O2", *extra, "-o", str(exe), str(HERE / "ref.c")]
     cp = subprocess.run(cmd, capture_output=True, text=True)
     if cp.returncode != 0:
         raise Failure(f"building the reference failed: {' '.join(cmd)}\n{cp.stderr.strip()}")
@@ -133,7 +141,8 @@ def run_opcost(cmd: list[str], env: dict[str, str], spec: str, cpu: int, work: P
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
         raise Failure(f"{' '.join(argv)}: cannot read results[0] from {out}: {e!r}") from None
     per_batch = [float(s["ns_per_op"]) for s in samples if "ns_per_op" in s]
-    return {"median_ns": median, "iters": iters, "batches_ns": per_batch, "cpu_share": opcost_share(samples)}
+    return {"median_ns": median, "iters": iters, "batches_ns": per_batch, "cpu_share": opcost_share(samples),
+            "overhead_ns": r["summary"].get("overhead_ns")}
 
 
 def opcost_share(samples: list[dict]) -> float | None:
@@ -195,11 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=",".join(o[0] for o in OPS),
                     help="operations to check, comma-separated (default: all four)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler for ref.c (default $CC or cc)")
+    ap.add_argument("--ref-cflags", default="",
+                    help="extra flags for building ref.c, e.g. -static (default: none, plain cc -O2)")
     ap.add_argument("--retries", type=int, default=3,
                     help="run a disturbed pair again up to this many times (default 3; 0: never)")
-    ap.add_argument("--min-share", type=float, default=0.9,
+    ap.add_argument("--min-share", type=float, default=0.8,
                     help="a process whose CPU time is under this fraction of its wall time was "
-                         "disturbed (default 0.9)")
+                         "disturbed (default 0.8)")
     ap.add_argument("--seed", type=int, default=None, help="seed for the run order (default: random)")
     args = ap.parse_args(argv)
 
@@ -221,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not want:
         ap.error(f"--ops: unknown {', '.join(bad) or '(empty)'}; valid: {', '.join(by_name)}")
     ops = [by_name[w] for w in want]
+    ref_cflags = args.ref_cflags.split()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 
@@ -228,9 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opcost-overhead-") as tmp:
         work = Path(tmp)
-        ref = build_ref(work, args.cc)
-        log(f"opcost: {cmd_desc}; reference: {args.cc} -O2 {HERE / 'ref.c'}; cpu {cpu}; "
-            f"{args.rounds} rounds; seed {seed}")
+        ref = build_ref(work, args.cc, ref_cflags)
+        log(f"opcost: {cmd_desc}; reference: {' '.join([args.cc, '-O2', *ref_cflags])} {HERE / 'ref.c'}; "
+            f"cpu {cpu}; {args.rounds} rounds; seed {seed}")
 
         # Learn each operation's batch length, so a reference process can run
         # before its opcost partner in the shuffled rounds. Discarded.
@@ -269,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                         "ratio": a["median_ns"] / b["median_ns"], "opcost_iters": a["iters"],
                         "ref_iters": b["iters"], "opcost_cpu_share": a["cpu_share"],
                         "ref_cpu_share": b["cpu_share"], "disturbed": disturbed,
+                        "opcost_overhead_ns": a.get("overhead_ns"),
                         "opcost_batches_ns": a["batches_ns"], "ref_batches_ns": b["batches_ns"],
                     })
                     if not disturbed:
@@ -307,13 +320,14 @@ def main(argv: list[str] | None = None) -> int:
             print("  ".join("-" * w for w in widths))
     print(f"\nmedians over {args.rounds} rounds on CPU {cpu}; ratio = median of per-round "
           f"opcost/ref; band {lo:g}-{hi:g}; {time.monotonic() - t_start:.0f} s")
-    print(f"reruns: pairs run again because a side got under {args.min_share:g} of the CPU it waited on "
+    print(f"reruns: pairs run again because a side's CPU time was under {args.min_share:g} of its wall time "
           f"(another task on CPU {cpu}); 'kept': still disturbed after --retries {args.retries}")
 
     if args.json:
         doc = {
             "schema": "opcost.validation-overhead/1",
-            "opcost": cmd_desc, "cc": args.cc, "cpu": cpu, "rounds": args.rounds, "seed": seed,
+            "opcost": cmd_desc, "cc": args.cc, "ref_cflags": ["-O2", *ref_cflags],
+            "cpu": cpu, "rounds": args.rounds, "seed": seed,
             "warmup": WARMUP, "samples": SAMPLES, "band": [lo, hi],
             "retries": args.retries, "min_share": args.min_share,
             "machine": {"node": platform.node(), "kernel": platform.release(), "arch": platform.machine()},

@@ -30,21 +30,28 @@ def serialize(doc: dict) -> bytes:
 
 
 def check_writable(path: str) -> None:
-    """Fail before measuring, not after: the file is created (or truncated) now."""
+    """Fail before measuring, not after: try what write_atomic will do (a new
+    file beside the target), without touching the target itself, so a usage
+    error found later leaves neither an empty file nor a truncated one."""
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"--json {path} is a directory; give a file path")
     try:
-        with open(p, "ab"):
-            pass
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=_dir_of(p))
+        os.close(fd)
+        os.unlink(tmp)
     except OSError as e:
         raise UsageError(f"--json {path} cannot be written ({e.strerror}); give a writable file path") from None
+
+
+def _dir_of(p: Path) -> Path | str:
+    return p.parent if str(p.parent) else "."
 
 
 def write_atomic(path: str, data: bytes) -> None:
     """Write beside the target and rename, so a reader never sees half a file."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=_dir_of(p))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -1,0 +1,56 @@
+"""Shared fixtures: the probe built once per session, and `run_cli`, which runs
+`python -m opcost ...` from the source tree against a private store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "probe" / "opcost-probe"
+
+
+@pytest.fixture(scope="session")
+def probe_bin() -> Path:
+    """`make -C probe` once per session; the path of the host probe."""
+    cp = subprocess.run(["make", "-C", str(ROOT / "probe"), "-s"], capture_output=True, text=True)
+    assert cp.returncode == 0, f"make -C probe failed:\n{cp.stdout}\n{cp.stderr}"
+    assert PROBE.is_file() and os.access(PROBE, os.X_OK), f"{PROBE} was not built"
+    return PROBE
+
+
+def cli_env(data_home: Path, **extra: str) -> dict[str, str]:
+    """The environment for one opcost process: the source tree on PYTHONPATH,
+    XDG_DATA_HOME under the test's tmp_path (never the real store), no
+    inherited OPCOST_PROBE unless given here."""
+    env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env["XDG_DATA_HOME"] = str(data_home)
+    env.update(extra)
+    return env
+
+
+def cli_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "opcost", *map(str, args)]
+
+
+@pytest.fixture
+def cli_environ(tmp_path, probe_bin):
+    """cli_environ(**extra) -> env dict for a Popen of opcost."""
+    return lambda **extra: cli_env(tmp_path, **extra)
+
+
+@pytest.fixture
+def run_cli(tmp_path, probe_bin):
+    """run_cli(*args, env={...}, timeout=60, input=None) -> CompletedProcess
+    (text mode) of `python -m opcost *args`, run in tmp_path with
+    XDG_DATA_HOME=tmp_path; `env` adds or overrides variables."""
+    def run(*args, env: dict | None = None, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **(env or {})), cwd=tmp_path,
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, **kw)
+    return run
