@@ -689,8 +689,8 @@ static int cmd_run(int argc, char **argv)
 		else if (strcmp(a, "--fake-clock") == 0 && v) {
 			char *end;
 			R.o.fake_ns = strtod(v, &end);
-			if (*end || !(R.o.fake_ns > 0))
-				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one operation in ns (> 0)", v);
+			if (*end || !(R.o.fake_ns > 0) || R.o.fake_ns > 1e9)
+				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one operation in ns (0 < NS <= 1e9)", v);
 		} else if (strcmp(a, "--check") == 0) {
 			R.o.check = 1;
 			takes = 0;

@@ -177,13 +177,14 @@ def test_failed_migration_rolls_back(tmp_path, monkeypatch):
     def boom(conn):
         conn.execute("CREATE TABLE half_done (x)")
         raise sqlite3.OperationalError("simulated failure")
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS + [(2, boom)])
-    monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", 2)
+    last = sqlite_backend.LATEST_VERSION
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS + [(last + 1, boom)])
+    monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", last + 1)
     path = tmp_path / "m.db"
-    with pytest.raises(StoreError, match="migrating to schema version 2"):
+    with pytest.raises(StoreError, match=f"migrating to schema version {last + 1}"):
         SqliteStore(path)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # v1 committed, v2 not
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == last  # earlier steps committed, the bad one not
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='half_done'").fetchone()
 
 
@@ -390,3 +391,30 @@ def test_history_table(db):
     assert all(len(line) <= 100 for line in lines[:3])
     assert any(line.startswith("running:") for line in lines)
     assert not any(line != line.rstrip() for line in lines)
+
+
+def test_v1_store_upgrades_and_keeps_its_runs(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    # A store written by the first release: only migration 1 existed.
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:1])
+    monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", 1)
+    with SqliteStore(path) as old:
+        run_id = old.create_run(label="before", env={}, argv=["opcost"], opcost_version="0.0.1")
+        rid = old._execute("adding a result",
+                           "INSERT INTO results (run_id, position, bench, params, op, unit, status) "
+                           "VALUES (?, 0, 'syscall.null', '{}', 'system call', 'ns', 'ok')", (run_id,)).lastrowid
+        old._execute("adding a process", "INSERT INTO processes (result_id, idx, header) VALUES (?, 0, '{}')",
+                     (rid,))
+        old.finish_run(run_id, "complete")
+    monkeypatch.undo()
+    with SqliteStore(path) as new:
+        doc = new.load_run("before")
+        assert doc["results"][0]["bench"] == "syscall.null" and "key" not in doc["results"][0]
+        assert doc["results"][0]["processes"][0]["index"] == 0
+        r2 = new.add_result(doc["run_id"], position=1, bench="ctx.pipe", params={}, op="round trip", unit="ns",
+                            key="ctx.pipe:mode=thread")
+        new.add_process(r2, idx=0, header={}, samples=[], trailer=None, meta={"round": 3, "pad_bytes": 17})
+        again = new.load_run(doc["run_id"])
+    assert again["results"][1]["key"] == "ctx.pipe:mode=thread"
+    assert again["results"][1]["processes"][0]["round"] == 3
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == sqlite_backend.LATEST_VERSION

@@ -107,11 +107,12 @@ void fp_load(enum fpkind k)
 #endif
 }
 
-void fp_clear(void)
+void fp_clear(int have_avx)
 {
 #if defined(__x86_64__) || defined(__i386__)
-	char why[160];
-	if (fpkind_supported(FP_AVX, why, sizeof(why)))
+	if (have_avx)
 		__asm__ volatile("vzeroall" ::: "memory");
+#else
+	(void)have_avx;
 #endif
 }

@@ -20,8 +20,9 @@ enum fpkind fpkind_parse(const char *s);
 int fpkind_supported(enum fpkind k, char *why, size_t whylen);
 /* Load 1.0 into the register the kind uses (its value then never changes). */
 void fp_load(enum fpkind k);
-/* Put every register of the kind into its init (zero) state where possible. */
-void fp_clear(void);
+/* SSE/AVX registers to their init (zero) state: vzeroall when have_avx
+ * (decided once in setup: the CPUID check must stay out of timed code). */
+void fp_clear(int have_avx);
 
 static const float fp_one[16] __attribute__((aligned(64))) = {
 	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};

@@ -23,6 +23,7 @@ static const struct bench_param params[] = {
 struct state {
 	pid_t self;
 	int dirty;
+	int have_avx;
 	enum fpkind kind;
 };
 
@@ -44,6 +45,8 @@ static int setup(struct bench_ctx *ctx)
 	s->kind = fpkind_parse(param_str(ctx, "state"));
 	if (s->dirty && !fpkind_supported(s->kind, ctx->err, sizeof(ctx->err)))
 		return BENCH_UNSUPPORTED;
+	char why[160];
+	s->have_avx = fpkind_supported(FP_AVX, why, sizeof(why));
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = handler;
@@ -63,7 +66,7 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 	if (s->dirty)
 		fp_load(s->kind);
 	else
-		fp_clear();
+		fp_clear(s->have_avx);
 	for (uint64_t i = 0; i < iters; i++)
 		kill(s->self, SIGUSR1);
 }

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            build_parser().print_help()
+            build_parser().print_help(sys.stderr)
             return EXIT_USAGE
         from . import commands
         return getattr(commands, "cmd_" + args.command)(args, argv)

@@ -75,8 +75,8 @@ def check_run_options(args) -> None:
         raise UsageError(f"--iters {args.iters}: must be at least 1")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be positive (seconds)")
-    if args.fake_clock is not None and args.fake_clock <= 0:
-        raise UsageError(f"--fake-clock {args.fake_clock:g}: give the fake cost of one operation in ns (> 0)")
+    if args.fake_clock is not None and not 0 < args.fake_clock <= 1e9:
+        raise UsageError(f"--fake-clock {args.fake_clock:g}: give the fake cost of one operation in ns (0 < NS <= 1e9)")
     if args.no_store and args.store:
         raise UsageError("--store and --no-store contradict each other; give one")
 

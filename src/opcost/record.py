@@ -29,13 +29,15 @@ class Recorder:
             for pos, vr in enumerate(results):
                 v = vr.variant
                 self.result_ids[id(vr)] = self.store.add_result(
-                    self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns")
+                    self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
+                    key=v.key())
         self._write_json()
 
     def process_done(self, vr, proc: dict) -> None:
         if self.store:
             self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
-                                   samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"])
+                                   samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
+                                   meta={k: proc[k] for k in ("round", "pad_bytes", "wall_s")})
         self._write_json()
 
     def variant_updated(self, vr) -> None:

@@ -82,8 +82,12 @@ def format_results(results: list[dict]) -> str:
             notes.append(f"  {name}: {f['flag']}: {f['detail']}")
         if status == "failed":
             notes.append(f"  {name}: failed after {s['n_processes']} process(es): {reason}")
+        reasons = s.get("counter_reasons", {})
         for cname, val in (s.get("counters") or {}).items():
-            counters.append(f"  {name}: {cname} = " + (f"{val:.4g}/op" if isinstance(val, (int, float)) else str(val)))
+            shown = f"{val:.4g}/op" if isinstance(val, (int, float)) else str(val)
+            if cname in reasons:
+                shown += f" ({reasons[cname]})"
+            counters.append(f"  {name}: {cname} = {shown}")
     out = []
     if len(rows) > 1:
         out.append(_table(rows, right={2, 4, 5, 6, 7, 8, 9, 11}))

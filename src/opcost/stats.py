@@ -9,7 +9,13 @@ independent and are never pooled for the CI.
 
 from __future__ import annotations
 
-import numpy as np
+import os
+
+# A BLAS thread pool would spin on the CPUs being measured; opcost needs none.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240229
@@ -142,6 +148,9 @@ def summarize(processes: list[dict]) -> dict:
         }
         summary["iters"] = sorted({h["iters"] for h in headers})
         summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
+        reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
+        if reasons:
+            summary["counter_reasons"] = reasons
     summary["flags"] = flags(procs, stats, summary)
     return summary
 

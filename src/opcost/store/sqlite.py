@@ -97,8 +97,16 @@ Migration = Union[str, Callable[[sqlite3.Connection], None]]
 # the connection. Each step runs in its own transaction together with the
 # `PRAGMA user_version` bump, so a store is always at exactly one version.
 # Append only: never edit a step that has shipped.
+# Version 2: the display key of a result (`ctx.pipe:mode=thread`) and the
+# runner's per-process facts (round, pad_bytes, wall_s) as JSON.
+_V2 = """
+ALTER TABLE results ADD COLUMN key TEXT;
+ALTER TABLE processes ADD COLUMN meta TEXT;
+"""
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _V1),
+    (2, _V2),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -290,26 +298,27 @@ class SqliteStore:
         return int(cur.lastrowid)
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
-                   op: str, unit: str) -> int:
+                   op: str, unit: str, key: str | None = None) -> int:
         cur = self._execute(
             "adding a result",
-            "INSERT INTO results (run_id, position, bench, params, op, unit, status) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-            (run_id, position, bench, _dumps(params), op, unit))
+            "INSERT INTO results (run_id, position, bench, params, op, unit, status, key) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+            (run_id, position, bench, _dumps(params), op, unit, key))
         return int(cur.lastrowid)
 
     def add_process(self, result_id: int, *, idx: int, header: dict, samples: list[dict],
-                    trailer: dict | None) -> int:
+                    trailer: dict | None, meta: dict | None = None) -> int:
         """Store one probe process with all its samples, committed before returning."""
         # Encode before BEGIN: a sample that is not JSON fails without a transaction.
         rows = [(i, 1 if s.get("warmup") else 0, s.get("iters"), s.get("ns_per_op"),
                  s.get("tsc_per_op"), _dumps(s)) for i, s in enumerate(samples)]
         header_json = _dumps(header)
         trailer_json = None if trailer is None else _dumps(trailer)
+        meta_json = None if meta is None else _dumps(meta)
         with self._transaction("adding a process") as db:
             cur = db.execute(
-                "INSERT INTO processes (result_id, idx, header, trailer) VALUES (?, ?, ?, ?)",
-                (result_id, idx, header_json, trailer_json))
+                "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
+                (result_id, idx, header_json, trailer_json, meta_json))
             process_id = int(cur.lastrowid)
             db.executemany(
                 "INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
@@ -393,10 +402,10 @@ class SqliteStore:
                 "SELECT created, finished, label, kind, status, opcost_version, argv, env"
                 " FROM runs WHERE id = ?", (run_id,)).fetchone()
             results = db.execute(
-                "SELECT id, bench, params, op, unit, status, reason, summary FROM results"
+                "SELECT id, bench, params, op, unit, status, reason, summary, key FROM results"
                 " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
             processes = db.execute(
-                "SELECT p.id, p.result_id, p.idx, p.header, p.trailer FROM processes p"
+                "SELECT p.id, p.result_id, p.idx, p.header, p.trailer, p.meta FROM processes p"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
             samples = db.execute(
@@ -408,9 +417,9 @@ class SqliteStore:
         # Three bulk queries and assembly here, rather than one query per process.
         procs_by_id: dict[int, dict] = {}
         procs_by_result: dict[int, list[dict]] = {}
-        for pid, result_id, idx, header, trailer in processes:
-            proc = {"index": idx, "header": _loads(header), "trailer": _loads(trailer),
-                    "samples": [], "warmup": []}
+        for pid, result_id, idx, header, trailer, meta in processes:
+            proc = {"index": idx, **(_loads(meta) if meta else {}), "header": _loads(header),
+                    "trailer": _loads(trailer), "samples": [], "warmup": []}
             procs_by_id[pid] = proc
             procs_by_result.setdefault(result_id, []).append(proc)
         for pid, warmup, data in samples:
@@ -429,10 +438,10 @@ class SqliteStore:
             "argv": _loads(argv),
             "env": _loads(env),
             "results": [
-                {"bench": bench, "params": _loads(params), "op": op, "unit": unit,
+                {"bench": bench, **({"key": key} if key else {}), "params": _loads(params), "op": op, "unit": unit,
                  "status": rstatus, "reason": reason, "summary": _loads(summary),
                  "processes": procs_by_result.get(rid, [])}
-                for rid, bench, params, op, unit, rstatus, reason, summary in results
+                for rid, bench, params, op, unit, rstatus, reason, summary, key in results
             ],
         }
 
