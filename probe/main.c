@@ -217,6 +217,7 @@ struct opts {
 	double fake_ns; /* > 0: fake clock */
 	unsigned long long seed;
 	int check; /* validate and set up, measure nothing */
+	long spin;  /* injected cost: spin_chain(spin) per operation */
 };
 
 struct usage {
@@ -241,6 +242,7 @@ struct run {
 	double tsc_hz;
 	double clock_ovh; /* ticks for one start/end pair with nothing between */
 	double loop_ovh;  /* ticks per empty loop iteration */
+	double spin_ticks; /* cost of one spin_chain(spin), measured alone */
 	uint64_t fake_rng;
 	struct usage helper_prev;
 };
@@ -252,12 +254,34 @@ static __attribute__((noinline)) void empty_loop(uint64_t n)
 		BARRIER();
 }
 
+/* The injected cost alone, in the same loop shape as a benchmark: minimum
+ * over many batches, clock and loop overhead subtracted, per call. */
+static __attribute__((noinline)) void spin_loop(unsigned spin, uint64_t n)
+{
+	OP_LOOP(spin, n, BARRIER());
+}
+
+static double measure_spin(const struct run *R, unsigned spin)
+{
+	const uint64_t n = 2000;
+	double best = 1e18;
+	for (int k = 0; k < 50; k++) {
+		uint64_t a = clock_start();
+		spin_loop(spin, n);
+		uint64_t b = clock_end();
+		if ((double)(b - a) < best)
+			best = (double)(b - a);
+	}
+	return (best - R->clock_ovh) / (double)n - R->loop_ovh;
+}
+
 static void calibrate_clock(struct run *R)
 {
 	if (R->o.fake_ns > 0) {
 		R->tsc_hz = 2e9;
 		R->clock_ovh = 40;
 		R->loop_ovh = 0.5;
+		R->spin_ticks = (double)R->o.spin; /* fake: one tick per add */
 		return;
 	}
 #ifdef CLOCK_IS_NS
@@ -306,6 +330,8 @@ static void calibrate_clock(struct run *R)
 	R->loop_ovh = (ml - R->clock_ovh) / (double)n;
 	if (R->loop_ovh < 0)
 		R->loop_ovh = 0;
+	if (R->o.spin > 0)
+		R->spin_ticks = measure_spin(R, (unsigned)R->o.spin);
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -550,6 +576,14 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 	jb_num(&j, "loop_ns_per_iter", R->loop_ovh / R->tsc_hz * 1e9);
 	jb_str(&j, "method", "minimum of 2000 empty clock pairs and of 50 empty 20000-iteration loops; both subtracted from every batch");
 	jb_obj_end(&j);
+	if (R->o.spin > 0) {
+		jb_obj_begin(&j, "spin");
+		jb_int(&j, "n", R->o.spin);
+		jb_num(&j, "ticks", R->spin_ticks);
+		jb_num(&j, "ns", R->spin_ticks / R->tsc_hz * 1e9);
+		jb_str(&j, "method", "spin_chain alone in the same loop shape, minimum of 50 batches, overheads subtracted");
+		jb_obj_end(&j);
+	}
 	jb_uint(&j, "iters", iters);
 	jb_str(&j, "iters_source", R->o.iters > 0 ? "requested" : "calibrated to target_ms");
 	jb_int(&j, "samples", R->o.samples);
@@ -691,6 +725,10 @@ static int cmd_run(int argc, char **argv)
 			R.o.fake_ns = strtod(v, &end);
 			if (*end || !(R.o.fake_ns > 0) || R.o.fake_ns > 1e9)
 				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one operation in ns (0 < NS <= 1e9)", v);
+		} else if (strcmp(a, "--spin") == 0 && v) {
+			R.o.spin = parse_count(a, v, 0);
+			if (R.o.spin > SPIN_MAX)
+				die(EXIT_USAGE, "--spin %s: at most %d dependent adds per operation", v, SPIN_MAX);
 		} else if (strcmp(a, "--check") == 0) {
 			R.o.check = 1;
 			takes = 0;
@@ -730,6 +768,7 @@ static int cmd_run(int argc, char **argv)
 	if (rc < 0)
 		die(EXIT_FAIL, "cannot pin to CPU %d: %s", R.ctx.cpus[0], strerror(-rc));
 
+	R.ctx.spin = (unsigned)R.o.spin;
 	R.ctx.shm = mmap(NULL, sizeof(struct helper_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (R.ctx.shm == MAP_FAILED)
 		die(EXIT_FAIL, "mmap: %s", strerror(errno));
@@ -796,7 +835,8 @@ static const char usage_text[] =
 	"usage: opcost-probe list [--json]\n"
 	"       opcost-probe run BENCH [-P key=value]... [--samples N] [--warmup N]\n"
 	"                        [--target-ms MS] [--iters N] [--cpu A[,B]] [--counters LIST]\n"
-	"                        [--fake-clock NS [--seed S]] [--check]\n"
+	"                        [--fake-clock NS [--seed S]] [--spin N] [--check]\n"
+	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"

@@ -33,6 +33,7 @@ struct bench_ctx {
 	const char *values[MAX_PARAMS]; /* resolved value per param (default filled in) */
 	int cpus[MAX_CPUS];              /* cpus[0]: the measuring thread; cpus[1]: a helper */
 	int ncpus;
+	unsigned spin;                   /* spin=N: extra dependent adds per operation */
 	struct helper_shm *shm;          /* shared page for helpers (process or thread) */
 	void *priv;
 	char err[256];                   /* reason, set when setup fails */
@@ -102,5 +103,25 @@ static inline void helper_poll_inline(struct bench_ctx *ctx)
 
 /* Compiler barrier: keep an operation's result alive, keep loops honest. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
+
+/* ---- the measured loop ---- */
+
+#define SPIN_MAX 1024
+uint64_t spin_chain(unsigned n, uint64_t x);
+
+/* `iters` operations: the body, plus spin_chain(spin) when spin=N asks for an
+ * injected cost. Two loops, so with spin=0 nothing but the body is inside.
+ * A `break` in the body ends the loop. */
+#define OP_LOOP(spin, iters, ...)                                                \
+	do {                                                                         \
+		const unsigned spin_ = (spin);                                           \
+		if (!spin_) {                                                            \
+			for (uint64_t i_ = 0; i_ < (iters); i_++) { __VA_ARGS__; }           \
+		} else {                                                                 \
+			uint64_t x_ = 1;                                                     \
+			for (uint64_t i_ = 0; i_ < (iters); i_++) { __VA_ARGS__; x_ = spin_chain(spin_, x_); } \
+			__asm__ volatile("" : : "r"(x_));                                    \
+		}                                                                        \
+	} while (0)
 
 #endif

@@ -47,7 +47,7 @@ static void helper(struct bench_ctx *ctx)
 		fp_load(s->kind);
 	ctx->shm->ready = 1;
 	/* read, publish usage if asked (one load), [fp], echo */
-	FP_LOOP(s->child_fp, s->kind, UINT64_MAX, {
+	FP_LOOP(0, s->child_fp, s->kind, UINT64_MAX, {
 		if (read(s->to_helper[0], &c, 1) != 1)
 			return;
 		helper_poll_inline(ctx);
@@ -95,7 +95,7 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 	char c = 'x';
 	if (s->parent_fp)
 		fp_load(s->kind); /* harness output between batches may have cleared it */
-	FP_LOOP(s->parent_fp, s->kind, iters, {
+	FP_LOOP(ctx->spin, s->parent_fp, s->kind, iters, {
 		if (write(s->to_helper[1], &c, 1) != 1 || read(s->from_helper[0], &c, 1) != 1)
 			break;
 	});

@@ -64,9 +64,7 @@ static int setup(struct bench_ctx *ctx)
 
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
-	(void)ctx;
-	for (uint64_t i = 0; i < iters; i++)
-		sched_yield();
+	OP_LOOP(ctx->spin, iters, sched_yield());
 }
 
 static void sync_helper(struct bench_ctx *ctx)

@@ -53,20 +53,20 @@ static const float fp_one[16] __attribute__((aligned(64))) = {
 #define FP_OP_NEON() ((void)0)
 #endif
 
-/* Expand `body` into one loop per kind so the loop holds nothing but the
- * operation and (when fp) the one FP instruction: no per-iteration branch. */
-#define FP_LOOP(use_fp, kind, iters, body)                                       \
+/* One loop per kind (and per spin, through OP_LOOP), so the loop holds
+ * nothing but the operation and, when use_fp, its one FP instruction. */
+#define FP_LOOP(spin, use_fp, kind, iters, ...)                                    \
 	do {                                                                         \
 		if (!(use_fp)) {                                                         \
-			for (uint64_t i_ = 0; i_ < (iters); i_++) { body; }                  \
+			OP_LOOP(spin, iters, __VA_ARGS__);                                   \
 			break;                                                               \
 		}                                                                        \
 		switch (kind) {                                                          \
-		case FP_X87: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_X87(); body; } break; \
-		case FP_SSE: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_SSE(); body; } break; \
-		case FP_AVX: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_AVX(); body; } break; \
-		case FP_AVX512: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_AVX512(); body; } break; \
-		case FP_NEON: for (uint64_t i_ = 0; i_ < (iters); i_++) { FP_OP_NEON(); body; } break; \
+		case FP_X87: OP_LOOP(spin, iters, FP_OP_X87(); __VA_ARGS__); break;      \
+		case FP_SSE: OP_LOOP(spin, iters, FP_OP_SSE(); __VA_ARGS__); break;      \
+		case FP_AVX: OP_LOOP(spin, iters, FP_OP_AVX(); __VA_ARGS__); break;      \
+		case FP_AVX512: OP_LOOP(spin, iters, FP_OP_AVX512(); __VA_ARGS__); break; \
+		case FP_NEON: OP_LOOP(spin, iters, FP_OP_NEON(); __VA_ARGS__); break;    \
 		}                                                                        \
 	} while (0)
 #endif

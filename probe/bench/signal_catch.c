@@ -67,8 +67,7 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 		fp_load(s->kind);
 	else
 		fp_clear(s->have_avx);
-	for (uint64_t i = 0; i < iters; i++)
-		kill(s->self, SIGUSR1);
+	OP_LOOP(ctx->spin, iters, kill(s->self, SIGUSR1));
 }
 
 static void teardown(struct bench_ctx *ctx)

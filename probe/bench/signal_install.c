@@ -25,10 +25,10 @@ static int setup(struct bench_ctx *ctx)
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	const struct sigaction *a = ctx->priv;
-	for (uint64_t i = 0; i < iters; i++) {
+	OP_LOOP(ctx->spin, iters, {
 		int r = sigaction(SIGUSR1, a, &old);
 		__asm__ volatile("" : : "r"(r) : "memory");
-	}
+	});
 }
 
 static void teardown(struct bench_ctx *ctx)

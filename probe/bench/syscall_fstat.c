@@ -31,10 +31,10 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	int f = *(int *)ctx->priv;
 	struct stat sb;
-	for (uint64_t i = 0; i < iters; i++) {
+	OP_LOOP(ctx->spin, iters, {
 		int r = fstat(f, &sb);
 		__asm__ volatile("" : : "r"(r) : "memory");
-	}
+	});
 }
 
 static void teardown(struct bench_ctx *ctx)

@@ -42,15 +42,15 @@ static int setup(struct bench_ctx *ctx)
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	if (ctx->priv) {
-		for (uint64_t i = 0; i < iters; i++) {
+		OP_LOOP(ctx->spin, iters, {
 			long r = inline_getppid();
 			__asm__ volatile("" : : "r"(r));
-		}
+		});
 	} else {
-		for (uint64_t i = 0; i < iters; i++) {
+		OP_LOOP(ctx->spin, iters, {
 			long r = syscall(SYS_getppid);
 			__asm__ volatile("" : : "r"(r));
-		}
+		});
 	}
 }
 

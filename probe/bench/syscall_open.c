@@ -28,8 +28,7 @@ static int setup(struct bench_ctx *ctx)
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	const char *path = ctx->priv;
-	for (uint64_t i = 0; i < iters; i++)
-		close(open(path, O_RDONLY));
+	OP_LOOP(ctx->spin, iters, close(open(path, O_RDONLY)));
 }
 
 const struct bench bench_syscall_open = {

@@ -30,10 +30,10 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	struct state *s = ctx->priv;
 	char c;
-	for (uint64_t i = 0; i < iters; i++) {
+	OP_LOOP(ctx->spin, iters, {
 		ssize_t r = read(s->fd, &c, 1);
 		__asm__ volatile("" : : "r"(r));
-	}
+	});
 }
 
 static void teardown(struct bench_ctx *ctx)

@@ -27,10 +27,10 @@ static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	const char *path = ctx->priv;
 	struct stat sb;
-	for (uint64_t i = 0; i < iters; i++) {
+	OP_LOOP(ctx->spin, iters, {
 		int r = stat(path, &sb);
 		__asm__ volatile("" : : "r"(r) : "memory");
-	}
+	});
 }
 
 const struct bench bench_syscall_stat = {
