@@ -14,9 +14,6 @@
  * predictor mitigations), which alone it never is. */
 #include "probe.h"
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
 #if defined(__x86_64__)
 __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 {
@@ -34,17 +31,14 @@ __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 #elif defined(__aarch64__)
 __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 {
-	uint64_t t;
-	__asm__ volatile("adr %[t], 2f\n\t"
-			 "sub %[t], %[t], %[off]\n\t"
-			 "br %[t]\n\t"
-			 ".rept " STR(SPIN_MAX) "\n\t"
+	uint64_t c = n;
+	__asm__ volatile("1:\n\t"
 			 "add %[x], %[x], %[x]\n\t"
-			 ".endr\n"
-			 "2:\n\t"
+			 "subs %[c], %[c], #1\n\t"
+			 "b.ne 1b\n\t"
 			 "isb\n\t"
-			 : [x] "+r"(x), [t] "=&r"(t)
-			 : [off] "r"((uint64_t)n * 4)
+			 : [x] "+r"(x), [c] "+r"(c)
+			 :
 			 : "cc");
 	return x;
 }
