@@ -178,6 +178,7 @@ static int cmd_list(int json)
 	jb_str(&j, "schema", "opcost.probe-list/1");
 	jb_str(&j, "probe_version", PROBE_VERSION);
 	jb_str(&j, "arch", ARCH);
+	jb_int(&j, "spin_max", SPIN_MAX);
 	jb_arr_begin(&j, "benchmarks");
 	for (int i = 0; bench_table[i]; i++) {
 		const struct bench *b = bench_table[i];
@@ -186,6 +187,7 @@ static int cmd_list(int json)
 		jb_str(&j, "summary", b->summary);
 		jb_str(&j, "op", b->op);
 		jb_bool(&j, "helper", (b->flags & BENCH_HAS_HELPER) != 0);
+		jb_int(&j, "switches_per_op", b->switches);
 		jb_arr_begin(&j, "params");
 		for (int k = 0; b->params && b->params[k].name; k++)
 			emit_param(&j, &b->params[k]);
@@ -428,11 +430,12 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 
 	if (fake) {
 		/* Deterministic model: per-op cost fake_ns, +-1% jitter per batch,
-		 * the usual overheads added, so subtraction is exercised too. */
+		 * plus one tick per spin add; the usual overheads added, so their
+		 * subtraction is exercised too. */
 		double j = ((double)(xorshift(&R->fake_rng) % 2001) - 1000.0) / 100000.0;
-		double op_ticks = R->o.fake_ns * R->tsc_hz / 1e9 * (1.0 + j);
+		double op_ticks = R->o.fake_ns * R->tsc_hz / 1e9 * (1.0 + j) + R->spin_ticks;
 		B->raw_ticks = (double)iters * (op_ticks + R->loop_ovh) + R->clock_ovh;
-		double ns = (double)iters * R->o.fake_ns * (1.0 + j);
+		double ns = (double)iters * op_ticks / R->tsc_hz * 1e9;
 		B->wall_ns = (uint64_t)ns;
 		B->self = (struct usage){(int64_t)(ns * 0.25), (int64_t)(ns * 0.75), 0, 0};
 		if (B->helper_valid)

@@ -49,6 +49,7 @@ struct bench {
 	const char *name;
 	const char *summary;
 	const char *op;                  /* what one operation is, e.g. "round trip" */
+	unsigned switches;               /* context switches one operation implies (0: none) */
 	unsigned flags;
 	const struct bench_param *params; /* terminated by {NULL} */
 	int (*setup)(struct bench_ctx *ctx);

@@ -13,7 +13,7 @@ TABLE = {"benchmarks": [
         {"name": "via", "type": "enum", "default": "libc", "choices": ["libc", "inline"]}]},
     {"name": "spin", "op": "op", "helper": False, "params": [
         {"name": "n", "type": "int", "default": "1", "min": 1, "max": 100}]},
-], "counters": []}
+], "counters": [], "spin_max": 1024}
 
 
 def ex(spec, cpus=None):

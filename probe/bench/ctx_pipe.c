@@ -127,6 +127,7 @@ const struct bench bench_ctx_pipe = {
 	.name = "ctx.pipe",
 	.summary = "pipe ping-pong between two processes or threads (seed 000, perf bench sched pipe)",
 	.op = "round trip",
+	.switches = 2,
 	.flags = BENCH_HAS_HELPER,
 	.params = params,
 	.setup = setup,

@@ -88,6 +88,7 @@ const struct bench bench_ctx_yield = {
 	.name = "ctx.yield",
 	.summary = "two tasks on one CPU yielding to each other with sched_yield(2) (seed 001)",
 	.op = "yield",
+	.switches = 2,
 	.flags = BENCH_HAS_HELPER,
 	.params = params,
 	.setup = setup,

@@ -49,6 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("specs", nargs="*", metavar="SPEC")
     add_run_options(s)
 
+    s = sub.add_parser("ab", help="interleaved A/B of two variants, with a verdict",
+                       description="Each round runs one A and one B process in a random order. "
+                       "PARAMS is key=value,key=value (cpu, arch and spin included); identical A and B "
+                       "make an A/A run, which measures the noise.")
+    s.add_argument("benches", nargs="+", metavar="BENCH")
+    s.add_argument("--a", required=True, metavar="PARAMS", help="variant A (the baseline)")
+    s.add_argument("--b", required=True, metavar="PARAMS", help="variant B (verdicts are B relative to A)")
+    s.add_argument("--delta", default="2", metavar="PCT",
+                   help="practical threshold in percent (default 2; raised to twice the measured noise)")
+    add_run_options(s)
+
+    s = sub.add_parser("compare", help="compare two stored runs (not interleaved)")
+    s.add_argument("run_a", metavar="RUN_A", help="run id or label (the baseline)")
+    s.add_argument("run_b", metavar="RUN_B", help="run id or label")
+    s.add_argument("--delta", default="2", metavar="PCT", help="practical threshold in percent (default 2)")
+    s.add_argument("--force", action="store_true", help="compare even when CPU model or architecture differ")
+    s.add_argument("--store", metavar="URL", help="result store")
+    s.add_argument("--json", metavar="FILE", help="write the opcost.comparison/1 document")
+
     s = sub.add_parser("history", help="list stored runs")
     s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     s.add_argument("--limit", type=_number(int), default=None, metavar="N", help="newest N runs")

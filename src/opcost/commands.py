@@ -180,3 +180,135 @@ def cmd_show(args, argv) -> int:
           f", {doc.get('created', '')}, {doc.get('status', '')}")
     print(format_results(doc["results"]))
     return EXIT_OK
+
+
+def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
+    from .spec import check_cpu_list, expand
+
+    host, arches = probe.host_arch(), probe.installed_arches()
+    default_cpus = check_cpu_list(cpu, "--cpu") if cpu else None
+    pair = []
+    for arm, params in (("--a", a), ("--b", b)):
+        if "|" in params:
+            raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
+        if "," in bench or ":" in bench:
+            raise UsageError(f"BENCH {bench!r} is a benchmark name; give its parameters with --a and --b")
+        spec = f"{bench}:{params}" if params.strip() else bench
+        (v,) = expand(spec, probe.benchmark_table, host, arches, default_cpus)
+        pair.append(v)
+    return tuple(pair)
+
+
+def _switches(bench: str) -> int:
+    for b in probe.benchmark_table()["benchmarks"]:
+        if b["name"] == bench:
+            return b.get("switches_per_op", 0)
+    return 0
+
+
+def cmd_ab(args, argv) -> int:
+    from . import comparison
+    from .export.json_comparison import serialize, write_atomic
+    from .export.json_result import check_writable
+    from .progress import make_progress
+    from .record import Recorder
+    from .report import format_comparison
+    from .runner import RunOptions, Runner
+
+    check_run_options(args)
+    delta = comparison.parse_delta(args.delta)
+    pairs = [_ab_variants(bench, args.a, args.b, args.cpu) for bench in args.benches]
+    if len({p[0].bench for p in pairs}) != len(pairs):
+        raise UsageError("a benchmark is named twice; give each once")
+    counters = check_counters(args.counters, probe.benchmark_table()["counters"])
+    if args.json:
+        check_writable(args.json)
+    store = None
+    if not args.no_store:
+        from .store import open_store
+
+        store = open_store(args.store)
+    opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
+                      target_ms=args.target_ms, iters=args.iters, counters=counters,
+                      fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
+    runner = Runner([v for pair in pairs for v in pair], opts, warn=_warn)
+    runner.preflight()
+    env = collect_env()
+    runner.recorder = Recorder(store=store, json_path=None, env=env, argv=["opcost", *argv],
+                               label=args.label, kind="ab")
+    total = 2 * len(pairs) * args.processes * (args.warmup + args.samples)
+    try:
+        with make_progress(total, enabled=False if args.no_progress else None) as prog:
+            runner.progress = prog
+            outcome = runner.run()
+    finally:
+        if store:
+            store.close()
+    res = [vr.to_json() for vr in outcome.results]
+    entries = [comparison.entry(res[2 * i], res[2 * i + 1], delta=delta, key=p[0].bench,
+                                switches=_switches(p[0].bench)) for i, p in enumerate(pairs)]
+    entries, summary = comparison.finish(entries)
+    aa = all(pa.all_params() == pb.all_params() for pa, pb in pairs)
+    doc = comparison.document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
+                              a={"params": args.a, "run_id": runner.recorder.run_id},
+                              b={"params": args.b, "run_id": runner.recorder.run_id}, aa=aa, env=env)
+    if args.json:
+        write_atomic(args.json, serialize(doc))
+    print(format_comparison(doc, color=sys.stdout.isatty()))
+    if runner.recorder.run_id is not None:
+        print(f"\nstored as run {runner.recorder.run_id}" + (f" ({args.label})" if args.label else ""), file=sys.stderr)
+    if outcome.status == "interrupted":
+        print("opcost: interrupted; everything measured so far was kept and compared", file=sys.stderr)
+    elif outcome.error is not None:
+        print(f"opcost: {outcome.error}", file=sys.stderr)
+    return outcome.exit_code
+
+
+_IDENTITY_FIELDS = ("arch", "cpu_model_name")
+
+
+def cmd_compare(args, argv) -> int:
+    from . import comparison
+    from .env import differences
+    from .export.json_comparison import serialize, write_atomic
+    from .export.json_result import check_writable
+    from .report import format_comparison, result_key
+    from .store import open_store
+
+    delta = comparison.parse_delta(args.delta)
+    if args.json:
+        check_writable(args.json)
+    with open_store(args.store) as store:
+        id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
+        if id_a == id_b:
+            raise UsageError(f"{args.run_a} and {args.run_b} are the same stored run ({id_a}); compare two "
+                             "different runs, or measure noise with an interleaved `opcost ab BENCH --a P --b P`")
+        run_a, run_b = store.load_run(id_a), store.load_run(id_b)
+    diffs = differences(run_a.get("env") or {}, run_b.get("env") or {})
+    clash = [d for d in diffs if d[0] in _IDENTITY_FIELDS]
+    if clash and not args.force:
+        what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
+        raise UsageError(f"runs {id_a} and {id_b} ran on different machines ({what}); "
+                         "their costs are not comparable (--force to compare anyway)")
+    by_key_b = {result_key(r): r for r in run_b["results"]}
+    pairs = [(r, by_key_b[result_key(r)]) for r in run_a["results"] if result_key(r) in by_key_b]
+    if not pairs:
+        ka = ", ".join(result_key(r) for r in run_a["results"]) or "none"
+        kb = ", ".join(result_key(r) for r in run_b["results"]) or "none"
+        raise UsageError(f"runs {id_a} and {id_b} share no benchmark variant (A: {ka}; B: {kb}); "
+                         "compare runs of the same benchmarks and parameters")
+    matched = {result_key(a) for a, _ in pairs}
+    unmatched = [result_key(r) for r in run_a["results"] + run_b["results"] if result_key(r) not in matched]
+    entries = [comparison.entry(a, b, delta=delta, key=result_key(a), switches=_switches(a["bench"]))
+               for a, b in pairs]
+    entries, summary = comparison.finish(entries)
+    doc = comparison.document(
+        kind="compare", interleaved=False, entries=entries, summary=summary, delta=delta,
+        a={"run_id": id_a, "label": run_a.get("label"), "created": run_a.get("created")},
+        b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
+        env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
+        env_a=run_a.get("env"), env_b=run_b.get("env"))
+    if args.json:
+        write_atomic(args.json, serialize(doc))
+    print(format_comparison(doc, color=sys.stdout.isatty()))
+    return EXIT_OK

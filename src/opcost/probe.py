@@ -134,6 +134,7 @@ class ProbeRequest:
     fake_clock: float | None = None
     seed: int = 0
     pad_bytes: int = 0              # setup randomisation: env padding length
+    spin: int = 0                   # injected cost per operation
 
     def argv(self) -> list[str]:
         a = ["run", self.bench]
@@ -147,6 +148,8 @@ class ProbeRequest:
             a += ["--cpu", self.cpus]
         if self.counters:
             a += ["--counters", self.counters]
+        if self.spin:
+            a += ["--spin", str(self.spin)]
         if self.fake_clock:
             a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
         return a

@@ -37,7 +37,7 @@ class Recorder:
         if self.store:
             self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
                                    samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
-                                   meta={k: proc[k] for k in ("round", "pad_bytes", "wall_s")})
+                                   meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s")})
         self._write_json()
 
     def variant_updated(self, vr) -> None:

@@ -98,3 +98,99 @@ def format_results(results: list[dict]) -> str:
     if notes:
         out.append("notes:\n" + "\n".join(notes))
     return "\n\n".join(out)
+
+
+_COLORS = {"slower": "31", "faster": "32", "same": "2", "negligible": "2", "inconclusive": "33"}
+
+
+def _verdict(v: str | None, color: bool) -> str:
+    if v is None:
+        return "-"
+    return f"\x1b[{_COLORS[v]}m{v}\x1b[0m" if color else v
+
+
+def _params_text(p) -> str:
+    if isinstance(p, dict):
+        return ",".join(f"{k}={v}" for k, v in p.items()) or "(defaults)"
+    return p or "(defaults)"
+
+
+def _savings_table(e: dict) -> str:
+    sv = e["savings"]
+    cols = list(sv["A"])
+    rows = [["per " + (e["op"] or "op")] + cols]
+    for name, key in (("A", "A"), ("B", "B"), ("difference (A-B)", "difference")):
+        rows.append([name] + [(f"{sv[key][c]:.0f}" if c.startswith("cycles") and sv[key][c] is not None
+                               else fmt_ns(sv[key][c])) for c in cols])
+    rows.append(["improvement (A-B)/A"] + [fmt_pct(sv["improvement"][c]) for c in cols])
+    return _table(rows, right=set(range(1, len(cols) + 1)))
+
+
+def format_comparison(doc: dict, color: bool = False) -> str:
+    """One line per benchmark with its verdict, the geometric mean, then per
+    benchmark seed 000's savings table, then notes and environment changes."""
+    out = []
+    if doc["interleaved"]:
+        out.append(f"A/B, interleaved: each round ran one A and one B process in a random order\n"
+                   f"A: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}")
+        if doc.get("aa"):
+            out[-1] += "\nA/A run: A and B are identical, so any difference below is noise."
+    else:
+        def name(r):
+            return f"run {r['run_id']}" + (f" ({r['label']})" if r.get("label") else "") + f", {r.get('created', '')}"
+        out.append(f"A: {name(doc['a'])}\nB: {name(doc['b'])}\n"
+                   "not interleaved: A and B ran at different times, so drift between them is part of the difference")
+    rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
+    notes = []
+    for e in doc["comparisons"]:
+        if "ratio" not in e:
+            rows.append([e["key"], e["op"], "-", "-", "-", "-", "-", "-", "-"])
+            notes.append(f"  {e['key']}: {e['status']}")
+            continue
+        ci = e.get("ci95_ratio")
+        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
+                     f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
+                     fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        if e["verdict"] == "inconclusive":
+            need = e.get("processes_needed")
+            sched = e.get("schedule")
+            notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
+                         + (f": rerun with -p {sched}" if sched else f" ({e.get('schedule_note', 'beyond the 10/20/40 schedule')})"))
+        if e["delta"] > doc["delta_requested"] + 1e-12:
+            notes.append(f"  {e['key']}: delta raised from {fmt_pct(doc['delta_requested'])} to {fmt_pct(e['delta'])}: "
+                         "twice the measured A/A noise")
+        for f in e.get("flags", []):
+            notes.append(f"  {e['key']}: {f['text']}")
+    out.append(_table(rows, right={2, 3, 4, 6, 7}))
+    s = doc["summary"]
+    if s.get("geomean_ratio") is not None:
+        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
+                   "verdicts are B relative to A; p: smaller of Mann-Whitney U and Kolmogorov-Smirnov over "
+                   "per-process medians, Holm-adjusted across benchmarks")
+    for e in doc["comparisons"]:
+        if "savings" in e:
+            out.append(f"{e['key']}: " + ("per op" if not e["savings"]["A"].get("elapsed per switch")
+                                          else f"per {e['op']} ({_switch_count(e)} switches)")
+                       + "; user/system from getrusage of the measuring side"
+                       + ("; whole system = both sides' user+system" if "whole system" in e["savings"]["A"] else "")
+                       + "\n" + _savings_table(e))
+    if notes:
+        out.append("notes:\n" + "\n".join(notes))
+    if doc.get("unmatched"):
+        out.append("not in both runs (not compared): " + ", ".join(doc["unmatched"]))
+    diffs = doc.get("env_differences")
+    if diffs is not None:
+        out.append("environment differences:\n" + ("\n".join(f"  {d['field']}: {_short(d['a'])} -> {_short(d['b'])}"
+                                                          for d in diffs) if diffs else "  none"))
+    return "\n\n".join(out)
+
+
+def _switch_count(e: dict) -> int:
+    a = e["savings"]["A"]
+    return round(a["elapsed"] / a["elapsed per switch"]) if a.get("elapsed per switch") else 0
+
+
+def _short(v, width: int = 60) -> str:
+    t = str(v)
+    return t if len(t) <= width else t[: width - 3] + "..."

@@ -77,6 +77,7 @@ class Runner:
         self.progress = progress
         self.warn = warn or (lambda msg: None)
         self.rng = random.Random(opts.seed)
+        self.seq = 0  # processes started, in order: proves the interleaving
 
     def preflight(self) -> None:
         """Before anything is stored: wrong input raises UsageError, variants
@@ -92,7 +93,7 @@ class Runner:
             bench=v.bench, params=v.params, arch=v.arch, cpus=v.cpu, samples=self.opts.samples,
             warmup=self.opts.warmup, target_ms=self.opts.target_ms, iters=self.opts.iters,
             counters=self.opts.counters, fake_clock=self.opts.fake_clock,
-            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng))
+            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng), spin=v.spin)
 
     def run(self) -> Outcome:
         from .stats import summarize
@@ -156,7 +157,8 @@ class Runner:
             self.warn(f"{v.key()}: cannot be measured here: {res.unsupported}")
             return None
         vr.op = res.header.get("op", vr.op)
-        proc = {"index": len(vr.processes), "round": rnd, "pad_bytes": res.pad_bytes,
+        self.seq += 1
+        proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), "header": res.header, "samples": res.samples,
                 "warmup": res.warmup, "trailer": res.trailer}
         vr.processes.append(proc)

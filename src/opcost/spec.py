@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError
 
-GENERIC_PARAMS = ("cpu", "arch")
+GENERIC_PARAMS = ("cpu", "arch", "spin")
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,11 @@ class Variant:
     arch: str
     given: tuple = ()                       # keys the user wrote
     op: str = ""                            # what one operation is (from the probe table)
+    spin: int = 0                           # injected cost: dependent adds per operation
 
     def all_params(self) -> dict:
-        return {**self.params, "cpu": self.cpu, "arch": self.arch}
+        extra = {"spin": str(self.spin)} if self.spin else {}
+        return {**self.params, "cpu": self.cpu, "arch": self.arch, **extra}
 
     def key(self) -> str:
         """Stable display name, e.g. `ctx.pipe:fp=parent,mode=thread`."""
@@ -125,6 +127,7 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default
         b = benches[name]
         declared = {p["name"]: p for p in b["params"]}
         cpu = chosen.pop("cpu", None)
+        spin = _spin(name, chosen.pop("spin", "0"), table.get("spin_max", 0))
         for k, v in chosen.items():
             if k not in declared:
                 valid = ", ".join([*declared, *GENERIC_PARAMS])
@@ -141,8 +144,19 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
         _reconcile_placement(name, params, cpu, b, "placement" in chosen)
-        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"]))
+        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], spin))
     return variants
+
+
+def _spin(bench: str, value: str, spin_max: int) -> int:
+    try:
+        n = int(value, 10)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= spin_max:
+        raise UsageError(f"{bench}: spin={value} must be an integer in [0, {spin_max}] "
+                         "(dependent adds injected per operation)")
+    return n
 
 
 def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool) -> None:

@@ -4,7 +4,8 @@ History of the format (readers ignore unknown fields):
   opcost.result/1 (0.1.0): schema, opcost_version, run_id, label, status, argv,
     env, results[] of {bench, key, params (cpu and arch included), op, unit,
     status (ok|unsupported|failed|pending), reason, processes[] of {index,
-    round, pad_bytes, wall_s, header, samples, warmup, trailer}, summary}.
+    round, seq (order of starting in the run), pad_bytes, wall_s, header,
+    samples, warmup, trailer}, summary}.
 """
 
 from __future__ import annotations

@@ -1,0 +1,312 @@
+"""A/B comparison of two variants: pure functions over per-process medians.
+
+This module owns the "real or noise" decision of STATISTICS.md. The unit of
+analysis is the per-process median (one float per probe process, ns per op)
+of arm A and arm B of one benchmark; batches are never pooled here.
+
+- effect: ratio of medians B/A with a 95% percentile-bootstrap CI, each arm
+  resampled independently (10,000 resamples, fixed seed);
+- test: two-sided Mann-Whitney U and two-sample Kolmogorov-Smirnov, the
+  smaller p (bimodal costs can change shape without moving the median);
+- threshold: delta, default 2%, never below twice the A/A noise of the
+  comparison itself;
+- many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
+  the geometric mean of the ratios;
+- verdicts: slower / faster / negligible / same / inconclusive, B relative
+  to A; an inconclusive one says how many processes per arm would likely
+  decide it, rounded up to the declared schedule (10, 20, 40).
+
+No I/O, no printing; callers turn the dicts into opcost.comparison/1.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Imported first: it keeps BLAS thread pools off the CPUs being measured.
+from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+import numpy as np  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+ALPHA = 0.05
+DELTA = 0.02
+SCHEDULE = (10, 20, 40)
+MIN_PROCESSES = 6
+MAD_SCALE = 1.4826
+# The sampling SD of a median of n normal values is sigma * sqrt(pi / (2n)):
+# the median is pi/2 times less efficient than the mean.
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
+# Mann-Whitney's asymptotic relative efficiency against the t test under
+# normality is 3/pi, so it needs pi/3 times the t test's sample size.
+MWU_ARE_FACTOR = math.pi / 3
+# The exact Mann-Whitney null distribution is cheap well beyond the largest
+# declared stage (40 per arm); past this, the normal approximation is exact enough.
+MWU_EXACT_MAX = 100
+VERDICTS = ("faster", "slower", "same", "negligible", "inconclusive")
+
+
+def _arm(xs, name: str) -> np.ndarray:
+    a = np.asarray(xs, dtype=float).ravel()
+    if a.size == 0:
+        raise ValueError(f"arm {name} has no process medians")
+    # A per-op time that is not a positive number is a broken measurement,
+    # and a ratio of medians over it means nothing.
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"arm {name}: per-process medians must be finite and > 0")
+    return a
+
+
+def ratio_ci(a, b, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+             seed: int = BOOTSTRAP_SEED) -> tuple[float, list[float] | None]:
+    """Ratio of medians B/A and its percentile-bootstrap CI.
+
+    Each arm is resampled with replacement independently (the arms are two
+    independent sets of processes; pairing round by round would assume the
+    interleaving order matters, which it is randomised precisely not to).
+    The CI is None with fewer than 2 processes in either arm: a bootstrap
+    of one value is a point, which would read as certainty.
+    """
+    a, b = _arm(a, "A"), _arm(b, "B")
+    ratio = float(np.median(b) / np.median(a))
+    if a.size < 2 or b.size < 2:
+        return ratio, None
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, a.size, size=(resamples, a.size))
+    ib = rng.integers(0, b.size, size=(resamples, b.size))
+    r = np.median(b[ib], axis=1) / np.median(a[ia], axis=1)
+    lo, hi = np.percentile(r, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
+    return ratio, [float(lo), float(hi)]
+
+
+def p_value(a, b) -> dict:
+    """Two-sided Mann-Whitney U and two-sample Kolmogorov-Smirnov.
+
+    Mann-Whitney: the exact null distribution when there are no ties (the
+    normal approximation is poor at 5-10 processes per arm, where opcost
+    lives); with ties the exact distribution does not apply, so the normal
+    approximation with tie and continuity correction. KS: scipy's exact
+    two-sample distribution (conservative under ties).
+
+    Returns {"mannwhitney", "ks", "p": the smaller, "mwu_method"} and a
+    "note" when the input is degenerate (p = 1.0).
+    """
+    a, b = _arm(a, "A"), _arm(b, "B")
+    if a.size < 2 or b.size < 2:
+        return {"mannwhitney": 1.0, "ks": 1.0, "p": 1.0, "mwu_method": None,
+                "note": f"too few processes to test ({a.size} vs {b.size}; need at least 2 per arm)"}
+    both = np.concatenate([a, b])
+    if np.ptp(both) == 0:
+        # Every value equal: no test statistic can tell the arms apart, and
+        # scipy's asymptotic variance would be 0 (p = nan).
+        return {"mannwhitney": 1.0, "ks": 1.0, "p": 1.0, "mwu_method": None,
+                "note": "all process medians are identical"}
+    ties = np.unique(both).size < both.size
+    method = "asymptotic" if ties or max(a.size, b.size) > MWU_EXACT_MAX else "exact"
+    p1 = float(sps.mannwhitneyu(a, b, alternative="two-sided", method=method,
+                                use_continuity=True).pvalue)
+    p2 = float(sps.ks_2samp(a, b, alternative="two-sided", method="auto").pvalue)
+    p1, p2 = min(p1, 1.0), min(p2, 1.0)
+    return {"mannwhitney": p1, "ks": p2, "p": min(p1, p2), "mwu_method": method}
+
+
+def robust_cv(a, b) -> float:
+    """Pooled robust CV of the per-process medians of both arms.
+
+    Each value is taken relative to its own arm's median (so a real A/B
+    difference does not count as noise), the relative residuals of both arms
+    are pooled, and their MAD is scaled by 1.4826 to estimate a standard
+    deviation. MAD rather than SD: one process that landed on a bad memory
+    layout or a noisy neighbour must not inflate the threshold.
+    """
+    a, b = _arm(a, "A"), _arm(b, "B")
+    res = np.concatenate([a / np.median(a) - 1, b / np.median(b) - 1])
+    return float(MAD_SCALE * np.median(np.abs(res - np.median(res))))
+
+
+def aa_noise(a, b) -> float:
+    """A/A noise of this comparison: the relative standard error of the
+    difference between the two arms' medians,
+
+        cv * sqrt(1/na + 1/nb) * sqrt(pi/2)
+
+    where cv is robust_cv(a, b) and sqrt(pi/2) is the median's efficiency
+    factor (SE of a median = sigma * sqrt(pi / 2n)). It is the spread two
+    identical variants would show at these sample sizes. 0.0 when either arm
+    has fewer than 2 processes: the noise is not estimable, and such a
+    comparison is inconclusive anyway (p = 1, no CI).
+    """
+    a, b = _arm(a, "A"), _arm(b, "B")
+    if a.size < 2 or b.size < 2:
+        return 0.0
+    return robust_cv(a, b) * math.sqrt(1 / a.size + 1 / b.size) * MEDIAN_EFFICIENCY
+
+
+def effective_delta(delta: float, a, b) -> float:
+    """STATISTICS.md: "Practical threshold delta: default 2%, never below
+    twice the measured A/A noise"."""
+    return max(float(delta), 2 * aa_noise(a, b))
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in input order.
+
+    Step-down: the k-th smallest (0-based) is multiplied by m - k, a running
+    maximum keeps the adjusted values monotone in the order of the raw ones,
+    and they are capped at 1.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return [float(x) for x in out]
+
+
+def geomean(ratios) -> float:
+    r = np.asarray(ratios, dtype=float)
+    if r.size == 0:
+        raise ValueError("geomean of no ratios")
+    return float(np.exp(np.mean(np.log(r))))
+
+
+def processes_needed(cv: float, delta: float, alpha: float = ALPHA, power: float = 0.95) -> int:
+    """Processes per arm for a two-sided Mann-Whitney test at level alpha to
+    detect a relative difference delta with the given power, when the
+    per-process medians have coefficient of variation cv:
+
+        n = ceil(2 * (z_{1-alpha/2} + z_power)^2 * (cv/delta)^2 * pi/3)
+
+    the two-sample normal sizing, inflated by pi/3 for Mann-Whitney's
+    efficiency; never fewer than 6 (below that the exact test can barely
+    reach p < 0.05 at all). Reproduces STATISTICS.md's sizing table.
+    """
+    if delta <= 0:
+        raise ValueError("delta must be > 0")
+    z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
+    n = 2 * z * z * (cv / delta) ** 2 * MWU_ARE_FACTOR
+    return max(MIN_PROCESSES, math.ceil(n))
+
+
+def next_schedule(n: int) -> int | None:
+    """The smallest declared stage (10, 20, 40) with at least n processes
+    per arm; None beyond 40: the declared schedule cannot decide it, and
+    going further would be optional stopping."""
+    return next((s for s in SCHEDULE if s >= n), None)
+
+
+def verdict(ratio: float, ci: list[float] | None, p_adj: float, delta_eff: float,
+            alpha: float = ALPHA) -> str:
+    """B relative to A, in this precedence:
+
+    - slower / faster: significant and |ratio - 1| >= delta;
+    - negligible: significant but smaller than delta;
+    - same: the whole CI lies inside [1 - delta, 1 + delta];
+    - inconclusive: none of the above.
+
+    Significance comes first: a real difference whose CI happens to fit
+    inside +/- delta is `negligible`, not `same`.
+    """
+    if p_adj < alpha:
+        if abs(ratio - 1) >= delta_eff:
+            return "faster" if ratio < 1 else "slower"
+        return "negligible"
+    if ci is not None and 1 - delta_eff <= ci[0] and ci[1] <= 1 + delta_eff:
+        return "same"
+    return "inconclusive"
+
+
+def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
+                 resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
+    """One benchmark: effect, CI, tests and threshold; no verdict yet (that
+    needs the family-wise adjustment across the report, see decide())."""
+    a, b = _arm(a, "A"), _arm(b, "B")
+    ratio, ci = ratio_ci(a, b, resamples=resamples, seed=seed)
+    p = p_value(a, b)
+    out = {
+        "n_a": int(a.size),
+        "n_b": int(b.size),
+        "median_a": float(np.median(a)),
+        "median_b": float(np.median(b)),
+        "ratio": ratio,
+        "ci95_ratio": ci,
+        "change": ratio - 1,
+        "p_mannwhitney": p["mannwhitney"],
+        "p_ks": p["ks"],
+        "p_value": p["p"],
+        "mwu_method": p["mwu_method"],
+        "cv_robust": robust_cv(a, b),
+        "aa_noise": aa_noise(a, b),
+        "delta": effective_delta(delta, a, b),
+        "delta_requested": float(delta),
+    }
+    if "note" in p:
+        out["note"] = p["note"]
+    return out
+
+
+def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
+    """Verdicts for the benchmarks of one report (compare_arms() outputs).
+
+    Holm-Bonferroni across all of them (adds "p_adjusted"), then "verdict".
+    An inconclusive one also gets "processes_needed" (per arm) and
+    "schedule": the next declared stage that reaches it, or None with a
+    "schedule_note" when even 40 would not. Returns new dicts.
+    """
+    padj = holm([c["p_value"] for c in comparisons])
+    out = []
+    for c, pa in zip(comparisons, padj):
+        c = dict(c, p_adjusted=pa)
+        c["verdict"] = verdict(c["ratio"], c["ci95_ratio"], pa, c["delta"], alpha)
+        if c["verdict"] == "inconclusive":
+            d, ch = c["delta"], abs(c["change"])
+            # Two ways to decide it: show the observed difference is real
+            # (an effect of |change|), or show it lies inside +/- delta (a CI
+            # half-width under delta - |change|). Size for the larger of the
+            # two targets, i.e. the cheaper way; sizing the equivalence side
+            # with the test's power formula errs on the generous side.
+            # max(...) >= delta/2 > 0, so the target is never zero.
+            target = max(ch, d - ch)
+            cv = c.get("cv_robust")
+            if cv is None:
+                na, nb = c["n_a"], c["n_b"]
+                cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
+            need = processes_needed(cv, target, alpha)
+            c["processes_needed"] = need
+            # "More" means a stage beyond what already ran: re-running the
+            # same count would not change an inconclusive answer.
+            c["schedule"] = next_schedule(max(need, max(c["n_a"], c["n_b"]) + 1))
+            if c["schedule"] is None:
+                c["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
+                                      f"schedule {', '.join(map(str, SCHEDULE))}")
+        out.append(c)
+    return out
+
+
+def summary(comparisons: list[dict]) -> dict:
+    """Report-wide: geometric mean of the ratios and how many of each verdict."""
+    counts = {v: 0 for v in VERDICTS}
+    for c in comparisons:
+        if "verdict" in c:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    return {
+        "geomean_ratio": geomean([c["ratio"] for c in comparisons]) if comparisons else None,
+        "n": len(comparisons),
+        "counts": counts,
+    }
+
+
+def arm_flags(summary_a: dict, summary_b: dict) -> list[dict]:
+    """The flags of both arms' summaries (stats.summarize), each tagged with
+    its arm: {"arm": "A", "flag": "unstable", "detail": ...,
+    "text": "A: unstable: ..."}. Every verdict carries them."""
+    out = []
+    for arm, s in (("A", summary_a), ("B", summary_b)):
+        for f in (s or {}).get("flags") or []:
+            detail = f.get("detail", "")
+            out.append({"arm": arm, "flag": f["flag"], "detail": detail,
+                        "text": f"{arm}: {f['flag']}: {detail}" if detail else f"{arm}: {f['flag']}"})
+    return out
