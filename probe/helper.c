@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -39,7 +40,7 @@ void helper_publish(struct bench_ctx *ctx)
 	__atomic_store_n(&ctx->shm->cmd, 0, __ATOMIC_RELEASE);
 }
 
-pid_t spawn_helper_process(int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
+static pid_t spawn_process(int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
 {
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -57,7 +58,7 @@ pid_t spawn_helper_process(int cpu, void (*fn)(struct bench_ctx *), struct bench
 	_exit(0);
 }
 
-void reap_helper_process(pid_t pid)
+static void reap_process(pid_t pid)
 {
 	if (pid <= 0)
 		return;
@@ -83,7 +84,7 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-int spawn_helper_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
+static int spawn_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx)
 {
 	struct thread_start *st = malloc(sizeof(*st));
 	if (!st)
@@ -101,7 +102,32 @@ int spawn_helper_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx
 	return 0;
 }
 
-void join_helper_thread(unsigned long tid)
+int helper_start(struct bench_ctx *ctx, struct helper *h, int thread, void (*fn)(struct bench_ctx *))
 {
-	pthread_join((pthread_t)tid, NULL);
+	memset(h, 0, sizeof(*h));
+	h->thread = thread;
+	if (thread) {
+		int rc = spawn_thread(&h->tid, helper_cpu(ctx), fn, ctx);
+		if (rc) {
+			snprintf(ctx->err, sizeof(ctx->err), "pthread_create: %s", strerror(-rc));
+			return BENCH_FAIL;
+		}
+	} else {
+		h->pid = spawn_process(helper_cpu(ctx), fn, ctx);
+		if (h->pid < 0) {
+			snprintf(ctx->err, sizeof(ctx->err), "fork: %s", strerror(errno));
+			return BENCH_FAIL;
+		}
+	}
+	while (!ctx->shm->ready)
+		sched_yield();
+	return BENCH_OK;
+}
+
+void helper_stop(struct helper *h)
+{
+	if (h->thread)
+		pthread_join((pthread_t)h->tid, NULL);
+	else
+		reap_process(h->pid);
 }

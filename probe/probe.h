@@ -85,14 +85,19 @@ int pin_self(int cpu);
 /* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
  * the benchmark's `placement` parameter) before setup() runs. */
 static inline int helper_cpu(const struct bench_ctx *ctx) { return ctx->cpus[1]; }
-/* Fork a helper process that dies with the probe (PR_SET_PDEATHSIG) and is
- * pinned to `cpu`; fn runs in the child and must not return. -1 on error. */
-pid_t spawn_helper_process(int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx);
-/* Kill and reap a helper process. */
-void reap_helper_process(pid_t pid);
-/* Start a helper thread pinned to `cpu`; 0 or -errno. */
-int spawn_helper_thread(unsigned long *tid, int cpu, void (*fn)(struct bench_ctx *), struct bench_ctx *ctx);
-void join_helper_thread(unsigned long tid);
+struct helper {
+	int thread;
+	pid_t pid;
+	unsigned long tid;
+};
+/* Run fn as the benchmark's helper, a thread or a process, pinned to
+ * helper_cpu(ctx), and wait until it sets ctx->shm->ready. A helper process
+ * dies with the probe (PR_SET_PDEATHSIG). BENCH_OK, or BENCH_FAIL with
+ * ctx->err set. */
+int helper_start(struct bench_ctx *ctx, struct helper *h, int thread, void (*fn)(struct bench_ctx *));
+/* A process is killed and reaped; a thread is joined (the benchmark has made
+ * its fn return first). */
+void helper_stop(struct helper *h);
 /* Called by helpers between operations (helper_poll_inline): one load,
  * and on request publishes the helper's own usage into ctx->shm. */
 void helper_publish(struct bench_ctx *ctx);

@@ -32,14 +32,12 @@ struct state {
 	int to_helper[2], from_helper[2];
 	int parent_fp, child_fp;
 	enum fpkind kind;
-	int thread;
-	pid_t pid;
-	unsigned long tid;
+	struct helper helper;
 };
 
 static struct state st;
 
-static void helper(struct bench_ctx *ctx)
+static void echo(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	char c;
@@ -64,29 +62,13 @@ static int setup(struct bench_ctx *ctx)
 	s->kind = fpkind_parse(param_str(ctx, "fpkind"));
 	s->parent_fp = param_is(ctx, "fp", "parent") || param_is(ctx, "fp", "both");
 	s->child_fp = param_is(ctx, "fp", "child") || param_is(ctx, "fp", "both");
-	s->thread = param_is(ctx, "mode", "thread");
 	if ((s->parent_fp || s->child_fp) && !fpkind_supported(s->kind, ctx->err, sizeof(ctx->err)))
 		return BENCH_UNSUPPORTED;
 	if (pipe(s->to_helper) || pipe(s->from_helper)) {
 		snprintf(ctx->err, sizeof(ctx->err), "pipe: %s", strerror(errno));
 		return BENCH_FAIL;
 	}
-	if (s->thread) {
-		int rc = spawn_helper_thread(&s->tid, helper_cpu(ctx), helper, ctx);
-		if (rc) {
-			snprintf(ctx->err, sizeof(ctx->err), "pthread_create: %s", strerror(-rc));
-			return BENCH_FAIL;
-		}
-	} else {
-		s->pid = spawn_helper_process(helper_cpu(ctx), helper, ctx);
-		if (s->pid < 0) {
-			snprintf(ctx->err, sizeof(ctx->err), "fork: %s", strerror(errno));
-			return BENCH_FAIL;
-		}
-	}
-	while (!ctx->shm->ready)
-		sched_yield();
-	return BENCH_OK;
+	return helper_start(ctx, &s->helper, param_is(ctx, "mode", "thread"), echo);
 }
 
 static void run(struct bench_ctx *ctx, uint64_t iters)
@@ -114,10 +96,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	close(s->to_helper[1]); /* the helper's read returns 0: it ends */
-	if (s->thread)
-		join_helper_thread(s->tid);
-	else
-		reap_helper_process(s->pid);
+	helper_stop(&s->helper);
 	close(s->to_helper[0]);
 	close(s->from_helper[0]);
 	close(s->from_helper[1]);

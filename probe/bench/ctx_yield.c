@@ -16,14 +16,12 @@ static const struct bench_param params[] = {
 };
 
 struct state {
-	int thread;
-	pid_t pid;
-	unsigned long tid;
+	struct helper helper;
 };
 
 static struct state st;
 
-static void helper(struct bench_ctx *ctx)
+static void yielder(struct bench_ctx *ctx)
 {
 	ctx->shm->ready = 1;
 	while (!ctx->shm->stop) {
@@ -43,23 +41,7 @@ static int setup(struct bench_ctx *ctx)
 			 ctx->cpus[0], ctx->cpus[1]);
 		return BENCH_BADPARAM;
 	}
-	s->thread = param_is(ctx, "mode", "thread");
-	if (s->thread) {
-		int rc = spawn_helper_thread(&s->tid, helper_cpu(ctx), helper, ctx);
-		if (rc) {
-			snprintf(ctx->err, sizeof(ctx->err), "pthread_create: %s", strerror(-rc));
-			return BENCH_FAIL;
-		}
-	} else {
-		s->pid = spawn_helper_process(helper_cpu(ctx), helper, ctx);
-		if (s->pid < 0) {
-			snprintf(ctx->err, sizeof(ctx->err), "fork: %s", strerror(errno));
-			return BENCH_FAIL;
-		}
-	}
-	while (!ctx->shm->ready)
-		sched_yield();
-	return BENCH_OK;
+	return helper_start(ctx, &s->helper, param_is(ctx, "mode", "thread"), yielder);
 }
 
 static void run(struct bench_ctx *ctx, uint64_t iters)
@@ -78,10 +60,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	ctx->shm->stop = 1;
-	if (s->thread)
-		join_helper_thread(s->tid);
-	else
-		reap_helper_process(s->pid);
+	helper_stop(&s->helper);
 }
 
 const struct bench bench_ctx_yield = {

@@ -101,15 +101,15 @@ def plan_variants(specs: list[str], cpu: str | None) -> list:
     return variants
 
 
-def cmd_run(args, argv) -> int:
+def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
+    """The measuring sequence of `run` and `ab`: check the output paths and the
+    store, preflight every variant (so bad input fails before anything is
+    stored), then run with a progress bar, recording after every process."""
     from .export.json_result import check_writable
     from .progress import make_progress
     from .record import Recorder
-    from .report import format_results
     from .runner import RunOptions, Runner
 
-    check_run_options(args)
-    variants = plan_variants(args.specs, args.cpu)
     counters = check_counters(args.counters, probe.benchmark_table()["counters"])
     if args.json:
         check_writable(args.json)
@@ -122,25 +122,38 @@ def cmd_run(args, argv) -> int:
                       target_ms=args.target_ms, iters=args.iters, counters=counters,
                       fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
     runner = Runner(variants, opts, warn=_warn)
-    runner.preflight()
-    runner.recorder = Recorder(store=store, json_path=args.json, env=collect_env(), argv=["opcost", *argv],
-                               label=args.label)
-    total = len(variants) * args.processes * (args.warmup + args.samples)
     try:
+        runner.preflight()
+        runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
+                                   argv=["opcost", *argv], label=args.label, kind=kind)
+        total = len(variants) * args.processes * (args.warmup + args.samples)
         with make_progress(total, enabled=False if args.no_progress else None) as prog:
             runner.progress = prog
             outcome = runner.run()
     finally:
         if store:
             store.close()
-    print(format_results([vr.to_json() for vr in outcome.results]))
-    if runner.recorder.run_id is not None:
-        print(f"\nstored as run {runner.recorder.run_id}" + (f" ({args.label})" if args.label else ""), file=sys.stderr)
+    return runner.recorder, outcome
+
+
+def _finish(recorder, outcome, label: str | None) -> int:
+    if recorder.run_id is not None:
+        print(f"\nstored as run {recorder.run_id}" + (f" ({label})" if label else ""), file=sys.stderr)
     if outcome.status == "interrupted":
         print("opcost: interrupted; everything measured so far was kept", file=sys.stderr)
     elif outcome.error is not None:
         print(f"opcost: {outcome.error}", file=sys.stderr)
     return outcome.exit_code
+
+
+def cmd_run(args, argv) -> int:
+    from .report import format_results
+
+    check_run_options(args)
+    variants = plan_variants(args.specs, args.cpu)
+    recorder, outcome = _measure(args, argv, variants, kind="run", result_json=args.json)
+    print(format_results([vr.to_json() for vr in outcome.results]))
+    return _finish(recorder, outcome, args.label)
 
 
 def _warn(msg: str) -> None:
@@ -209,59 +222,26 @@ def _switches(bench: str) -> int:
 def cmd_ab(args, argv) -> int:
     from . import comparison
     from .export.json_comparison import serialize, write_atomic
-    from .export.json_result import check_writable
-    from .progress import make_progress
-    from .record import Recorder
     from .report import format_comparison
-    from .runner import RunOptions, Runner
 
     check_run_options(args)
     delta = comparison.parse_delta(args.delta)
     pairs = [_ab_variants(bench, args.a, args.b, args.cpu) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
-    counters = check_counters(args.counters, probe.benchmark_table()["counters"])
-    if args.json:
-        check_writable(args.json)
-    store = None
-    if not args.no_store:
-        from .store import open_store
-
-        store = open_store(args.store)
-    opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
-                      target_ms=args.target_ms, iters=args.iters, counters=counters,
-                      fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
-    runner = Runner([v for pair in pairs for v in pair], opts, warn=_warn)
-    runner.preflight()
-    env = collect_env()
-    runner.recorder = Recorder(store=store, json_path=None, env=env, argv=["opcost", *argv],
-                               label=args.label, kind="ab")
-    total = 2 * len(pairs) * args.processes * (args.warmup + args.samples)
-    try:
-        with make_progress(total, enabled=False if args.no_progress else None) as prog:
-            runner.progress = prog
-            outcome = runner.run()
-    finally:
-        if store:
-            store.close()
+    recorder, outcome = _measure(args, argv, [v for pair in pairs for v in pair], kind="ab", result_json=None)
     res = [vr.to_json() for vr in outcome.results]
     entries = [comparison.entry(res[2 * i], res[2 * i + 1], delta=delta, key=p[0].bench,
                                 switches=_switches(p[0].bench)) for i, p in enumerate(pairs)]
     entries, summary = comparison.finish(entries)
     aa = all(pa.all_params() == pb.all_params() for pa, pb in pairs)
     doc = comparison.document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
-                              a={"params": args.a, "run_id": runner.recorder.run_id},
-                              b={"params": args.b, "run_id": runner.recorder.run_id}, aa=aa, env=env)
+                              a={"params": args.a, "run_id": recorder.run_id},
+                              b={"params": args.b, "run_id": recorder.run_id}, aa=aa, env=recorder.env)
     if args.json:
         write_atomic(args.json, serialize(doc))
     print(format_comparison(doc, color=sys.stdout.isatty()))
-    if runner.recorder.run_id is not None:
-        print(f"\nstored as run {runner.recorder.run_id}" + (f" ({args.label})" if args.label else ""), file=sys.stderr)
-    if outcome.status == "interrupted":
-        print("opcost: interrupted; everything measured so far was kept and compared", file=sys.stderr)
-    elif outcome.error is not None:
-        print(f"opcost: {outcome.error}", file=sys.stderr)
-    return outcome.exit_code
+    return _finish(recorder, outcome, args.label)
 
 
 _IDENTITY_FIELDS = ("arch", "cpu_model_name")
