@@ -249,23 +249,16 @@ struct run {
 	struct usage helper_prev;
 };
 
-/* The reference loop for overhead: same shape as a benchmark loop, no work. */
-static __attribute__((noinline)) void empty_loop(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		BARRIER();
-}
-
-/* The injected cost alone, in the same loop shape as a benchmark: minimum
- * over many batches, clock and loop overhead subtracted, per call. */
+/* The loop of a benchmark with nothing but spin_chain(spin) in it; with
+ * spin=0 it is the empty loop whose cost is the loop overhead. */
 static __attribute__((noinline)) void spin_loop(unsigned spin, uint64_t n)
 {
 	OP_LOOP(spin, n, BARRIER());
 }
 
-static double measure_spin(const struct run *R, unsigned spin)
+/* Minimum ticks over 50 batches of n iterations, clock overhead subtracted. */
+static double min_loop_ticks(const struct run *R, unsigned spin, uint64_t n)
 {
-	const uint64_t n = 2000;
 	double best = 1e18;
 	for (int k = 0; k < 50; k++) {
 		uint64_t a = clock_start();
@@ -274,7 +267,7 @@ static double measure_spin(const struct run *R, unsigned spin)
 		if ((double)(b - a) < best)
 			best = (double)(b - a);
 	}
-	return (best - R->clock_ovh) / (double)n - R->loop_ovh;
+	return best - R->clock_ovh;
 }
 
 static void calibrate_clock(struct run *R)
@@ -320,20 +313,11 @@ static void calibrate_clock(struct run *R)
 			mn = (double)(b - a);
 	}
 	R->clock_ovh = mn;
-	const uint64_t n = 20000;
-	double ml = 1e18;
-	for (int k = 0; k < 50; k++) {
-		uint64_t a = clock_start();
-		empty_loop(n);
-		uint64_t b = clock_end();
-		if ((double)(b - a) < ml)
-			ml = (double)(b - a);
-	}
-	R->loop_ovh = (ml - R->clock_ovh) / (double)n;
+	R->loop_ovh = min_loop_ticks(R, 0, 20000) / 20000.0;
 	if (R->loop_ovh < 0)
 		R->loop_ovh = 0;
 	if (R->o.spin > 0)
-		R->spin_ticks = measure_spin(R, (unsigned)R->o.spin);
+		R->spin_ticks = min_loop_ticks(R, (unsigned)R->o.spin, 2000) / 2000.0 - R->loop_ovh;
 }
 
 static uint64_t xorshift(uint64_t *s)

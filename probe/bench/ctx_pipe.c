@@ -7,7 +7,6 @@
 #include "fpstate.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

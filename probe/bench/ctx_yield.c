@@ -3,7 +3,6 @@
  * the helper, whose own yield switches back. */
 #include "../probe.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>

@@ -200,12 +200,12 @@ def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
 
     host, arches = probe.host_arch(), probe.installed_arches()
     default_cpus = check_cpu_list(cpu, "--cpu") if cpu else None
+    if "," in bench or ":" in bench:
+        raise UsageError(f"BENCH {bench!r} is a benchmark name; give its parameters with --a and --b")
     pair = []
     for arm, params in (("--a", a), ("--b", b)):
         if "|" in params:
             raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
-        if "," in bench or ":" in bench:
-            raise UsageError(f"BENCH {bench!r} is a benchmark name; give its parameters with --a and --b")
         spec = f"{bench}:{params}" if params.strip() else bench
         (v,) = expand(spec, probe.benchmark_table, host, arches, default_cpus)
         pair.append(v)

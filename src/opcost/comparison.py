@@ -8,9 +8,8 @@ from . import __version__, compare
 from .errors import UsageError
 from .export.json_comparison import SCHEMA
 
-# (name, summary key of the measuring side, of the helper) for the savings table
-_CPU_PARTS = (("user", "user_ns_per_op", "helper_user_ns_per_op"),
-              ("system", "sys_ns_per_op", "helper_sys_ns_per_op"))
+# (column, summary key) of the measuring side's CPU time in the savings table
+_CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
 
 
 def parse_delta(text: str) -> float:
@@ -31,7 +30,7 @@ def savings(sa: dict, sb: dict, switches: int) -> dict:
     cycles; per switch for switching benchmarks; and the whole system (both
     sides) where a helper takes part."""
     def row(s: dict) -> dict:
-        r = {name: s.get(main) for name, main, _ in _CPU_PARTS}
+        r = {name: s.get(key) for name, key in _CPU_PARTS}
         r["user+system"] = None if None in (r["user"], r["system"]) else r["user"] + r["system"]
         r["elapsed"] = s.get("median_ns")
         r["cycles"] = s.get("median_cycles")

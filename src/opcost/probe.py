@@ -166,6 +166,14 @@ class ProcessResult:
     wall_s: float = 0.0
 
 
+def _failure(rc: int, last_err: str) -> str:
+    """Why a probe exited non-zero: its own last stderr line, else the signal
+    or the exit status."""
+    if last_err:
+        return last_err.removeprefix("opcost-probe: ")
+    return f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+
+
 def check(req: ProbeRequest, timeout: float = 30) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
@@ -178,7 +186,7 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
-    last_err = (cp.stderr.strip().splitlines() or [""])[-1].removeprefix("opcost-probe: ")
+    last_err = (cp.stderr.strip().splitlines() or [""])[-1]
     if cp.returncode == PROBE_EXIT_OK:
         return None
     if cp.returncode == PROBE_EXIT_UNSUPPORTED:
@@ -187,10 +195,8 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
         except (IndexError, json.JSONDecodeError):
             raise ProbeError(f"{req.bench}: probe said unsupported without a reason") from None
     if cp.returncode == PROBE_EXIT_USAGE:
-        raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
-    why = last_err or (f"killed by signal {signal.Signals(-cp.returncode).name}" if cp.returncode < 0
-                       else f"exit status {cp.returncode}")
-    raise ProbeError(f"{req.bench}: probe setup failed: {why}")
+        raise UsageError(_failure(cp.returncode, last_err) if last_err else f"{req.bench}: probe rejected its arguments")
+    raise ProbeError(f"{req.bench}: probe setup failed: {_failure(cp.returncode, last_err)}")
 
 
 def pad_length(rng: random.Random) -> int:
@@ -226,11 +232,9 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     if rc == PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
         return res
     if rc == PROBE_EXIT_USAGE:
-        raise UsageError(last_err.removeprefix("opcost-probe: ") or f"{req.bench}: probe rejected its arguments")
+        raise UsageError(_failure(rc, last_err) if last_err else f"{req.bench}: probe rejected its arguments")
     if rc != 0:
-        why = last_err.removeprefix("opcost-probe: ") if last_err else (
-            f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
-        raise ProbeError(f"probe failed: {why}")
+        raise ProbeError(f"probe failed: {_failure(rc, last_err)}")
     if res.header is None or res.trailer is None:
         raise ProbeError("probe output ended early (header or trailer missing)")
     return res

@@ -83,17 +83,18 @@ class Runner:
         """Before anything is stored: wrong input raises UsageError, variants
         this machine cannot measure are marked unsupported with the reason."""
         for vr in self.results:
-            reason = probe.check(self._request(vr.variant, 0, 0))
+            reason = probe.check(self._request(vr.variant, 0, 0, pad=False))
             if reason is not None:
                 vr.status, vr.reason = "unsupported", reason
                 self.warn(f"{vr.variant.key()}: cannot be measured here: {reason}")
 
-    def _request(self, v: Variant, rnd: int, idx: int) -> probe.ProbeRequest:
+    def _request(self, v: Variant, rnd: int, idx: int, pad: bool = True) -> probe.ProbeRequest:
+        # pad=False (preflight) leaves the seeded run order and padding untouched
         return probe.ProbeRequest(
             bench=v.bench, params=v.params, arch=v.arch, cpus=v.cpu, samples=self.opts.samples,
             warmup=self.opts.warmup, target_ms=self.opts.target_ms, iters=self.opts.iters,
             counters=self.opts.counters, fake_clock=self.opts.fake_clock,
-            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng), spin=v.spin)
+            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin)
 
     def run(self) -> Outcome:
         from .stats import summarize

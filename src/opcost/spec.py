@@ -127,7 +127,8 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default
         b = benches[name]
         declared = {p["name"]: p for p in b["params"]}
         cpu = chosen.pop("cpu", None)
-        spin = _spin(name, chosen.pop("spin", "0"), table.get("spin_max", 0))
+        spin = chosen.pop("spin", "0")
+        _check_value(name, {"name": "spin", "type": "int", "min": 0, "max": table.get("spin_max", 0)}, spin)
         for k, v in chosen.items():
             if k not in declared:
                 valid = ", ".join([*declared, *GENERIC_PARAMS])
@@ -144,19 +145,8 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
         _reconcile_placement(name, params, cpu, b, "placement" in chosen)
-        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], spin))
+        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin, 0)))
     return variants
-
-
-def _spin(bench: str, value: str, spin_max: int) -> int:
-    try:
-        n = int(value, 10)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= spin_max:
-        raise UsageError(f"{bench}: spin={value} must be an integer in [0, {spin_max}] "
-                         "(dependent adds injected per operation)")
-    return n
 
 
 def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool) -> None:
