@@ -1,6 +1,9 @@
 """Build hook: `pip install .` compiles the static probe with make and ships it
 inside the package as opcost/_probe/opcost-probe-<arch>, so no compiler is
-needed at run time. The wheel is platform-specific because of it."""
+needed at run time; on x86_64 it also builds the i386 probe when a compiler
+for it is installed (the kernel runs both). The probe's sources go along
+(opcost/_probe/src) for `opcost probe build` and `opcost variants`. The wheel
+is platform-specific because of it."""
 
 import os
 import platform
@@ -23,9 +26,34 @@ class BuildProbe(build_py):
         subprocess.check_call(["make", "-C", str(here / "probe"), f"OUT={out}"])
         dest = Path(self.build_lib) / "opcost" / "_probe"
         dest.mkdir(parents=True, exist_ok=True)
-        target = dest / f"opcost-probe-{ARCH}"
-        shutil.copy2(here / "probe" / out, target)
-        os.chmod(target, 0o755)
+        built = {ARCH: here / "probe" / out}
+        if ARCH == "x86_64":
+            i386 = self._try_i386(here)
+            if i386:
+                built["i386"] = i386
+        for arch, path in built.items():
+            target = dest / f"opcost-probe-{arch}"
+            shutil.copy2(path, target)
+            os.chmod(target, 0o755)
+        src = dest / "src"
+        if src.exists():
+            shutil.rmtree(src)
+        shutil.copytree(here / "probe", src,
+                        ignore=shutil.ignore_patterns("build", "opcost-probe", "tests", "__pycache__", "*.o"))
+
+    @staticmethod
+    def _try_i386(here):
+        """The i386 probe, if a compiler for it is here; never fails the install."""
+        for cc in ("i686-linux-gnu-gcc", "cc -m32"):
+            if not shutil.which(cc.split()[0]):
+                continue
+            out = "build/opcost-probe-i386"
+            cp = subprocess.run(["make", "-C", str(here / "probe"), "-s", f"CC={cc}", f"OUT={out}"],
+                                capture_output=True)
+            if cp.returncode == 0:
+                return here / "probe" / out
+        print("opcost: no i386 compiler (apt-get install gcc-i686-linux-gnu): installing without the i386 probe")
+        return None
 
 
 class BinaryDistribution(Distribution):

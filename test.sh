@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the build needs
-# (a C compiler, make, static libc), installs opcost with its test extras,
-# builds the probe and runs pytest (Python side and probe). CI runs this.
+# (a C compiler, make, static libc, the i386 and aarch64 cross compilers and
+# qemu-user for the aarch64 probe), installs opcost with its test extras,
+# builds the probes and runs pytest: the Python side and the host probe, then
+# the probe's tests again on the i386 probe (natively) and on the aarch64
+# probe (under qemu-aarch64: correctness only). CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 missing=()
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v objdump >/dev/null 2>&1 || missing+=(binutils)
+command -v i686-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-i686-linux-gnu)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -18,4 +25,8 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check '.[test]'
 make -C probe -s
+make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
+make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
+# Cross-architecture tests must run here, not skip.
+export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64
 python3 -m pytest -q "$@"

@@ -28,6 +28,22 @@ __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 			 : "cc");
 	return x;
 }
+#elif defined(__i386__)
+/* 32-bit registers: the chain runs on the low word (the count of dependent
+ * adds is what matters, not their width). */
+__attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
+{
+	uint32_t v = (uint32_t)x, c = n;
+	__asm__ volatile("1:\n\t"
+			 "add %[v], %[v]\n\t"
+			 "dec %[c]\n\t"
+			 "jnz 1b\n\t"
+			 "lfence\n\t"
+			 : [v] "+r"(v), [c] "+r"(c)
+			 :
+			 : "cc");
+	return (x & ~(uint64_t)0xffffffffu) | v;
+}
 #elif defined(__aarch64__)
 __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 {

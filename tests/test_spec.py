@@ -61,7 +61,7 @@ def test_global_cpu_pair_applies_helper_cpu_only_to_two_party_benchmarks():
     ("spin:n=x", "n=x must be an integer in [1, 100]"),
     ("syscall.null:cpu=99", "CPU 99 is not available here"),
     ("syscall.null:cpu=0,0", "runs on one CPU"),
-    ("syscall.null:arch=sparc", "arch=sparc has no probe in this installation; available: x86_64, i386"),
+    ("syscall.null:arch=sparc", "arch=sparc has no probe that runs here; available: x86_64, i386"),
     ("syscall.null:via=", "via has an empty value"),
     (":via=libc", "has no benchmark name"),
     ("syscall.null:via", "'via' is not key=value"),

@@ -68,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--store", metavar="URL", help="result store")
     s.add_argument("--json", metavar="FILE", help="write the opcost.comparison/1 document")
 
+    s = sub.add_parser("probe", help="probes per architecture: list them, build one (cross-compile)")
+    ps = s.add_subparsers(dest="probe_command", metavar="ACTION", parser_class=_Parser, required=True)
+    b = ps.add_parser("build", help="compile the probe for an architecture (x86_64, i386, aarch64)")
+    b.add_argument("--arch", required=True, help="x86_64, i386 or aarch64")
+    b.add_argument("--cc", metavar="CC", help="compiler (default: cc for the host, the Debian cross compiler "
+                   "otherwise, e.g. aarch64-linux-gnu-gcc)")
+    g = b.add_mutually_exclusive_group()
+    g.add_argument("--static", dest="static", action="store_true", default=True,
+                   help="link statically (default; needed under qemu and on machines without this libc)")
+    g.add_argument("--dynamic", dest="static", action="store_false", help="link dynamically")
+    b.add_argument("--out", metavar="FILE", help="where to put it (default: $XDG_DATA_HOME/opcost/probes/, "
+                   "where arch= finds it)")
+    ls = ps.add_parser("list", help="which architectures have a probe here, and how they run")
+    ls.add_argument("--json", action="store_true", help="JSON on stdout")
+
     s = sub.add_parser("history", help="list stored runs")
     s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     s.add_argument("--limit", type=_number(int), default=None, metavar="N", help="newest N runs")

@@ -3,6 +3,7 @@ Library errors propagate to cli.main, which prints them."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -82,11 +83,11 @@ def check_run_options(args) -> None:
 
 
 def plan_variants(specs: list[str], cpu: str | None) -> list:
-    from .spec import check_cpu_list, expand
+    from .spec import cpu_alternatives, expand
 
     host = probe.host_arch()
     arches = probe.installed_arches()
-    default_cpus = check_cpu_list(cpu, "--cpu") if cpu else None
+    default_cpus = cpu_alternatives(cpu, "--cpu") if cpu else None
     if not specs:
         specs = [b["name"] for b in probe.benchmark_table(host)["benchmarks"]]
     variants = []
@@ -196,10 +197,12 @@ def cmd_show(args, argv) -> int:
 
 
 def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
-    from .spec import check_cpu_list, expand
+    from .spec import cpu_alternatives, expand
 
     host, arches = probe.host_arch(), probe.installed_arches()
-    default_cpus = check_cpu_list(cpu, "--cpu") if cpu else None
+    default_cpus = cpu_alternatives(cpu, "--cpu") if cpu else None
+    if default_cpus and len(default_cpus) > 1:
+        raise UsageError(f"--cpu {cpu}: ab compares one placement; give one CPU or A,B (or put cpu= in --a/--b)")
     if "," in bench or ":" in bench:
         raise UsageError(f"BENCH {bench!r} is a benchmark name; give its parameters with --a and --b")
     pair = []
@@ -207,8 +210,10 @@ def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
         if "|" in params:
             raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
         spec = f"{bench}:{params}" if params.strip() else bench
-        (v,) = expand(spec, probe.benchmark_table, host, arches, default_cpus)
-        pair.append(v)
+        vs = expand(spec, probe.benchmark_table, host, arches, default_cpus)
+        if len(vs) != 1:
+            raise UsageError(f"{arm} {params}: names {len(vs)} variants; each arm is one variant")
+        pair.append(vs[0])
     return tuple(pair)
 
 
@@ -291,4 +296,24 @@ def cmd_compare(args, argv) -> int:
     if args.json:
         write_atomic(args.json, serialize(doc))
     print(format_comparison(doc, color=sys.stdout.isatty()))
+    return EXIT_OK
+
+
+def cmd_probe(args, argv) -> int:
+    from . import probe_build
+
+    if args.probe_command == "build":
+        path = probe_build.build(args.arch, args.cc, args.static, args.out)
+        info = probe.find_probe(args.arch)
+        how = ("runs natively" if probe.runs_natively(args.arch)
+               else f"runs under {os.path.basename(info.emulator)} (correctness only)" if info and info.emulator
+               else "cannot run here (install qemu-user to run it emulated)")
+        print(f"built {path} ({args.arch}, {'static' if args.static else 'dynamic'}); {how}")
+        return EXIT_OK
+    rows = probe_build.probes()
+    if args.json:
+        dump_json({"probes": rows})
+        return EXIT_OK
+    for r in rows:
+        print(f"{r['arch']:<8} {r['runs']:<48} {r['path'] or ''}")
     return EXIT_OK

@@ -14,6 +14,7 @@ import os
 import platform
 import random
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -37,49 +38,113 @@ def _package_probe_dir() -> Path:
     return Path(__file__).resolve().parent / "_probe"
 
 
-def installed_arches() -> list[str]:
-    """Architectures with a probe binary shipped in the package (or given by
-    OPCOST_PROBE, which stands for the host architecture)."""
-    arches = set()
-    if os.environ.get("OPCOST_PROBE"):
-        arches.add(host_arch())
-    d = _package_probe_dir()
-    if d.is_dir():
-        for p in d.glob("opcost-probe-*"):
-            arches.add(p.name[len("opcost-probe-"):])
-    dev = _dev_probe()
-    if dev:
-        arches.add(host_arch())
-    return sorted(arches)
+KNOWN_ARCHES = ("x86_64", "i386", "aarch64")
+
+
+def user_probe_dir() -> Path:
+    """Where `opcost probe build` puts probes for other architectures."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "opcost" / "probes"
+
+
+def _dev_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "probe"
 
 
 def _dev_probe() -> Path | None:
     # Running from a source checkout (tests before install): probe/opcost-probe.
-    p = Path(__file__).resolve().parents[2] / "probe" / "opcost-probe"
+    p = _dev_dir() / "opcost-probe"
     return p if p.is_file() else None
 
 
-def probe_path(arch: str | None = None) -> Path:
-    arch = arch or host_arch()
+def _candidates(arch: str) -> list[tuple[Path, str]]:
+    """Where a probe for `arch` may be, in the order they are preferred."""
+    out: list[tuple[Path, str]] = []
     env = os.environ.get("OPCOST_PROBE")
     if env and arch == host_arch():
-        return Path(env)
-    p = _package_probe_dir() / f"opcost-probe-{arch}"
-    if p.is_file():
-        return p
+        out.append((Path(env), "OPCOST_PROBE"))
+    out.append((_package_probe_dir() / f"opcost-probe-{arch}", "package"))
+    out.append((user_probe_dir() / f"opcost-probe-{arch}", "opcost probe build"))
     if arch == host_arch():
         dev = _dev_probe()
         if dev:
-            return dev
+            out.append((dev, "source tree"))
+    out.append((_dev_dir() / "build" / f"opcost-probe-{arch}", "source tree"))
+    return out
+
+
+def runs_natively(arch: str) -> bool:
+    """The kernel runs this architecture's binaries itself: the host's, and
+    i386 on an x86_64 kernel (IA32 emulation)."""
+    h = host_arch()
+    return arch == h or (h == "x86_64" and arch == "i386")
+
+
+def emulator(arch: str) -> str | None:
+    """qemu user-mode emulator for an architecture the host cannot run (found
+    on PATH), or None. Emulated timings mean nothing; correctness does."""
+    if runs_natively(arch):
+        return None
+    for name in (f"qemu-{arch}", f"qemu-{arch}-static"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    arch: str
+    path: Path
+    source: str               # package, opcost probe build, source tree, OPCOST_PROBE
+    emulator: str | None      # run through this (qemu), or None: native
+
+
+def find_probe(arch: str) -> ProbeInfo | None:
+    for path, source in _candidates(arch):
+        if path.is_file() and os.access(path, os.X_OK):
+            emu = emulator(arch)
+            if not runs_natively(arch) and emu is None:
+                continue
+            return ProbeInfo(arch, path, source, emu)
+    return None
+
+
+def installed_arches() -> list[str]:
+    """Architectures whose probe can run here: shipped in the package, built
+    with `opcost probe build`, or in the source tree (natively, or under a
+    qemu user-mode emulator for another architecture)."""
+    return sorted(a for a in {host_arch(), *KNOWN_ARCHES} if find_probe(a))
+
+
+def probe_path(arch: str | None = None) -> Path:
+    return _probe_info(arch).path
+
+
+def probe_command(arch: str | None = None) -> list[str]:
+    """argv prefix that starts the probe for `arch` (with its emulator, if any)."""
+    info = _probe_info(arch)
+    return [info.emulator, str(info.path)] if info.emulator else [str(info.path)]
+
+
+def _probe_info(arch: str | None) -> ProbeInfo:
+    arch = arch or host_arch()
+    info = find_probe(arch)
+    if info:
+        return info
     have = ", ".join(installed_arches()) or "none"
-    raise UsageError(f"no probe for arch={arch} in this installation; available: {have} "
-                     f"(reinstall with `pip install .` to build the host probe)")
+    if arch not in KNOWN_ARCHES:
+        raise UsageError(f"arch={arch} is not an architecture opcost knows; valid: {', '.join(KNOWN_ARCHES)}")
+    hint = (f"build it with `opcost probe build --arch {arch}`" if runs_natively(arch)
+            else f"build it with `opcost probe build --arch {arch}` and install qemu-user to run it")
+    raise UsageError(f"no probe for arch={arch} that runs here; available: {have} ({hint})")
 
 
 def _run_simple(args: list[str], arch: str | None = None, timeout: float = 30) -> str:
-    exe = probe_path(arch)
+    cmd = probe_command(arch)
+    exe = cmd[-1]
     try:
-        cp = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+        cp = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         raise ProbeTimeout(f"probe {' '.join(args)} did not answer within {timeout:.0f} s") from e
     except OSError as e:
@@ -178,9 +243,10 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
     it cannot be measured on this machine; UsageError if the input is wrong."""
-    exe = probe_path(req.arch)
+    cmd = probe_command(req.arch)
+    exe = cmd[-1]
     try:
-        cp = subprocess.run([str(exe), *req.argv(), "--check"], capture_output=True, text=True,
+        cp = subprocess.run([*cmd, *req.argv(), "--check"], capture_output=True, text=True,
                             timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired as e:
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
@@ -209,13 +275,14 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     KeyboardInterrupt through after killing the probe's process group.
     ProbeError and ProbeTimeout messages do not name the benchmark: the caller
     prefixes the variant (bench and parameters), which it alone knows."""
-    exe = probe_path(req.arch)
+    cmd = probe_command(req.arch)
+    exe = cmd[-1]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
     res = ProcessResult(pad_bytes=req.pad_bytes)
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen([str(exe), *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.Popen([*cmd, *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
@@ -231,6 +298,8 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     rc = proc.returncode
     if rc == PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
         return res
+    if res.header is not None and len(cmd) > 1:
+        res.header["emulator"] = os.path.basename(cmd[0])
     if rc == PROBE_EXIT_USAGE:
         raise UsageError(_failure(rc, last_err) if last_err else f"{req.bench}: probe rejected its arguments")
     if rc != 0:

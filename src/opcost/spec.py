@@ -78,14 +78,49 @@ def default_cpu() -> int:
 
 
 def check_cpu_list(value: str, what: str = "cpu") -> str:
+    """One placement: "A" (measuring side) or "A,B" (measuring side, helper)."""
     cpus = allowed_cpus()
-    valid = ",".join(map(str, cpus))
+    valid = _cpu_ranges(cpus)
     parts = [p.strip() for p in value.split(",")]
     if not value.strip() or len(parts) > 2:
         raise UsageError(f"{what}={value} must be one CPU or two (measuring side, helper); valid CPUs: {valid}")
     for p in parts:
         if not p.isdigit() or int(p) not in cpus:
             raise UsageError(f"{what}={value}: CPU {p} is not available here; valid CPUs: {valid}")
+    return ",".join(str(int(p)) for p in parts)
+
+
+def cpu_alternatives(value: str, what: str = "cpu") -> list[str]:
+    """Every CPU placement a value names, one variant each: `A`, `A,B`,
+    alternatives `A|B`, and ranges `A-B` (one variant per CPU in the range,
+    e.g. all the little cores of a big.LITTLE machine; `opcost env` lists
+    each CPU's model)."""
+    out: list[str] = []
+    for alt in value.split("|"):
+        alt = alt.strip()
+        if "-" in alt:
+            if "," in alt:
+                raise UsageError(f"{what}={value}: a range cannot be mixed with a helper CPU; "
+                                 f"write {what}=A-B (one variant per CPU) or {what}=A,B")
+            lo, _, hi = alt.partition("-")
+            if not (lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi):
+                raise UsageError(f"{what}={value}: {alt!r} is not a CPU range; write A-B with A <= B, "
+                                 f"valid CPUs: {_cpu_ranges(allowed_cpus())}")
+            out += [check_cpu_list(str(c), what) for c in range(int(lo), int(hi) + 1)]
+        else:
+            out.append(check_cpu_list(alt, what))
+    return list(dict.fromkeys(out))
+
+
+def _cpu_ranges(cpus: list[int]) -> str:
+    """[0,1,2,5] -> "0-2,5" (the kernel's cpulist form)."""
+    parts, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
     return ",".join(parts)
 
 
@@ -104,17 +139,26 @@ def _check_value(bench: str, p: dict, v: str) -> None:
         raise UsageError(f"{bench}: {name} must not be empty")
 
 
-def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default_cpus: str | None) -> list[Variant]:
+def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
+           default_cpus: str | list[str] | None) -> list[Variant]:
     """All variants a SPEC denotes, validated. `table_for_arch(arch)` returns
-    the probe's benchmark table for that architecture."""
+    the probe's benchmark table for that architecture; `default_cpus` is the
+    --cpu option (one placement, or a list of them from cpu_alternatives)."""
     name, pairs = split_spec(spec)
     lists = {k: v.split("|") for k, v in pairs}
     for k, vals in lists.items():
         if any(x == "" for x in vals):
             raise UsageError(f"SPEC {spec!r}: {k} has an empty value")
+    if "cpu" in lists:
+        lists["cpu"] = cpu_alternatives("|".join(lists["cpu"]))
+    elif isinstance(default_cpus, list) and len(default_cpus) > 1:
+        lists["cpu"] = default_cpus  # --cpu 0-3: one variant per CPU, named by it
+    if isinstance(default_cpus, list):
+        default_cpus = default_cpus[0] if default_cpus else None
     for arch in lists.get("arch", [host_arch]):
         if arch not in arches:
-            raise UsageError(f"arch={arch} has no probe in this installation; available: {', '.join(arches)}")
+            raise UsageError(f"arch={arch} has no probe that runs here; available: {', '.join(arches)} "
+                             f"(`opcost probe build --arch {arch}` builds one)")
     keys = list(lists)
     variants = []
     for combo in itertools.product(*(lists[k] for k in keys)):
@@ -137,7 +181,6 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str], default
         params = {p: declared[p]["default"] for p in declared}
         params.update(chosen)
         if cpu is not None:
-            cpu = check_cpu_list(cpu)
             if "," in cpu and not b.get("helper"):
                 raise UsageError(f"{name} runs on one CPU; give cpu=A, not cpu={cpu}")
         else:

@@ -197,6 +197,10 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
         out.append({"flag": "no steady state",
                     "detail": f"first batches >{SLOW_START - 1:.0%} slower in {sum(slow)} of {len(slow)} processes: "
                               "raise --warmup"})
+    emus = sorted({p["header"]["emulator"] for p in procs if p.get("header", {}).get("emulator")})
+    if emus:
+        out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "
+                    "not this CPU's cost of the operation (use them for correctness only)"})
     fr = [s.get("counters_running_fraction") for p in procs for s in p["samples"] if "counters_running_fraction" in s]
     if fr:
         out.append({"flag": "multiplexed", "detail": f"counters ran {min(fr):.0%}-{max(fr):.0%} of the time; scaled"})
