@@ -112,6 +112,29 @@ def _cpuinfo_field(blocks: list[dict[str, str]], why_empty: str | None,
                   "no " + " or ".join(f"'{k}'" for k in keys) + " line")
 
 
+# Arm's MIDR part numbers (implementer 0x41) for the cores people pick between
+# on big.LITTLE / DynamIQ machines; others are shown as their hex part.
+_ARM_PARTS = {
+    0xc05: "Cortex-A5", 0xc07: "Cortex-A7", 0xc08: "Cortex-A8", 0xc09: "Cortex-A9", 0xc0d: "Cortex-A12",
+    0xc0e: "Cortex-A17", 0xc0f: "Cortex-A15", 0xd03: "Cortex-A53", 0xd04: "Cortex-A35", 0xd05: "Cortex-A55",
+    0xd07: "Cortex-A57", 0xd08: "Cortex-A72", 0xd09: "Cortex-A73", 0xd0a: "Cortex-A75", 0xd0b: "Cortex-A76",
+    0xd0c: "Neoverse-N1", 0xd0d: "Cortex-A77", 0xd40: "Neoverse-V1", 0xd41: "Cortex-A78", 0xd44: "Cortex-X1",
+    0xd46: "Cortex-A510", 0xd47: "Cortex-A710", 0xd48: "Cortex-X2", 0xd49: "Neoverse-N2", 0xd4b: "Cortex-A78C",
+    0xd4d: "Cortex-A715", 0xd4e: "Cortex-X3", 0xd4f: "Neoverse-V2", 0xd80: "Cortex-A520", 0xd81: "Cortex-A720",
+    0xd82: "Cortex-X4", 0xd84: "Neoverse-V3", 0xd8e: "Neoverse-N3",
+}
+
+
+def _arm_core_name(implementer: str | None, part: str | None) -> str | None:
+    try:
+        imp, prt = int(implementer or "", 0), int(part or "", 0)
+    except ValueError:
+        return None
+    if imp == 0x41 and prt in _ARM_PARTS:
+        return _ARM_PARTS[prt]
+    return f"implementer {imp:#04x} part {prt:#05x}"
+
+
 def _per_cpu(blocks: list[dict[str, str]], why_empty: str | None) -> Field:
     source = "/proc/cpuinfo; /sys/devices/system/cpu/cpuN/cpu_capacity"
     if not blocks:
@@ -125,10 +148,22 @@ def _per_cpu(blocks: list[dict[str, str]], why_empty: str | None) -> Field:
         else:  # arm64: big.LITTLE cores differ by implementer/part
             for key in ("CPU implementer", "CPU part", "CPU variant", "CPU revision"):
                 entry[key.removeprefix("CPU ")] = block.get(key)
+            entry["model"] = _arm_core_name(block.get("CPU implementer"), block.get("CPU part"))
         capacity, _ = _read(SYS_CPU / f"cpu{index}" / "cpu_capacity")
         entry["capacity"] = int(capacity) if capacity is not None else None
         cpus.append(entry)
     return _field(cpus, source)
+
+
+def core_types(per_cpu: list[dict] | None) -> list[dict]:
+    """CPUs grouped by core type (model, and capacity where the kernel gives
+    one): what a user picks between with --cpu on a big.LITTLE machine."""
+    groups: dict[tuple, list[int]] = {}
+    for e in per_cpu or []:
+        groups.setdefault((e.get("model"), e.get("capacity")), []).append(e["cpu"])
+    from .spec import _cpu_ranges
+    return [{"model": m, "capacity": c, "cpus": _cpu_ranges(sorted(cpus)), "count": len(cpus)}
+            for (m, c), cpus in sorted(groups.items(), key=lambda kv: -(kv[0][1] or 0))]
 
 
 # ---- probe cpuid ------------------------------------------------------------
@@ -398,6 +433,8 @@ def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
         ("cpuid_features", lambda: _cpuid_features(cpuid)),
         ("cpu_counter", lambda: _cpu_counter(cpuid)),
         ("per_cpu", lambda: _per_cpu(blocks, why_no_cpuinfo)),
+        ("core_types", lambda: _field(core_types(env["per_cpu"]["value"]), "per_cpu grouped by model and capacity",
+                                      None if env["per_cpu"]["value"] else env["per_cpu"].get("reason"))),
         ("cpus_online", lambda: _file_field(SYS_CPU / "online")),
         ("smt_siblings", _smt_siblings),
         ("smt_control", lambda: _file_field(SYS_CPU / "smt/control")),
