@@ -164,6 +164,8 @@ class ProcessResult:
     unsupported: str | None = None  # reason, when the probe said it cannot measure this here
     pad_bytes: int = 0
     wall_s: float = 0.0
+    first_line_s: float | None = None   # when the header arrived (calibration done), from t_ref
+    last_line_s: float | None = None    # when the last line arrived
 
 
 def _failure(rc: int, last_err: str) -> str:
@@ -209,6 +211,52 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     KeyboardInterrupt through after killing the probe's process group.
     ProbeError and ProbeTimeout messages do not name the benchmark: the caller
     prefixes the variant (bench and parameters), which it alone knows."""
+    proc, res, t0 = _start(req)
+    try:
+        return _collect(req, proc, res, t0, timeout, on_line)
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None) -> list:
+    """Start every request at once (one Popen after the other, no waiting in
+    between) and collect them side by side, one thread per process. Returns,
+    in order, a ProcessResult or the ProbeError/ProbeTimeout/UsageError of each.
+    The probes calibrate on their own, so they reach their measured batches a
+    few ms apart; `res.first_line_s`/`last_line_s` (seconds since the start of
+    all) let the caller measure that skew. Ctrl-C kills every process group."""
+    import threading
+
+    procs: list = []
+    out: list = [None] * len(reqs)
+    try:
+        t_all = time.monotonic()
+        for r in reqs:
+            procs.append(_start(r))
+
+        def work(i: int) -> None:
+            proc, res, t0 = procs[i]
+            try:
+                out[i] = _collect(reqs[i], proc, res, t0, timeout, on_line, t_all)
+            except (ProbeError, ProbeTimeout, UsageError) as e:
+                _kill_group(proc)
+                out[i] = e
+
+        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(reqs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except BaseException:
+        for proc, _, _ in procs:
+            _kill_group(proc)
+        raise
+    return out
+
+
+def _start(req: ProbeRequest):
     exe = probe_path(req.arch)
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
@@ -219,12 +267,13 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
+    return proc, res, t0
+
+
+def _collect(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: float, on_line,
+             t_ref: float | None = None) -> ProcessResult:
     stderr_chunks: list[bytes] = []
-    try:
-        _pump(proc, res, timeout, t0, stderr_chunks, on_line)
-    except BaseException:
-        _kill_group(proc)
-        raise
+    _pump(proc, res, timeout, t0, stderr_chunks, on_line, t0 if t_ref is None else t_ref)
     res.wall_s = time.monotonic() - t0
     err = b"".join(stderr_chunks).decode(errors="replace").strip()
     last_err = err.splitlines()[-1] if err else ""
@@ -240,7 +289,7 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     return res
 
 
-def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on_line) -> None:
+def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on_line, t_ref: float) -> None:
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     sel.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -266,6 +315,9 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
             for line in lines:
                 if line.strip():
                     _accept(res, line, on_line)
+                    res.last_line_s = time.monotonic() - t_ref
+                    if res.first_line_s is None:
+                        res.first_line_s = res.last_line_s
     if buf.strip():
         raise ProbeError("probe printed a partial line at exit")
     try:
