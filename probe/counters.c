@@ -218,11 +218,21 @@ static int open_with_fallback(struct counter *c, int gfd)
 
 void counters_open(struct counter_set *cs)
 {
+	/* Test hook: OPCOST_TEST_GROUP_MAX=N makes the main group refuse
+	 * members beyond N with ENOSPC, as a PMU with N counters would, so the
+	 * "opened alone" path runs on machines without one. */
+	const char *gm = getenv("OPCOST_TEST_GROUP_MAX");
+	int group_max = gm ? atoi(gm) : 0, in_group = 0;
 	cs->leader = -1;
 	for (int i = 0; i < cs->n; i++) {
 		struct counter *c = &cs->c[i];
 		int gfd = cs->leader >= 0 ? cs->c[cs->leader].fd : -1;
-		int fd = open_with_fallback(c, gfd);
+		int fd;
+		if (gfd >= 0 && group_max > 0 && in_group >= group_max) {
+			fd = -1;
+			errno = ENOSPC;
+		} else
+			fd = open_with_fallback(c, gfd);
 		if (fd < 0 && gfd >= 0 && (errno == EINVAL || errno == ENOSPC)) {
 			/* The PMU cannot schedule the group with this event in it
 			 * (more events than hardware counters, or a constraint):
@@ -233,7 +243,7 @@ void counters_open(struct counter_set *cs)
 				c->alone = 1;
 				size_t used = c->user_only_fallback ? strlen(c->reason) : 0;
 				snprintf(c->reason + used, sizeof(c->reason) - used,
-					 "%sdid not fit in the event group (%s): counted in its own group, multiplexed and scaled",
+					 "%sdid not fit in the event group (%s): counted in its own group, time-shared with the others (scaled by time enabled/running when multiplexed)",
 					 used ? "; " : "", strerror(why));
 			}
 		}
@@ -248,6 +258,8 @@ void counters_open(struct counter_set *cs)
 		if (cs->leader < 0)
 			cs->leader = i;
 		c->group = c->alone ? i : cs->leader;
+		if (!c->alone)
+			in_group++;
 	}
 	for (int i = 0; i < cs->n; i++) {
 		struct counter *c = &cs->c[i];

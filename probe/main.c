@@ -230,6 +230,7 @@ struct batch {
 	uint64_t iters, executed;
 	double raw_ticks, net_ticks;
 	uint64_t wall_ns;
+	uint64_t start_raw_ns; /* CLOCK_MONOTONIC_RAW at the batch start: lines up concurrent probes */
 	struct usage self, helper;
 	int helper_valid, helper_cpu;
 	int cpu_before, cpu_after;
@@ -400,6 +401,7 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 	uint64_t t1 = clock_end();
 
 	B->wall_ns = mono_raw_ns() - w0;
+	B->start_raw_ns = w0;
 	counters_read(&R->cs, &B->c1);
 	struct usage u1 = self_usage();
 	B->cpu_after = sched_getcpu();
@@ -515,6 +517,7 @@ static void emit_sample(struct run *R, long idx, int warm, const struct batch *B
 	double n = (double)B->iters;
 	jb_num(&j, "ns", ns);
 	jb_uint(&j, "wall_ns", B->wall_ns);
+	jb_uint(&j, "start_raw_ns", B->start_raw_ns);
 	jb_num(&j, "ns_per_op", ns / n);
 	jb_num(&j, "tsc_per_op", B->net_ticks / n);
 	jb_int(&j, "user_ns", B->self.user_ns);

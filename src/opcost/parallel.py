@@ -32,20 +32,54 @@ def place(n: int, cpus: list[int] | None = None) -> tuple[list[int], bool]:
     return [cpus[i % len(cpus)] for i in range(n)], n > len(cpus)
 
 
-def copy_result(copy: int, cpu: int, res) -> dict:
+def spans(res) -> list[tuple[float, float]]:
+    """(start, end) of every measured batch in seconds of CLOCK_MONOTONIC_RAW,
+    which every process on the machine shares: from the probe's own
+    `start_raw_ns` and `wall_ns`; from the arrival times of the lines when the
+    probe is older (coarse: a busy reader gets several lines at once)."""
+    if res.samples and all("start_raw_ns" in s for s in res.samples):
+        return [(s["start_raw_ns"] / 1e9, (s["start_raw_ns"] + s["wall_ns"]) / 1e9) for s in res.samples]
+    if len(res.sample_spans) == len(res.samples):
+        return list(res.sample_spans)
+    return []
+
+
+def common_window(results: list) -> tuple[float, float] | None:
+    """The span in which every copy was running measured batches: from the
+    latest first-batch start to the earliest last-batch end (None if empty)."""
+    spans_ = [spans(r) for r in results]
+    if not all(spans_):
+        return None
+    lo = max(s[0][0] for s in spans_)
+    hi = min(s[-1][1] for s in spans_)
+    return (lo, hi) if hi > lo else None
+    if not all(spans):
+        return None
+    lo = max(s[0][0] for s in spans)
+    hi = min(s[-1][1] for s in spans)
+    return (lo, hi) if hi > lo else None
+
+
+def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) -> dict:
+    """One copy's throughput over the batches that ran while every copy was
+    measuring (all its batches if there were none: then concurrent is False)."""
     from .stats import median
 
-    ns = median([s["ns_per_op"] for s in res.samples]) if res.samples else None
-    migrated = sum(1 for s in res.samples if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
+    sp = spans(res) or [(0.0, 0.0)] * len(res.samples)
+    inside = [s for s, (a, b) in zip(res.samples, sp) if window and a >= window[0] and b <= window[1]]
+    used = inside or res.samples
+    ns = median([s["ns_per_op"] for s in used]) if used else None
+    migrated = sum(1 for s in used if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
     return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": 1e9 / ns if ns and ns > 0 else None,
-            "n_samples": len(res.samples), "iters": (res.header or {}).get("iters"),
-            "migrated_batches": migrated, "start_s": res.first_line_s, "end_s": res.last_line_s,
+            "n_samples": len(res.samples), "n_concurrent": len(inside), "concurrent": bool(inside),
+            "iters": (res.header or {}).get("iters"), "migrated_batches": migrated,
+            "start_s": sp[0][0] if sp else None, "end_s": sp[-1][1] if sp else None,
             "wall_s": round(res.wall_s, 4)}
 
 
 def overlap(copies: list[dict]) -> float | None:
-    """Share of the copies' joint measuring span (first header to last line)
-    during which all of them were measuring."""
+    """Share of the copies' joint measuring span (first batch start to last
+    batch end over all copies) during which all of them were measuring."""
     starts = [c["start_s"] for c in copies if c.get("start_s") is not None]
     ends = [c["end_s"] for c in copies if c.get("end_s") is not None]
     if len(starts) != len(copies) or len(ends) != len(copies):
@@ -95,7 +129,11 @@ def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dic
     ov = [r["overlap"] for r in out_rounds if r.get("overlap") is not None]
     if ov and min(ov) < LOW_OVERLAP:
         flags.append(f"copies measured concurrently only {min(ov):.0%} of their span in the worst round "
-                     "(calibration skew); raise --samples for longer overlap")
+                     "(calibration skew); only batches inside the common span are used")
+    alone = sum(1 for r in rounds for c in r["copies"] if not c.get("concurrent", True))
+    if alone:
+        flags.append(f"{alone} copy run(s) had no batch while all copies were measuring: their throughput is "
+                     "over all their batches, not a concurrent one; raise --samples")
     mig = sum(c["migrated_batches"] for r in rounds for c in r["copies"])
     if mig:
         flags.append(f"{mig} batch(es) of the copies ran off their pinned CPU")

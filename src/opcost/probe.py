@@ -166,6 +166,9 @@ class ProcessResult:
     wall_s: float = 0.0
     first_line_s: float | None = None   # when the header arrived (calibration done), from t_ref
     last_line_s: float | None = None    # when the last line arrived
+    # per measured sample: (previous line's arrival, its own arrival), seconds from t_ref: the
+    # batch ran inside this span (give or take the pipe latency)
+    sample_spans: list = field(default_factory=list)
 
 
 def _failure(rc: int, last_err: str) -> str:
@@ -294,6 +297,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     sel.register(proc.stderr, selectors.EVENT_READ, "err")
     buf = b""
+    prev_s = 0.0
     open_streams = 2
     while open_streams:
         left = timeout - (time.monotonic() - t0)
@@ -314,10 +318,13 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
             *lines, buf = buf.split(b"\n")
             for line in lines:
                 if line.strip():
-                    _accept(res, line, on_line)
+                    d = _accept(res, line, on_line)
                     res.last_line_s = time.monotonic() - t_ref
                     if res.first_line_s is None:
                         res.first_line_s = res.last_line_s
+                    if d.get("type") == "sample" and not d.get("warmup"):
+                        res.sample_spans.append((prev_s, res.last_line_s))
+                    prev_s = res.last_line_s
     if buf.strip():
         raise ProbeError("probe printed a partial line at exit")
     try:
@@ -327,7 +334,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
         raise ProbeTimeout(f"probe did not exit within {timeout:g} s (killed)") from None
 
 
-def _accept(res: ProcessResult, line: bytes, on_line) -> None:
+def _accept(res: ProcessResult, line: bytes, on_line) -> dict:
     try:
         d = json.loads(line)
     except json.JSONDecodeError as e:
@@ -349,6 +356,7 @@ def _accept(res: ProcessResult, line: bytes, on_line) -> None:
         raise ProbeError(f"probe printed an unknown line type {kind!r}")
     if on_line:
         on_line(d)
+    return d
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

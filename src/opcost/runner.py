@@ -181,7 +181,7 @@ class Runner:
         return None
 
     def _parallel_copies(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
-        from .parallel import copy_result, place
+        from .parallel import common_window, copy_result, place
 
         v = vr.variant
         cpus, wrapped = place(self.opts.parallel)
@@ -199,6 +199,8 @@ class Runner:
 
         out = probe.run_concurrent(reqs, process_timeout(self.opts), on_line)
         copies = []
+        ok = [r for r in out if not isinstance(r, OpcostError) and r.unsupported is None]
+        window = common_window(ok) if len(ok) == len(out) else None
         for c, (cpu, res) in enumerate(zip(cpus, out)):
             if isinstance(res, OpcostError):
                 return type(res)(f"parallel copy {c} on CPU {cpu}: {res}")
@@ -206,9 +208,10 @@ class Runner:
                 vr.status, vr.reason = "unsupported", f"parallel copy {c} on CPU {cpu}: {res.unsupported}"
                 self.warn(f"{v.key()}: cannot be measured here: {vr.reason}")
                 return None
-            copies.append(copy_result(c, cpu, res))
+            copies.append(copy_result(c, cpu, res, window))
         self.seq += 1
-        vr.parallel_rounds.append({"round": rnd, "seq": self.seq, "copies": copies, "wrapped": wrapped})
+        vr.parallel_rounds.append({"round": rnd, "seq": self.seq, "copies": copies, "wrapped": wrapped,
+                                   "window_s": list(window) if window else None})
         return None
 
     def _one_process(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
