@@ -123,15 +123,20 @@ def test_derived_and_counters_survive_the_store(run_cli):
 
 
 def test_task_clock_per_op_matches_elapsed_per_op(probe_bin):
-    """task-clock per op (kernel's CPU time of the thread) against ns per op
-    (TSC): the same quantity when nothing else ran. On a shared machine some
-    batches are preempted (elapsed grows, task-clock not), so the best batch
-    is compared: a wrong normalisation (per iters vs executed, double
-    scaling) would be off by far more than 20%."""
-    _, samples = probe_json(probe_bin, "run", "syscall.null", "--counters", "task-clock",
-                            "--samples", "20", "--warmup", "2", "--target-ms", "5")
-    ratios = [s["counters"]["task-clock"] / s["ns_per_op"] for s in samples]
-    assert 0.8 <= max(ratios) <= 1.2, ratios
+    """task-clock per op is the thread's CPU time per op. In a batch with no
+    context switch (voluntary or not) and no steal, the thread ran the whole
+    batch, so it must match ns per op (TSC). Batches of 1 ms make such quiet
+    batches likely even on this shared machine. A wrong normalisation (per
+    iters vs executed, double scaling) is off by far more than 20%."""
+    _, samples = probe_json(probe_bin, "run", "syscall.null", "--counters", "task-clock,context-switches",
+                            "--samples", "60", "--warmup", "2", "--target-ms", "1")
+    quiet = [s["counters"]["task-clock"] / s["ns_per_op"] for s in samples
+             if s["nivcsw"] == 0 and s["nvcsw"] == 0 and s["counters"]["context-switches"] == 0
+             and s.get("steal_ticks", 0) == 0]
+    if len(quiet) < 3:
+        pytest.skip(f"only {len(quiet)} of 60 batches ran without a switch on this busy machine")
+    from statistics import median
+    assert 0.8 <= median(quiet) <= 1.2, quiet
 
 
 def test_page_faults_split_user_and_kernel(probe_bin):
