@@ -129,7 +129,7 @@ int counters_parse(const char *list, struct counter_set *cs, char *err, size_t e
 	}
 	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (cs->n == MAX_COUNTERS) {
-			snprintf(err, errlen, "too many counters (at most %d in one group)", MAX_COUNTERS);
+			snprintf(err, errlen, "too many counters (at most %d)", MAX_COUNTERS);
 			free(copy);
 			return -1;
 		}
@@ -198,21 +198,53 @@ static void explain(struct counter *c, int err)
 	}
 }
 
+/* Open one event into group gfd (-1: as a leader), falling back to user
+ * space only when perf_event_paranoid forbids kernel counting. */
+static int open_with_fallback(struct counter *c, int gfd)
+{
+	int fd = open_event(c, gfd, c->exclude_kernel);
+	if (fd < 0 && (errno == EACCES || errno == EPERM) && !c->exclude_kernel) {
+		/* paranoid 2 still allows counting our own user-space work */
+		fd = open_event(c, gfd, 1);
+		if (fd >= 0) {
+			c->user_only_fallback = 1;
+			snprintf(c->reason, sizeof(c->reason),
+				 "user space only: perf_event_paranoid is %d (set it to 1 or run as root for kernel counts)",
+				 read_paranoid());
+		}
+	}
+	return fd;
+}
+
 void counters_open(struct counter_set *cs)
 {
+	/* Test hook: OPCOST_TEST_GROUP_MAX=N makes the main group refuse
+	 * members beyond N with ENOSPC, as a PMU with N counters would, so the
+	 * "opened alone" path runs on machines without one. */
+	const char *gm = getenv("OPCOST_TEST_GROUP_MAX");
+	int group_max = gm ? atoi(gm) : 0, in_group = 0;
 	cs->leader = -1;
 	for (int i = 0; i < cs->n; i++) {
 		struct counter *c = &cs->c[i];
 		int gfd = cs->leader >= 0 ? cs->c[cs->leader].fd : -1;
-		int fd = open_event(c, gfd, c->exclude_kernel);
-		if (fd < 0 && (errno == EACCES || errno == EPERM) && !c->exclude_kernel) {
-			/* paranoid 2 still allows counting our own user-space work */
-			fd = open_event(c, gfd, 1);
+		int fd;
+		if (gfd >= 0 && group_max > 0 && in_group >= group_max) {
+			fd = -1;
+			errno = ENOSPC;
+		} else
+			fd = open_with_fallback(c, gfd);
+		if (fd < 0 && gfd >= 0 && (errno == EINVAL || errno == ENOSPC)) {
+			/* The PMU cannot schedule the group with this event in it
+			 * (more events than hardware counters, or a constraint):
+			 * count it alone, time-shared with the group. */
+			int why = errno;
+			fd = open_with_fallback(c, -1);
 			if (fd >= 0) {
-				c->user_only_fallback = 1;
-				snprintf(c->reason, sizeof(c->reason),
-					 "user space only: perf_event_paranoid is %d (set it to 1 or run as root for kernel counts)",
-					 read_paranoid());
+				c->alone = 1;
+				size_t used = c->user_only_fallback ? strlen(c->reason) : 0;
+				snprintf(c->reason + used, sizeof(c->reason) - used,
+					 "%sdid not fit in the event group (%s): counted in its own group, time-shared with the others (scaled by time enabled/running when multiplexed)",
+					 used ? "; " : "", strerror(why));
 			}
 		}
 		if (fd < 0) {
@@ -225,33 +257,44 @@ void counters_open(struct counter_set *cs)
 			c->id = 0;
 		if (cs->leader < 0)
 			cs->leader = i;
+		c->group = c->alone ? i : cs->leader;
+		if (!c->alone)
+			in_group++;
 	}
-	if (cs->leader >= 0) {
-		int lfd = cs->c[cs->leader].fd;
-		ioctl(lfd, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
-		ioctl(lfd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+	for (int i = 0; i < cs->n; i++) {
+		struct counter *c = &cs->c[i];
+		if (c->status == CTR_OK && c->group == i) {
+			ioctl(c->fd, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
+			ioctl(c->fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+		}
 	}
 }
 
 int counters_read(const struct counter_set *cs, struct counter_snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
-	if (cs->leader < 0)
-		return 0;
-	uint64_t buf[3 + 2 * MAX_COUNTERS];
-	ssize_t r = read(cs->c[cs->leader].fd, buf, sizeof(buf));
-	if (r < (ssize_t)(3 * sizeof(uint64_t)))
-		return -1;
-	uint64_t nr = buf[0];
-	s->enabled = buf[1];
-	s->running = buf[2];
-	for (uint64_t k = 0; k < nr && k < MAX_COUNTERS; k++) {
-		uint64_t val = buf[3 + 2 * k], id = buf[4 + 2 * k];
-		for (int i = 0; i < cs->n; i++)
-			if (cs->c[i].status == CTR_OK && cs->c[i].id == id)
-				s->value[i] = val;
+	int rc = 0;
+	for (int g = 0; g < cs->n; g++) {
+		if (cs->c[g].status != CTR_OK || cs->c[g].group != g)
+			continue; /* not a group leader */
+		uint64_t buf[3 + 2 * MAX_COUNTERS];
+		ssize_t r = read(cs->c[g].fd, buf, sizeof(buf));
+		if (r < (ssize_t)(3 * sizeof(uint64_t))) {
+			rc = -1;
+			continue;
+		}
+		uint64_t nr = buf[0];
+		for (uint64_t k = 0; k < nr && k < MAX_COUNTERS; k++) {
+			uint64_t val = buf[3 + 2 * k], id = buf[4 + 2 * k];
+			for (int i = 0; i < cs->n; i++)
+				if (cs->c[i].status == CTR_OK && cs->c[i].group == g && cs->c[i].id == id) {
+					s->value[i] = val;
+					s->enabled[i] = buf[1];
+					s->running[i] = buf[2];
+				}
+		}
 	}
-	return 0;
+	return rc;
 }
 
 void counters_close(struct counter_set *cs)

@@ -230,6 +230,7 @@ struct batch {
 	uint64_t iters, executed;
 	double raw_ticks, net_ticks;
 	uint64_t wall_ns;
+	uint64_t start_raw_ns; /* CLOCK_MONOTONIC_RAW at the batch start: lines up concurrent probes */
 	struct usage self, helper;
 	int helper_valid, helper_cpu;
 	int cpu_before, cpu_after;
@@ -400,6 +401,7 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 	uint64_t t1 = clock_end();
 
 	B->wall_ns = mono_raw_ns() - w0;
+	B->start_raw_ns = w0;
 	counters_read(&R->cs, &B->c1);
 	struct usage u1 = self_usage();
 	B->cpu_after = sched_getcpu();
@@ -454,29 +456,48 @@ static uint64_t calibrate_iters(struct run *R)
 	}
 }
 
+/* Per-op counter values. A counter whose group ran only part of the batch
+ * (multiplexed) is scaled by enabled/running here, the only place values are
+ * scaled; its running fraction is reported in counters_running, and the
+ * smallest fraction in counters_running_fraction. */
 static void emit_counters(struct jb *j, const struct run *R, const struct batch *B)
 {
 	if (R->cs.n == 0)
 		return;
-	double enabled = (double)(B->c1.enabled - B->c0.enabled);
-	double running = (double)(B->c1.running - B->c0.running);
+	double minfrac = 1.0;
+	int mux = 0;
 	jb_obj_begin(j, "counters");
 	for (int i = 0; i < R->cs.n; i++) {
 		const struct counter *c = &R->cs.c[i];
+		double enabled = (double)(B->c1.enabled[i] - B->c0.enabled[i]);
+		double running = (double)(B->c1.running[i] - B->c0.running[i]);
 		if (c->status != CTR_OK)
 			jb_str(j, c->name, "<not supported>");
 		else if (running <= 0)
 			jb_str(j, c->name, "<not counted>");
 		else {
 			double v = (double)(B->c1.value[i] - B->c0.value[i]);
-			if (running < enabled)
+			if (running < enabled) {
 				v *= enabled / running; /* multiplexed: scale */
+				mux = 1;
+				if (running / enabled < minfrac)
+					minfrac = running / enabled;
+			}
 			jb_num(j, c->name, v / (double)B->executed);
 		}
 	}
 	jb_obj_end(j);
-	if (R->cs.leader >= 0 && running > 0 && running < enabled)
-		jb_num(j, "counters_running_fraction", running / enabled);
+	if (!mux)
+		return;
+	jb_num(j, "counters_running_fraction", minfrac);
+	jb_obj_begin(j, "counters_running");
+	for (int i = 0; i < R->cs.n; i++) {
+		double enabled = (double)(B->c1.enabled[i] - B->c0.enabled[i]);
+		double running = (double)(B->c1.running[i] - B->c0.running[i]);
+		if (R->cs.c[i].status == CTR_OK && running > 0 && running < enabled)
+			jb_num(j, R->cs.c[i].name, running / enabled);
+	}
+	jb_obj_end(j);
 }
 
 static void emit_sample(struct run *R, long idx, int warm, const struct batch *B)
@@ -496,6 +517,7 @@ static void emit_sample(struct run *R, long idx, int warm, const struct batch *B
 	double n = (double)B->iters;
 	jb_num(&j, "ns", ns);
 	jb_uint(&j, "wall_ns", B->wall_ns);
+	jb_uint(&j, "start_raw_ns", B->start_raw_ns);
 	jb_num(&j, "ns_per_op", ns / n);
 	jb_num(&j, "tsc_per_op", B->net_ticks / n);
 	jb_int(&j, "user_ns", B->self.user_ns);
@@ -583,6 +605,10 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 		jb_obj_begin(&j, NULL);
 		jb_str(&j, "name", c->name);
 		jb_str(&j, "status", c->status == CTR_OK ? "ok" : "<not supported>");
+		if (c->status == CTR_OK)
+			jb_str(&j, "group", R->cs.c[c->group].name);
+		if (c->alone)
+			jb_bool(&j, "alone", 1);
 		if (c->reason[0])
 			jb_str(&j, "reason", c->reason);
 		jb_obj_end(&j);

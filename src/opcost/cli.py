@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "of every benchmark (cpu=A or cpu=A,B for the measuring side and its helper).")
     s.add_argument("specs", nargs="*", metavar="SPEC")
     add_run_options(s)
+    s.add_argument("--parallel", type=_number(int), default=None, metavar="N",
+                   help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
+                   "report per-copy and total throughput and scaling efficiency against one copy")
 
     s = sub.add_parser("ab", help="interleaved A/B of two variants, with a verdict",
                        description="Each round runs one A and one B process in a random order. "
@@ -109,8 +112,9 @@ def add_run_options(s: argparse.ArgumentParser) -> None:
                    help="fixed iterations per batch instead of calibrating")
     g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
                    "(default: the last CPU; a second CPU is the helper's)")
-    g.add_argument("--counters", metavar="LIST", help="perf events per op, e.g. "
-                   "context-switches,task-clock,cycles,instructions:u,r01c2")
+    g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
+                   "context-switches,task-clock,cycles,instructions:u,r01c2 or cache:u,cache:k "
+                   "(profiles: basic, cache, branch, tlb, frontend, software)")
     g.add_argument("--timeout", type=_number(float), default=None, metavar="SEC",
                    help="per probe process (default: generous, from the batch plan)")
     g.add_argument("--seed", type=_number(int), default=0, help="seed for the run order and padding")

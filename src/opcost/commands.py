@@ -49,20 +49,13 @@ def cmd_env(args, argv) -> int:
     return EXIT_OK
 
 
-def check_counters(text: str | None, known: list[str]) -> str | None:
-    """Unknown names are usage errors; known names this machine cannot count
-    are not (they come back as <not supported> with the reason)."""
-    if text is None:
-        return None
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise UsageError("--counters is empty; give perf event names, e.g. context-switches,task-clock")
-    for n in names:
-        base, _, mods = n.partition(":")
-        if not (base in known or re.fullmatch(r"r[0-9a-fA-F]+", base)) or not re.fullmatch(r"[uk]*", mods):
-            raise UsageError(f"unknown counter {n!r}; valid: {', '.join(known)}, rNNNN (raw hex), "
-                             "each optionally with :u (user only) or :k (kernel only)")
-    return ",".join(names)
+def check_counters(text: str | None, known: list[str]):
+    """`--counters` -> a counters.Plan (profiles expanded), or None. Unknown
+    names are usage errors; known names this machine cannot count are not
+    (they come back as <not supported> with the reason)."""
+    from .counters import expand
+
+    return expand(text, known)
 
 
 def check_run_options(args) -> None:
@@ -80,6 +73,12 @@ def check_run_options(args) -> None:
         raise UsageError(f"--fake-clock {args.fake_clock:g}: give the fake cost of one operation in ns (0 < NS <= 1e9)")
     if args.no_store and args.store:
         raise UsageError("--store and --no-store contradict each other; give one")
+    par = getattr(args, "parallel", None)
+    if par is not None:
+        if par < 1:
+            raise UsageError(f"--parallel {par}: give the number of concurrent copies, at least 1")
+        if par > 1024:
+            raise UsageError(f"--parallel {par}: at most 1024 copies")
 
 
 def plan_variants(specs: list[str], cpu: str | None) -> list:
@@ -111,7 +110,7 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
     from .record import Recorder
     from .runner import RunOptions, Runner
 
-    counters = check_counters(args.counters, probe.benchmark_table()["counters"])
+    plan = check_counters(args.counters, probe.benchmark_table()["counters"])
     if args.json:
         check_writable(args.json)
     store = None
@@ -120,14 +119,16 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
 
         store = open_store(args.store)
     opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
-                      target_ms=args.target_ms, iters=args.iters, counters=counters,
-                      fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
+                      target_ms=args.target_ms, iters=args.iters,
+                      counters=plan.probe_list() if plan else None, derived=plan.derived if plan else [],
+                      fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout,
+                      parallel=getattr(args, "parallel", None) or 1)
     runner = Runner(variants, opts, warn=_warn)
     try:
         runner.preflight()
         runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
                                    argv=["opcost", *argv], label=args.label, kind=kind)
-        total = len(variants) * args.processes * (args.warmup + args.samples)
+        total = len(variants) * args.processes * (args.warmup + args.samples) * (1 + (opts.parallel if opts.parallel > 1 else 0))
         with make_progress(total, enabled=False if args.no_progress else None) as prog:
             runner.progress = prog
             outcome = runner.run()
@@ -152,6 +153,18 @@ def cmd_run(args, argv) -> int:
 
     check_run_options(args)
     variants = plan_variants(args.specs, args.cpu)
+    if (args.parallel or 1) > 1:
+        pinned = [v.key() for v in variants if "cpu" in v.given]
+        if args.cpu or pinned:
+            raise UsageError(f"--parallel {args.parallel} places every copy on its own CPU itself; drop "
+                             + ("--cpu" if args.cpu else f"cpu= from {pinned[0]}")
+                             + " (restrict the CPUs with taskset instead)")
+        from .parallel import place
+
+        cpus, wrapped = place(args.parallel)
+        if wrapped:
+            _warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
+                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     recorder, outcome = _measure(args, argv, variants, kind="run", result_json=args.json)
     print(format_results([vr.to_json() for vr in outcome.results]))
     return _finish(recorder, outcome, args.label)

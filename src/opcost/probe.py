@@ -229,6 +229,12 @@ class ProcessResult:
     unsupported: str | None = None  # reason, when the probe said it cannot measure this here
     pad_bytes: int = 0
     wall_s: float = 0.0
+    emulator: str | None = None     # qemu-ARCH when the probe ran emulated
+    first_line_s: float | None = None   # when the header arrived (calibration done), from t_ref
+    last_line_s: float | None = None    # when the last line arrived
+    # per measured sample: (previous line's arrival, its own arrival), seconds from t_ref: the
+    # batch ran inside this span (give or take the pipe latency)
+    sample_spans: list = field(default_factory=list)
 
 
 def _failure(rc: int, last_err: str) -> str:
@@ -275,31 +281,78 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     KeyboardInterrupt through after killing the probe's process group.
     ProbeError and ProbeTimeout messages do not name the benchmark: the caller
     prefixes the variant (bench and parameters), which it alone knows."""
+    proc, res, t0 = _start(req)
+    try:
+        return _collect(req, proc, res, t0, timeout, on_line)
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None) -> list:
+    """Start every request at once (one Popen after the other, no waiting in
+    between) and collect them side by side, one thread per process. Returns,
+    in order, a ProcessResult or the ProbeError/ProbeTimeout/UsageError of each.
+    The probes calibrate on their own, so they reach their measured batches a
+    few ms apart; `res.first_line_s`/`last_line_s` (seconds since the start of
+    all) let the caller measure that skew. Ctrl-C kills every process group."""
+    import threading
+
+    procs: list = []
+    out: list = [None] * len(reqs)
+    try:
+        t_all = time.monotonic()
+        for r in reqs:
+            procs.append(_start(r))
+
+        def work(i: int) -> None:
+            proc, res, t0 = procs[i]
+            try:
+                out[i] = _collect(reqs[i], proc, res, t0, timeout, on_line, t_all)
+            except (ProbeError, ProbeTimeout, UsageError) as e:
+                _kill_group(proc)
+                out[i] = e
+
+        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(reqs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except BaseException:
+        for proc, _, _ in procs:
+            _kill_group(proc)
+        raise
+    return out
+
+
+def _start(req: ProbeRequest):
     cmd = probe_command(req.arch)
     exe = cmd[-1]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
-    res = ProcessResult(pad_bytes=req.pad_bytes)
+    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(cmd[0]) if len(cmd) > 1 else None)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen([*cmd, *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
+    return proc, res, t0
+
+
+def _collect(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: float, on_line,
+             t_ref: float | None = None) -> ProcessResult:
     stderr_chunks: list[bytes] = []
-    try:
-        _pump(proc, res, timeout, t0, stderr_chunks, on_line)
-    except BaseException:
-        _kill_group(proc)
-        raise
+    _pump(proc, res, timeout, t0, stderr_chunks, on_line, t0 if t_ref is None else t_ref)
     res.wall_s = time.monotonic() - t0
     err = b"".join(stderr_chunks).decode(errors="replace").strip()
     last_err = err.splitlines()[-1] if err else ""
     rc = proc.returncode
     if rc == PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
         return res
-    if res.header is not None and len(cmd) > 1:
-        res.header["emulator"] = os.path.basename(cmd[0])
+    if res.header is not None and res.emulator:
+        res.header["emulator"] = res.emulator
     if rc == PROBE_EXIT_USAGE:
         raise UsageError(_failure(rc, last_err) if last_err else f"{req.bench}: probe rejected its arguments")
     if rc != 0:
@@ -309,11 +362,12 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     return res
 
 
-def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on_line) -> None:
+def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on_line, t_ref: float) -> None:
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     sel.register(proc.stderr, selectors.EVENT_READ, "err")
     buf = b""
+    prev_s = 0.0
     open_streams = 2
     while open_streams:
         left = timeout - (time.monotonic() - t0)
@@ -334,7 +388,13 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
             *lines, buf = buf.split(b"\n")
             for line in lines:
                 if line.strip():
-                    _accept(res, line, on_line)
+                    d = _accept(res, line, on_line)
+                    res.last_line_s = time.monotonic() - t_ref
+                    if res.first_line_s is None:
+                        res.first_line_s = res.last_line_s
+                    if d.get("type") == "sample" and not d.get("warmup"):
+                        res.sample_spans.append((prev_s, res.last_line_s))
+                    prev_s = res.last_line_s
     if buf.strip():
         raise ProbeError("probe printed a partial line at exit")
     try:
@@ -344,7 +404,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
         raise ProbeTimeout(f"probe did not exit within {timeout:g} s (killed)") from None
 
 
-def _accept(res: ProcessResult, line: bytes, on_line) -> None:
+def _accept(res: ProcessResult, line: bytes, on_line) -> dict:
     try:
         d = json.loads(line)
     except json.JSONDecodeError as e:
@@ -366,6 +426,7 @@ def _accept(res: ProcessResult, line: bytes, on_line) -> None:
         raise ProbeError(f"probe printed an unknown line type {kind!r}")
     if on_line:
         on_line(d)
+    return d
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -56,7 +56,7 @@ def format_results(results: list[dict]) -> str:
     counters, flags, unsupported and failed variants under their own headings."""
     head = ["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "user/op", "sys/op", "cpus", "n"]
     rows = [head]
-    notes, counters = [], []
+    notes, counters, parallel = [], [], []
     for r in results:
         s = r.get("summary") or {}
         name = result_key(r)
@@ -82,22 +82,119 @@ def format_results(results: list[dict]) -> str:
             notes.append(f"  {name}: {f['flag']}: {f['detail']}")
         if status == "failed":
             notes.append(f"  {name}: failed after {s['n_processes']} process(es): {reason}")
-        reasons = s.get("counter_reasons", {})
-        for cname, val in (s.get("counters") or {}).items():
-            shown = f"{val:.4g}/op" if isinstance(val, (int, float)) else str(val)
-            if cname in reasons:
-                shown += f" ({reasons[cname]})"
-            counters.append(f"  {name}: {cname} = {shown}")
+        if s.get("counters"):
+            counters.append(format_counters(name, s))
+        par = r.get("parallel") or s.get("parallel")
+        if par:
+            parallel.append(format_parallel(name, par))
     out = []
     if len(rows) > 1:
         out.append(_table(rows, right={2, 4, 5, 6, 7, 8, 9, 11}))
         out.append("median, CI, min, p90 and CV over per-process medians; cycles at the TSC rate; "
                    "user/sys per op from getrusage (measuring side+helper).")
     if counters:
-        out.append("counters (per op, median over processes):\n" + "\n".join(counters))
+        out.append("counters per op (median over processes; u: user space only, k: kernel only, "
+                   "all: both):\n" + "\n".join(counters))
+    if parallel:
+        out.append("parallel copies (throughput = 1e9 / median ns per op; efficiency = per-copy throughput "
+                   "over one copy alone, paired per round):\n" + "\n".join(parallel))
     if notes:
         out.append("notes:\n" + "\n".join(notes))
     return "\n\n".join(out)
+
+
+_MOD_COLS = {"": "all", "u": "u", "k": "k"}
+
+
+def _num(v) -> str:
+    if v == 0:
+        return "0"
+    return f"{v:.4g}"
+
+
+def format_counters(name: str, s: dict) -> str:
+    """One table per result: a row per event, a column per modifier (all, u,
+    k); a cell is the per-op value, `*` marks a multiplexed (scaled) value,
+    `n/s` an event this machine cannot count; reasons and derived metrics
+    follow."""
+    from .counters import CLOCK_EVENTS, split_name
+
+    vals = s.get("counters") or {}
+    reasons = s.get("counter_reasons", {})
+    running = s.get("counters_running", {})
+    events: list[str] = []
+    mods: list[str] = []
+    cells: dict = {}
+    for full, v in vals.items():
+        base, mod = split_name(full)
+        if base not in events:
+            events.append(base)
+        if mod not in mods:
+            mods.append(mod)
+        if isinstance(v, (int, float)):
+            cell = _num(v) + ("*" if full in running else "")
+        else:
+            cell = "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else str(v)
+        cells[(base, mod)] = cell
+    mods.sort(key=lambda m: "uk".find(m) if m in ("u", "k") else (-1 if m == "" else 9))
+    rows = [["event"] + [_MOD_COLS.get(m, m) for m in mods]]
+    for e in events:
+        rows.append([e] + [cells.get((e, m), "") for m in mods])
+    lines = [f"  {name}"] + ["    " + line for line in _table(rows, right=set(range(1, len(mods) + 1))).splitlines()]
+    notes = []
+    for full, frac in running.items():
+        notes.append(f"{full}: multiplexed ({frac:.0%} running), value scaled by time enabled/running")
+    by_reason: dict = {}
+    for full, why in reasons.items():
+        tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
+        by_reason.setdefault(tag + why, []).append(full)
+    for why, names in by_reason.items():
+        notes.append(f"{', '.join(names)}: {why}")
+    for full, v in vals.items():
+        if v == "<not counted>":
+            notes.append(f"{full}: <not counted>: its group never got a PMU slot during a batch "
+                         "(too many events for the hardware counters, or the NMI watchdog holds one); ask for fewer")
+    clock_split = [e for e in events if e in CLOCK_EVENTS and any(m in ("u", "k") and (e, m) in cells for m in mods)]
+    if clock_split:
+        notes.append(f"{', '.join(clock_split)}: the kernel ignores :u/:k for clock events, so these columns are "
+                     "user+kernel time alike (user/sys per op in the table above are the getrusage split)")
+    derived = s.get("derived") or {}
+    if derived:
+        lines.append("    derived:")
+        width = max(len(k) for k in derived)
+        for k, d in derived.items():
+            v = d.get("value")
+            shown = _num(v) if isinstance(v, (int, float)) else f"- ({d.get('reason', 'not available')})"
+            lines.append(f"      {k.ljust(width)} = {shown}   [{d['expr']}]")
+    if notes:
+        lines += ["    " + n for n in notes]
+    return "\n".join(lines)
+
+
+def _rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3f} {unit}ops/s"
+    return f"{x:.1f} ops/s"
+
+
+def format_parallel(name: str, p: dict) -> str:
+    cpus = ",".join(map(str, p.get("cpus", [])))
+    eff = p.get("efficiency")
+    rng = p.get("efficiency_range")
+    lines = [f"  {name}: {p['copies']} copies on CPUs {cpus}, {p.get('n_rounds', 0)} round(s)",
+             f"    1 copy alone     {_rate(p.get('single_ops_per_s'))}",
+             f"    per copy         {_rate(p.get('per_copy_ops_per_s'))} (slowest copy {_rate(p.get('min_copy_ops_per_s'))})",
+             f"    total            {_rate(p.get('total_ops_per_s'))}",
+             "    efficiency       " + ("-" if eff is None else f"{eff:.3f}")
+             + (f" (rounds {rng[0]:.3f}..{rng[1]:.3f})" if rng and len(rng) == 2 else "")]
+    ov = p.get("overlap")
+    if ov is not None:
+        lines.append(f"    overlap          {ov:.0%} of the copies' measuring span ran concurrently (median round)")
+    lines += [f"    note: {f}" for f in p.get("flags", [])]
+    return "\n".join(lines)
 
 
 _COLORS = {"slower": "31", "faster": "32", "same": "2", "negligible": "2", "inconclusive": "33"}

@@ -27,6 +27,8 @@ class RunOptions:
     fake_clock: float | None = None
     seed: int = 0
     timeout: float | None = None
+    derived: list = field(default_factory=list)   # counters.Derived metrics to compute
+    parallel: int = 1                             # > 1: also run this many copies at once per round
 
 
 @dataclass
@@ -37,11 +39,15 @@ class VariantResult:
     reason: str | None = None
     processes: list[dict] = field(default_factory=list)
     summary: dict | None = None
+    parallel_rounds: list[dict] = field(default_factory=list)   # --parallel: one entry per round
 
     def to_json(self) -> dict:
-        return {"bench": self.variant.bench, "key": self.variant.key(), "params": self.variant.all_params(),
-                "op": self.op, "unit": "ns", "status": self.status, "reason": self.reason,
-                "processes": self.processes, "summary": self.summary or {"n_processes": 0}}
+        d = {"bench": self.variant.bench, "key": self.variant.key(), "params": self.variant.all_params(),
+             "op": self.op, "unit": "ns", "status": self.status, "reason": self.reason,
+             "processes": self.processes, "summary": self.summary or {"n_processes": 0}}
+        if self.summary and "parallel" in self.summary:
+            d["parallel"] = self.summary["parallel"]
+        return d
 
 
 @dataclass
@@ -96,9 +102,25 @@ class Runner:
             counters=self.opts.counters, fake_clock=self.opts.fake_clock,
             seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin)
 
-    def run(self) -> Outcome:
+    def _summarize(self, vr: VariantResult) -> dict:
         from .stats import summarize
 
+        summary = summarize(vr.processes)
+        if summary.get("n_processes"):
+            from .counters import derive, running_fractions
+
+            if self.opts.derived:
+                summary["derived"] = derive(vr.processes, self.opts.derived)
+            running = running_fractions(vr.processes)
+            if running:
+                summary["counters_running"] = running
+            if vr.parallel_rounds:
+                from .parallel import summarize_parallel
+
+                summary["parallel"] = summarize_parallel(vr.parallel_rounds, vr.processes, self.opts.parallel)
+        return summary
+
+    def run(self) -> Outcome:
         if self.recorder:
             self.recorder.start(self.results)
         status, error = "complete", None
@@ -110,9 +132,9 @@ class Runner:
                     vr = self.results[i]
                     if vr.status in ("unsupported", "failed"):
                         if self.progress:
-                            self.progress.skip(self.opts.warmup + self.opts.samples)
+                            self.progress.skip((self.opts.warmup + self.opts.samples) * self._copies_per_round())
                         continue
-                    err = self._one_process(vr, rnd, i)
+                    err = self._round(vr, rnd, i)
                     if isinstance(err, UsageError):
                         vr.status, vr.reason = "failed", str(err)
                         raise err
@@ -121,7 +143,7 @@ class Runner:
                         vr.status, vr.reason = "failed", str(err)
                         self.warn(f"{vr.variant.key()}: {err}")
                     else:
-                        vr.summary = summarize(vr.processes)
+                        vr.summary = self._summarize(vr)
                     if self.recorder:
                         self.recorder.variant_updated(vr)
         except KeyboardInterrupt:
@@ -132,12 +154,65 @@ class Runner:
             if vr.status == "pending":
                 vr.status = "ok" if vr.processes else ("failed" if status == "complete" else "pending")
                 if vr.status == "ok" and vr.summary is None:
-                    vr.summary = summarize(vr.processes)
+                    vr.summary = self._summarize(vr)
         if self.recorder:
             for vr in self.results:
                 self.recorder.variant_updated(vr)
             self.recorder.finish(status if status != "complete" or error is None else "failed")
         return Outcome(self.results, status, error)
+
+    def _copies_per_round(self) -> int:
+        return 1 + (self.opts.parallel if self.opts.parallel > 1 else 0)
+
+    def _round(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
+        """One round of a variant: its single process and, with --parallel N,
+        N concurrent copies, in a random order (so drift does not favour one)."""
+        if self.opts.parallel <= 1:
+            return self._one_process(vr, rnd, idx)
+        steps = [self._one_process, self._parallel_copies]
+        self.rng.shuffle(steps)
+        single_idx = len(vr.processes)
+        for step in steps:
+            err = step(vr, rnd, idx)
+            if err is not None or vr.status == "unsupported":
+                return err
+        if vr.parallel_rounds and len(vr.processes) > single_idx:
+            vr.parallel_rounds[-1]["single_process"] = vr.processes[single_idx]["index"]
+        return None
+
+    def _parallel_copies(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
+        from .parallel import common_window, copy_result, place
+
+        v = vr.variant
+        cpus, wrapped = place(self.opts.parallel)
+        reqs = []
+        for c, cpu in enumerate(cpus):
+            r = self._request(v, rnd, idx * 1000 + 1 + c)
+            r.cpus = str(cpu)
+            reqs.append(r)
+        if self.progress:
+            self.progress.begin(f"{v.key()} x{len(reqs)}")
+
+        def on_line(d):
+            if self.progress and d.get("type") == "sample":
+                self.progress.advance()
+
+        out = probe.run_concurrent(reqs, process_timeout(self.opts), on_line)
+        copies = []
+        ok = [r for r in out if not isinstance(r, OpcostError) and r.unsupported is None]
+        window = common_window(ok) if len(ok) == len(out) else None
+        for c, (cpu, res) in enumerate(zip(cpus, out)):
+            if isinstance(res, OpcostError):
+                return type(res)(f"parallel copy {c} on CPU {cpu}: {res}")
+            if res.unsupported is not None:
+                vr.status, vr.reason = "unsupported", f"parallel copy {c} on CPU {cpu}: {res.unsupported}"
+                self.warn(f"{v.key()}: cannot be measured here: {vr.reason}")
+                return None
+            copies.append(copy_result(c, cpu, res, window))
+        self.seq += 1
+        vr.parallel_rounds.append({"round": rnd, "seq": self.seq, "copies": copies, "wrapped": wrapped,
+                                   "window_s": list(window) if window else None})
+        return None
 
     def _one_process(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
         v = vr.variant

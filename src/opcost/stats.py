@@ -197,7 +197,7 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
         out.append({"flag": "no steady state",
                     "detail": f"first batches >{SLOW_START - 1:.0%} slower in {sum(slow)} of {len(slow)} processes: "
                               "raise --warmup"})
-    emus = sorted({p["header"]["emulator"] for p in procs if p.get("header", {}).get("emulator")})
+    emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "
                     "not this CPU's cost of the operation (use them for correctness only)"})

@@ -6,6 +6,12 @@ History of the format (readers ignore unknown fields):
     status (ok|unsupported|failed|pending), reason, processes[] of {index,
     round, seq (order of starting in the run), pad_bytes, wall_s, header,
     samples, warmup, trailer}, summary}.
+  extended (counters branch): summary.derived {name: {value, expr, profile,
+    help, reason?}}, summary.counters_running {event: running share}; samples
+    may carry counters_running and start_raw_ns; results[].parallel (and
+    summary.parallel) with --parallel N: {copies, cpus, wrapped,
+    single_ops_per_s, per_copy_ops_per_s, total_ops_per_s, efficiency,
+    efficiency_range, overlap, flags, rounds[]}.
 """
 
 from __future__ import annotations

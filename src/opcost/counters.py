@@ -1,0 +1,233 @@
+"""Counter profiles: `--counters` names perf events and profiles.
+
+A profile is a data file `profiles/NAME.json` shipped in the package: a list of
+perf events and derived metrics written as arithmetic over them, e.g.
+`{"name": "ipc", "expr": "instructions / cycles"}`. In an expression an event
+is written with `_` for `-` (`cache_misses` is `cache-misses`), and `ns` is the
+elapsed time of one op. A modifier on a profile (`cache:u`, `cache:k`) applies
+to every event of it and to its metrics (`ipc:u = instructions:u / cycles:u`),
+so `--counters cache:u,cache:k` gives the user-space and the kernel share of
+one op side by side.
+
+Python expands profiles into the plain event list the probe takes. The probe
+reads the counters, scales multiplexed ones by time enabled/running (only
+there: nothing here scales again) and normalises them per op; the summary's
+`counters` are per-op medians and `derived` is computed here, per process
+from that process's medians, then the median over processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from .errors import UsageError
+
+MAX_EVENTS = 32                                   # probe/counters.h MAX_COUNTERS
+CLOCK_EVENTS = ("task-clock", "cpu-clock")        # the kernel ignores :u/:k for these
+_MODS = re.compile(r"[uk]*")
+_RAW = re.compile(r"r[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True)
+class Derived:
+    name: str          # displayed name, modifier included: "ipc:u"
+    expr: str          # as written in the profile: "instructions / cycles"
+    events: dict       # identifier in expr -> event name given to the probe ("cycles:u")
+    profile: str       # "cache:u"
+    help: str = ""
+
+    def shown_expr(self) -> str:
+        """The expression with the actual event names: `instructions:u / cycles:u`."""
+        return re.sub(r"[A-Za-z_][A-Za-z0-9_]*", lambda m: self.events.get(m.group(0), m.group(0)), self.expr)
+
+
+@dataclass(frozen=True)
+class Plan:
+    events: list          # what the probe is asked for, in order, no duplicates
+    derived: list         # [Derived]
+    profiles: list        # ["cache:u", ...] as given
+
+    def probe_list(self) -> str:
+        return ",".join(self.events)
+
+
+def _ident(event: str) -> str:
+    return event.replace("-", "_")
+
+
+def profile_names() -> list[str]:
+    d = resources.files("opcost") / "profiles"
+    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
+
+
+def load_profile(name: str) -> dict:
+    """The profile as data, checked: events are plain names (no modifiers) and
+    every expression is arithmetic over the profile's events and `ns`."""
+    path = resources.files("opcost") / "profiles" / f"{name}.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"counter profile {name}: {e}") from None
+    events = doc.get("events")
+    if not isinstance(events, list) or not events or not all(isinstance(e, str) and ":" not in e for e in events):
+        raise UsageError(f"counter profile {name}: 'events' must be a non-empty list of event names without modifiers")
+    idents = {_ident(e) for e in events} | {"ns"}
+    for d in doc.get("derived", []):
+        if not {"name", "expr"} <= set(d):
+            raise UsageError(f"counter profile {name}: every derived metric needs a name and an expr")
+        used = _names(d["expr"], f"profile {name}, metric {d['name']}")
+        missing = used - idents
+        if missing:
+            raise UsageError(f"counter profile {name}: metric {d['name']} uses {', '.join(sorted(missing))}, "
+                             f"not an event of the profile")
+    return {"name": name, "summary": doc.get("summary", ""), "events": events, "derived": doc.get("derived", [])}
+
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.Div: lambda a, b: a / b}
+
+
+def _parse(expr: str, where: str) -> ast.AST:
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise UsageError(f"{where}: {expr!r} is not an arithmetic expression") from None
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.Expression, ast.BinOp, ast.Name, ast.Load, ast.UnaryOp, ast.USub)) \
+            or type(node) in _OPS or (isinstance(node, ast.Constant) and isinstance(node.value, (int, float)))
+        if not ok:
+            raise UsageError(f"{where}: {expr!r}: only + - * / numbers and event names are allowed")
+    return tree
+
+
+def _names(expr: str, where: str) -> set[str]:
+    return {n.id for n in ast.walk(_parse(expr, where)) if isinstance(n, ast.Name)}
+
+
+def evaluate(expr: str, values: dict) -> float | None:
+    """expr over values (identifier -> number); None when an input is missing
+    or the division is by zero."""
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant):
+            return float(n.value)
+        if isinstance(n, ast.Name):
+            v = values.get(n.id)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise LookupError(n.id)
+            return float(v)
+        if isinstance(n, ast.UnaryOp):
+            return -ev(n.operand)
+        return _OPS[type(n.op)](ev(n.left), ev(n.right))
+    try:
+        return ev(_parse(expr, "metric"))
+    except (LookupError, ZeroDivisionError):
+        return None
+
+
+def _valid_text(known: list[str]) -> str:
+    return (f"valid profiles: {', '.join(profile_names())}; events: {', '.join(known)}, rNNNN (raw hex); "
+            "each optionally with :u (user only) or :k (kernel only)")
+
+
+def expand(text: str | None, known: list[str]) -> Plan | None:
+    """`--counters` text -> the probe's event list and the derived metrics.
+    Unknown names are usage errors naming every valid profile and event;
+    known events this machine cannot count are not (the probe reports them
+    as <not supported> with the reason)."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise UsageError("--counters is empty; give perf event or profile names, e.g. software or "
+                         "context-switches,task-clock (" + _valid_text(known) + ")")
+    profiles = set(profile_names())
+    events: list[str] = []
+    derived: list[Derived] = []
+    given_profiles: list[str] = []
+
+    def add(ev: str) -> None:
+        if ev not in events:
+            events.append(ev)
+
+    for n in names:
+        base, colon, mods = n.partition(":")
+        if not _MODS.fullmatch(mods) or (colon and not mods):
+            raise UsageError(f"--counters {n!r}: unknown modifier {mods!r}; " + _valid_text(known))
+        suffix = f":{mods}" if mods else ""
+        if base in profiles:
+            prof = load_profile(base)
+            given_profiles.append(n)
+            for e in prof["events"]:
+                add(e + suffix)
+            for d in prof["derived"]:
+                mapping = {_ident(e): e + suffix for e in prof["events"]}
+                derived.append(Derived(name=d["name"] + suffix, expr=d["expr"], events=mapping, profile=n,
+                                       help=d.get("help", "")))
+        elif base in known or _RAW.fullmatch(base):
+            add(n)
+        else:
+            raise UsageError(f"unknown counter or profile {n!r}; " + _valid_text(known))
+    if len(events) > MAX_EVENTS:
+        raise UsageError(f"--counters {text}: {len(events)} events after expanding profiles; at most {MAX_EVENTS}")
+    return Plan(events=events, derived=derived, profiles=given_profiles)
+
+
+def derive(processes: list[dict], derived: list[Derived]) -> dict:
+    """summary["derived"]: per metric, the median over processes of the
+    metric computed from that process's per-op counter medians (and its median
+    ns per op). A metric whose inputs were not counted says which ones."""
+    from .stats import median, process_stats
+
+    per_proc = []
+    for p in processes:
+        if p.get("samples"):
+            st = process_stats(p["samples"])
+            per_proc.append((st.get("counters", {}), st["median_ns"]))
+    out = {}
+    for d in derived:
+        vals = []
+        for counters, ns in per_proc:
+            env = {ident: counters.get(ev) for ident, ev in d.events.items()}
+            env["ns"] = ns
+            v = evaluate(d.expr, env)
+            if v is not None:
+                vals.append(v)
+        entry = {"expr": d.shown_expr(), "profile": d.profile}
+        if d.help:
+            entry["help"] = d.help
+        if vals:
+            entry["value"] = median(vals)
+        else:
+            missing = [ev for ident, ev in d.events.items() if ident in _names(d.expr, d.name)
+                       and not any(isinstance(c.get(ev), (int, float)) for c, _ in per_proc)]
+            entry["value"] = None
+            entry["reason"] = ("not counted here: " + ", ".join(missing)) if missing else "undefined (division by zero)"
+        out[d.name] = entry
+    return out
+
+
+def running_fractions(processes: list[dict]) -> dict:
+    """summary["counters_running"]: for each counter that was multiplexed in
+    any measured batch, the median share of the batch it was counting."""
+    from .stats import median
+
+    acc: dict[str, list[float]] = {}
+    for p in processes:
+        for s in p.get("samples", []):
+            for name, fr in (s.get("counters_running") or {}).items():
+                acc.setdefault(name, []).append(fr)
+    return {k: median(v) for k, v in acc.items()}
+
+
+def split_name(event: str) -> tuple[str, str]:
+    """`cycles:u` -> (`cycles`, `u`); `cycles` -> (`cycles`, ``); `:uk` is both."""
+    base, _, mods = event.partition(":")
+    if set(mods) == {"u", "k"}:
+        mods = ""
+    return base, mods

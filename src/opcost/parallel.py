@@ -1,0 +1,141 @@
+"""`--parallel N`: N copies of a benchmark at once, one per CPU, like
+will-it-scale. Each round of a variant runs its usual single process and N
+concurrent copies (in a random order); copy i is pinned to the i-th allowed
+CPU, wrapping around when N exceeds the CPUs (then copies share a CPU and
+the report says so). The probe is unchanged: every copy is a normal probe run
+with --cpu.
+
+Throughput of a process is 1e9 / its median ns per op (the op runs
+back-to-back on one CPU). Per round: per-copy throughput = the mean over the
+copies, total = their sum, efficiency = per-copy throughput / the throughput
+of that round's single process (paired, so slow drift cancels). Across rounds:
+medians. The copies are started together (one fork after the other) but each
+calibrates alone, so their measured batches begin a few ms apart; the overlap
+of the copies' measuring windows is measured and reported, and flagged when
+it is under 90%.
+"""
+
+from __future__ import annotations
+
+import os
+
+LOW_OVERLAP = 0.9
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def place(n: int, cpus: list[int] | None = None) -> tuple[list[int], bool]:
+    """Copy i on cpus[i % len(cpus)]; wrapped is True when copies share CPUs."""
+    cpus = cpus if cpus is not None else allowed_cpus()
+    return [cpus[i % len(cpus)] for i in range(n)], n > len(cpus)
+
+
+def spans(res) -> list[tuple[float, float]]:
+    """(start, end) of every measured batch in seconds of CLOCK_MONOTONIC_RAW,
+    which every process on the machine shares: from the probe's own
+    `start_raw_ns` and `wall_ns`; from the arrival times of the lines when the
+    probe is older (coarse: a busy reader gets several lines at once)."""
+    if res.samples and all("start_raw_ns" in s for s in res.samples):
+        return [(s["start_raw_ns"] / 1e9, (s["start_raw_ns"] + s["wall_ns"]) / 1e9) for s in res.samples]
+    if len(res.sample_spans) == len(res.samples):
+        return list(res.sample_spans)
+    return []
+
+
+def common_window(results: list) -> tuple[float, float] | None:
+    """The span in which every copy was running measured batches: from the
+    latest first-batch start to the earliest last-batch end (None if empty)."""
+    spans_ = [spans(r) for r in results]
+    if not all(spans_):
+        return None
+    lo = max(s[0][0] for s in spans_)
+    hi = min(s[-1][1] for s in spans_)
+    return (lo, hi) if hi > lo else None
+    if not all(spans):
+        return None
+    lo = max(s[0][0] for s in spans)
+    hi = min(s[-1][1] for s in spans)
+    return (lo, hi) if hi > lo else None
+
+
+def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) -> dict:
+    """One copy's throughput over the batches that ran while every copy was
+    measuring (all its batches if there were none: then concurrent is False)."""
+    from .stats import median
+
+    sp = spans(res) or [(0.0, 0.0)] * len(res.samples)
+    inside = [s for s, (a, b) in zip(res.samples, sp) if window and a >= window[0] and b <= window[1]]
+    used = inside or res.samples
+    ns = median([s["ns_per_op"] for s in used]) if used else None
+    migrated = sum(1 for s in used if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
+    return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": 1e9 / ns if ns and ns > 0 else None,
+            "n_samples": len(res.samples), "n_concurrent": len(inside), "concurrent": bool(inside),
+            "iters": (res.header or {}).get("iters"), "migrated_batches": migrated,
+            "start_s": sp[0][0] if sp else None, "end_s": sp[-1][1] if sp else None,
+            "wall_s": round(res.wall_s, 4)}
+
+
+def overlap(copies: list[dict]) -> float | None:
+    """Share of the copies' joint measuring span (first batch start to last
+    batch end over all copies) during which all of them were measuring."""
+    starts = [c["start_s"] for c in copies if c.get("start_s") is not None]
+    ends = [c["end_s"] for c in copies if c.get("end_s") is not None]
+    if len(starts) != len(copies) or len(ends) != len(copies):
+        return None
+    span = max(ends) - min(starts)
+    return max(0.0, min(ends) - max(starts)) / span if span > 0 else None
+
+
+def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dict:
+    """summary["parallel"] (and result["parallel"]) of opcost.result/1."""
+    from .stats import median
+
+    single_ns = {p["index"]: median([s["ns_per_op"] for s in p["samples"]]) for p in processes if p.get("samples")}
+    out_rounds = []
+    for r in rounds:
+        ops = [c["ops_per_s"] for c in r["copies"] if c["ops_per_s"]]
+        if len(ops) != len(r["copies"]):
+            continue
+        per_copy = sum(ops) / len(ops)
+        sn = single_ns.get(r.get("single_process"))
+        single = 1e9 / sn if sn else None
+        out_rounds.append({"round": r["round"], "seq": r["seq"], "single_process": r.get("single_process"),
+                           "single_ops_per_s": single, "per_copy_ops_per_s": per_copy,
+                           "total_ops_per_s": sum(ops), "min_copy_ops_per_s": min(ops),
+                           "efficiency": per_copy / single if single else None,
+                           "overlap": overlap(r["copies"]), "copies": r["copies"]})
+    cpus = [c["cpu"] for c in rounds[0]["copies"]] if rounds else []
+    doc = {"copies": n, "cpus": cpus, "wrapped": bool(rounds and rounds[0].get("wrapped")),
+           "n_rounds": len(out_rounds),
+           "method": "throughput = 1e9 / median ns per op of a process; per round: per-copy = mean over "
+                     "the copies, efficiency = per-copy / the round's single process; medians over rounds",
+           "rounds": out_rounds}
+
+    def med(key):
+        xs = [r[key] for r in out_rounds if r.get(key) is not None]
+        return median(xs) if xs else None
+
+    for key in ("single_ops_per_s", "per_copy_ops_per_s", "total_ops_per_s", "min_copy_ops_per_s",
+                "efficiency", "overlap"):
+        doc[key] = med(key)
+    effs = [r["efficiency"] for r in out_rounds if r.get("efficiency") is not None]
+    doc["efficiency_range"] = [min(effs), max(effs)] if effs else None
+    flags = []
+    if doc["wrapped"]:
+        flags.append(f"{n} copies on {len(set(cpus))} CPU(s): copies share CPUs, so per-copy throughput "
+                     "includes time-sharing")
+    ov = [r["overlap"] for r in out_rounds if r.get("overlap") is not None]
+    if ov and min(ov) < LOW_OVERLAP:
+        flags.append(f"copies measured concurrently only {min(ov):.0%} of their span in the worst round "
+                     "(calibration skew); only batches inside the common span are used")
+    alone = sum(1 for r in rounds for c in r["copies"] if not c.get("concurrent", True))
+    if alone:
+        flags.append(f"{alone} copy run(s) had no batch while all copies were measuring: their throughput is "
+                     "over all their batches, not a concurrent one; raise --samples")
+    mig = sum(c["migrated_batches"] for r in rounds for c in r["copies"])
+    if mig:
+        flags.append(f"{mig} batch(es) of the copies ran off their pinned CPU")
+    doc["flags"] = flags
+    return doc
