@@ -91,7 +91,8 @@ def plan_variants(specs: list[str], cpu: str | None) -> list:
         specs = [b["name"] for b in probe.benchmark_table(host)["benchmarks"]]
     variants = []
     for s in specs:
-        variants += expand(s, probe.benchmark_table, host, arches, default_cpus)
+        variants += expand(s, probe.benchmark_table, host, arches, default_cpus,
+                           placement_of=probe.placement_of)
     seen = set()
     for v in variants:
         k = (v.bench, tuple(sorted(v.all_params().items())))
@@ -207,7 +208,7 @@ def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
         if "|" in params:
             raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
         spec = f"{bench}:{params}" if params.strip() else bench
-        (v,) = expand(spec, probe.benchmark_table, host, arches, default_cpus)
+        (v,) = expand(spec, probe.benchmark_table, host, arches, default_cpus, placement_of=probe.placement_of)
         pair.append(v)
     return tuple(pair)
 
