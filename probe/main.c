@@ -7,6 +7,7 @@
 #include "counters.h"
 #include "json.h"
 #include "probe.h"
+#include "topology.h"
 
 #include <errno.h>
 #include <math.h>
@@ -321,6 +322,11 @@ static void calibrate_clock(struct run *R)
 		R->spin_ticks = min_loop_ticks(R, (unsigned)R->o.spin, 2000) / 2000.0 - R->loop_ovh;
 }
 
+static uint64_t ops_per_iter(const struct bench_ctx *ctx)
+{
+	return ctx->ops_per_iter ? ctx->ops_per_iter : 1;
+}
+
 static uint64_t xorshift(uint64_t *s)
 {
 	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
@@ -419,7 +425,7 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 		 * plus one tick per spin add; the usual overheads added, so their
 		 * subtraction is exercised too. */
 		double j = ((double)(xorshift(&R->fake_rng) % 2001) - 1000.0) / 100000.0;
-		double op_ticks = R->o.fake_ns * R->tsc_hz / 1e9 * (1.0 + j) + R->spin_ticks;
+		double op_ticks = R->o.fake_ns * (double)ops_per_iter(&R->ctx) * R->tsc_hz / 1e9 * (1.0 + j) + R->spin_ticks;
 		B->raw_ticks = (double)iters * (op_ticks + R->loop_ovh) + R->clock_ovh;
 		double ns = (double)iters * op_ticks / R->tsc_hz * 1e9;
 		B->wall_ns = (uint64_t)ns;
@@ -438,7 +444,7 @@ static uint64_t calibrate_iters(struct run *R)
 		return (uint64_t)R->o.iters;
 	double target_ticks = R->o.target_ms * 1e-3 * R->tsc_hz;
 	if (R->o.fake_ns > 0) {
-		double n = R->o.target_ms * 1e6 / R->o.fake_ns;
+		double n = R->o.target_ms * 1e6 / (R->o.fake_ns * (double)ops_per_iter(&R->ctx));
 		return n < 1 ? 1 : (uint64_t)n;
 	}
 	uint64_t n = 1;
@@ -483,7 +489,7 @@ static void emit_counters(struct jb *j, const struct run *R, const struct batch 
 				if (running / enabled < minfrac)
 					minfrac = running / enabled;
 			}
-			jb_num(j, c->name, v / (double)B->executed);
+			jb_num(j, c->name, v / ((double)B->executed * (double)ops_per_iter(&R->ctx)));
 		}
 	}
 	jb_obj_end(j);
@@ -514,12 +520,19 @@ static void emit_sample(struct run *R, long idx, int warm, const struct batch *B
 	jb_num(&j, "raw_ticks", B->raw_ticks);
 	jb_num(&j, "ticks", B->net_ticks);
 	double ns = B->net_ticks / R->tsc_hz * 1e9;
-	double n = (double)B->iters;
+	uint64_t opi = ops_per_iter(&R->ctx);
+	double n = (double)B->iters * (double)opi; /* operations in the batch */
+	if (opi > 1)
+		jb_uint(&j, "ops_per_iter", opi);
 	jb_num(&j, "ns", ns);
 	jb_uint(&j, "wall_ns", B->wall_ns);
 	jb_uint(&j, "start_raw_ns", B->start_raw_ns);
 	jb_num(&j, "ns_per_op", ns / n);
 	jb_num(&j, "tsc_per_op", B->net_ticks / n);
+	if (opi > 1)
+		jb_num(&j, "ns_per_iter", ns / (double)B->iters);
+	if (R->ctx.has_nominal)
+		jb_num(&j, "overshoot_ns_per_op", ns / n - R->ctx.nominal_ns);
 	jb_int(&j, "user_ns", B->self.user_ns);
 	jb_int(&j, "sys_ns", B->self.sys_ns);
 	jb_num(&j, "user_ns_per_op", (double)B->self.user_ns / n);
@@ -574,6 +587,23 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 	if (R->ctx.b->flags & BENCH_HAS_HELPER)
 		jb_int(&j, NULL, R->ctx.cpus[1]);
 	jb_arr_end(&j);
+	if (R->ctx.placement[0]) {
+		jb_obj_begin(&j, "placement");
+		jb_str(&j, "name", R->ctx.placement);
+		jb_arr_begin(&j, "cpus");
+		jb_int(&j, NULL, R->ctx.cpus[0]);
+		jb_int(&j, NULL, R->ctx.cpus[1]);
+		jb_arr_end(&j);
+		jb_str(&j, "how", R->ctx.placement_how);
+		jb_obj_end(&j);
+	}
+	if (ops_per_iter(&R->ctx) > 1) {
+		/* ns_per_op is per operation; one iteration (ns_per_iter) holds this many */
+		jb_uint(&j, "ops_per_iter", ops_per_iter(&R->ctx));
+		jb_str(&j, "iteration", R->ctx.iter_desc ? R->ctx.iter_desc : "");
+	}
+	if (R->ctx.has_nominal)
+		jb_num(&j, "nominal_ns_per_op", R->ctx.nominal_ns);
 	jb_str(&j, "clock", R->o.fake_ns > 0 ? "fake" : CLOCK_NAME);
 	jb_num(&j, "tsc_hz", R->tsc_hz);
 	jb_str(&j, "tsc_hz_source", R->o.fake_ns > 0 ? "fake clock (2 GHz)"
@@ -638,7 +668,9 @@ static void emit_unsupported(const struct run *R)
 }
 
 /* cpus: "A" or "A,B"; each must be in our affinity mask. The helper's CPU
- * comes from the list, or from the benchmark's `placement` parameter. */
+ * comes from the list, or from the benchmark's `placement` parameter resolved
+ * against the sysfs topology (topology.c). Two explicit CPUs decide the
+ * placement; a `placement` that contradicts them is a usage error. */
 static int resolve_cpus(struct run *R, char *why, size_t whylen)
 {
 	cpu_set_t allowed;
@@ -674,24 +706,71 @@ static int resolve_cpus(struct run *R, char *why, size_t whylen)
 		if (!(ctx->b->flags & BENCH_HAS_HELPER))
 			die(EXIT_USAGE, "%s has no helper: give one CPU, not cpu=%s", ctx->b->name, R->o.cpus);
 		if (has_placement) {
-			const char *want = ctx->cpus[0] == ctx->cpus[1] ? "same" : "core";
+			enum placement got = topo_classify(ctx->cpus[0], ctx->cpus[1], ctx->placement_how,
+							   sizeof(ctx->placement_how));
+			const char *want = placement_names[got];
 			if (!param_is(ctx, "placement", want))
-				die(EXIT_USAGE, "cpu=%s contradicts placement=%s (these CPUs mean placement=%s)", R->o.cpus,
-				    param_str(ctx, "placement"), want);
+				die(EXIT_USAGE, "cpu=%s contradicts placement=%s (these CPUs mean placement=%s: %s)", R->o.cpus,
+				    param_str(ctx, "placement"), want, ctx->placement_how);
+			snprintf(ctx->placement, sizeof(ctx->placement), "%s", want);
 		}
 		return 0;
 	}
 	ctx->cpus[1] = ctx->cpus[0];
-	if (has_placement && param_is(ctx, "placement", "core")) {
-		for (int c = 0; c < CPU_SETSIZE; c++)
-			if (CPU_ISSET(c, &allowed) && c != ctx->cpus[0]) {
-				ctx->cpus[1] = c;
-				return 0;
+	if (!has_placement)
+		return 0;
+	int want = placement_parse(param_str(ctx, "placement"));
+	if (want < 0)
+		die(EXIT_FAIL, "internal: %s declares placement=%s, unknown to topology.c", ctx->b->name,
+		    param_str(ctx, "placement"));
+	int partner = topo_partner(ctx->cpus[0], (enum placement)want, &allowed, why, whylen);
+	if (partner < 0 && !R->o.cpus) {
+		/* No CPU given: any allowed measuring CPU with such a partner will do. */
+		char other[256];
+		for (int c = 0; c < CPU_SETSIZE && partner < 0; c++)
+			if (c != ctx->cpus[0] && CPU_ISSET(c, &allowed)) {
+				partner = topo_partner(c, (enum placement)want, &allowed, other, sizeof(other));
+				if (partner >= 0)
+					ctx->cpus[0] = c;
 			}
-		snprintf(why, whylen, "placement=core needs a second CPU; only CPU %d is available", ctx->cpus[0]);
-		return -1;
 	}
+	if (partner < 0)
+		return -1;
+	ctx->cpus[1] = partner;
+	topo_classify(ctx->cpus[0], ctx->cpus[1], ctx->placement_how, sizeof(ctx->placement_how));
+	snprintf(ctx->placement, sizeof(ctx->placement), "%s", placement_names[want]);
 	return 0;
+}
+
+/* `opcost-probe placement A B`: the class of a CPU pair, from sysfs only. */
+static int cmd_placement(int argc, char **argv)
+{
+	if (argc != 4)
+		die(EXIT_USAGE, "usage: opcost-probe placement CPU_A CPU_B");
+	int c[2];
+	for (int i = 0; i < 2; i++) {
+		char *end;
+		long v = strtol(argv[2 + i], &end, 10);
+		if (*end || end == argv[2 + i] || v < 0 || v >= CPU_SETSIZE)
+			die(EXIT_USAGE, "placement: %s is not a CPU number in [0, %d)", argv[2 + i], CPU_SETSIZE);
+		c[i] = (int)v;
+	}
+	char how[256];
+	enum placement p = topo_classify(c[0], c[1], how, sizeof(how));
+	struct jb j;
+	jb_init(&j);
+	jb_obj_begin(&j, NULL);
+	jb_str(&j, "type", "placement");
+	jb_str(&j, "name", placement_names[p]);
+	jb_arr_begin(&j, "cpus");
+	jb_int(&j, NULL, c[0]);
+	jb_int(&j, NULL, c[1]);
+	jb_arr_end(&j);
+	jb_str(&j, "how", how);
+	jb_obj_end(&j);
+	jb_emit(&j, 1);
+	jb_free(&j);
+	return EXIT_OK;
 }
 
 static long parse_count(const char *opt, const char *v, long min)
@@ -851,6 +930,7 @@ static const char usage_text[] =
 	"                        [--fake-clock NS [--seed S]] [--spin N] [--check]\n"
 	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
+	"       opcost-probe placement CPU_A CPU_B   (placement class of a CPU pair, from sysfs)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"
 	"Exit: 0 ok, 1 benchmark failed, 2 usage error, 3 unsupported on this machine.\n";
@@ -868,12 +948,14 @@ int main(int argc, char **argv)
 		return cmd_list(argc > 2 && strcmp(argv[2], "--json") == 0);
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc, argv);
+	if (strcmp(argv[1], "placement") == 0)
+		return cmd_placement(argc, argv);
 	if (strcmp(argv[1], "cpuid") == 0)
 		return cmd_cpuid(1) == 0 ? EXIT_OK : EXIT_FAIL;
 	if (strcmp(argv[1], "version") == 0) {
 		printf("opcost-probe %s %s gcc %s\n", PROBE_VERSION, ARCH, __VERSION__);
 		return EXIT_OK;
 	}
-	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, cpuid, version", argv[1]);
+	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, placement, cpuid, version", argv[1]);
 	return EXIT_USAGE;
 }

@@ -37,6 +37,17 @@ struct bench_ctx {
 	struct helper_shm *shm;          /* shared page for helpers (process or thread) */
 	void *priv;
 	char err[256];                   /* reason, set when setup fails */
+	/* Set by setup() when one run() iteration holds several operations (a
+	 * whole hackbench run, one page per fault...): the harness divides by
+	 * iters * ops_per_iter, so ns_per_op is per operation. 0 means 1. */
+	uint64_t ops_per_iter;
+	const char *iter_desc;           /* what one iteration is, when ops_per_iter > 1 */
+	/* Set by setup() when the operation has a requested duration (a sleep):
+	 * samples then also report overshoot_ns_per_op = ns_per_op - nominal_ns. */
+	double nominal_ns;
+	int has_nominal;
+	char placement[16];              /* resolved placement class (two-party benchmarks) */
+	char placement_how[256];         /* how it was resolved */
 };
 
 /* Return values of setup(). */

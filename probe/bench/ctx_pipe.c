@@ -5,6 +5,7 @@
  * the switch has live extended state to save and restore. */
 #include "../probe.h"
 #include "fpstate.h"
+#include "../topology.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,14 +13,13 @@
 #include <unistd.h>
 
 static const char *const mode_choices[] = {"process", "thread", NULL};
-static const char *const placement_choices[] = {"same", "core", NULL};
+static const char *const placement_choices[] = PLACEMENT_CHOICES;
 static const char *const fp_choices[] = {"none", "parent", "child", "both", NULL};
 static const char *const fpkind_choices[] = FPKIND_CHOICES;
 
 static const struct bench_param params[] = {
 	{"mode", PT_ENUM, "helper is a forked process or a thread", "process", mode_choices, 0, 0},
-	{"placement", PT_ENUM, "same: both sides on one CPU; core: helper on another CPU (or give cpu=A,B)", "same",
-	 placement_choices, 0, 0},
+	{"placement", PT_ENUM, PLACEMENT_HELP, "same", placement_choices, 0, 0},
 	{"fp", PT_ENUM, "which side executes one FP instruction per iteration (parent = measuring side)", "none",
 	 fp_choices, 0, 0},
 	{"fpkind", PT_ENUM, "the FP instruction: x87 fld1+fstp, sse mulss, avx vmulps ymm, avx512 vmulps zmm, neon fmul",

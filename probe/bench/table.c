@@ -6,6 +6,9 @@
 extern const struct bench bench_syscall_null, bench_syscall_read, bench_syscall_write, bench_syscall_stat,
 	bench_syscall_fstat, bench_syscall_open, bench_ctx_pipe, bench_ctx_yield, bench_signal_catch,
 	bench_signal_install;
+extern const struct bench bench_msg_hackbench, bench_ctx_unix, bench_ctx_futex, bench_ctx_eventfd, bench_proc_fork,
+	bench_proc_vfork, bench_proc_exec, bench_proc_spawn, bench_thread_create, bench_mem_pagefault, bench_mem_mmap,
+	bench_mem_touch, bench_epoll_wait, bench_timer_nanosleep;
 
 const struct bench *const bench_table[] = {
 	&bench_syscall_null,
@@ -18,5 +21,19 @@ const struct bench *const bench_table[] = {
 	&bench_ctx_yield,
 	&bench_signal_catch,
 	&bench_signal_install,
+	&bench_msg_hackbench,
+	&bench_ctx_unix,
+	&bench_ctx_futex,
+	&bench_ctx_eventfd,
+	&bench_proc_fork,
+	&bench_proc_vfork,
+	&bench_proc_exec,
+	&bench_proc_spawn,
+	&bench_thread_create,
+	&bench_mem_pagefault,
+	&bench_mem_mmap,
+	&bench_mem_touch,
+	&bench_epoll_wait,
+	&bench_timer_nanosleep,
 	NULL,
 };

@@ -91,7 +91,8 @@ def plan_variants(specs: list[str], cpu: str | None) -> list:
         specs = [b["name"] for b in probe.benchmark_table(host)["benchmarks"]]
     variants = []
     for s in specs:
-        variants += expand(s, probe.benchmark_table, host, arches, default_cpus)
+        variants += expand(s, probe.benchmark_table, host, arches, default_cpus,
+                           placement_of=probe.placement_of)
     seen = set()
     for v in variants:
         k = (v.bench, tuple(sorted(v.all_params().items())))
@@ -223,7 +224,7 @@ def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
         if "|" in params:
             raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
         spec = f"{bench}:{params}" if params.strip() else bench
-        vs = expand(spec, probe.benchmark_table, host, arches, default_cpus)
+        vs = expand(spec, probe.benchmark_table, host, arches, default_cpus, placement_of=probe.placement_of)
         if len(vs) != 1:
             raise UsageError(f"{arm} {params}: names {len(vs)} variants; each arm is one variant")
         pair.append(vs[0])

@@ -5,8 +5,9 @@ CPU, wrapping around when N exceeds the CPUs (then copies share a CPU and
 the report says so). The probe is unchanged: every copy is a normal probe run
 with --cpu.
 
-Throughput of a process is 1e9 / its median ns per op (the op runs
-back-to-back on one CPU). Per round: per-copy throughput = the mean over the
+Throughput of a process is the operations it executed over the wall time
+from its first to its last batch used, so descheduled time counts (copies
+sharing a CPU), as in will-it-scale. Per round: per-copy throughput = the mean over the
 copies, total = their sum, efficiency = per-copy throughput / the throughput
 of that round's single process (paired, so slow drift cancels). Across rounds:
 medians. The copies are started together (one fork after the other) but each
@@ -53,11 +54,26 @@ def common_window(results: list) -> tuple[float, float] | None:
     lo = max(s[0][0] for s in spans_)
     hi = min(s[-1][1] for s in spans_)
     return (lo, hi) if hi > lo else None
-    if not all(spans):
+
+
+def rate(samples: list[dict], header: dict | None) -> float | None:
+    """Operations per second of wall time over a run of batches: the
+    operations they executed over the span from the first one's start to the
+    last one's end, so time the process spent descheduled (copies sharing a
+    CPU) counts against it, as in will-it-scale. A fake clock has no real
+    wall time: 1e9 / median ns per op then."""
+    from .stats import median
+
+    if not samples:
         return None
-    lo = max(s[0][0] for s in spans)
-    hi = min(s[-1][1] for s in spans)
-    return (lo, hi) if hi > lo else None
+    header = header or {}
+    if header.get("fake_clock") or not all("start_raw_ns" in s for s in samples):
+        ns = median([s["ns_per_op"] for s in samples])
+        return 1e9 / ns if ns > 0 else None
+    opi = header.get("ops_per_iter") or 1
+    ops = sum(s["iters"] for s in samples) * opi
+    span_ns = samples[-1]["start_raw_ns"] + samples[-1]["wall_ns"] - samples[0]["start_raw_ns"]
+    return ops * 1e9 / span_ns if span_ns > 0 else None
 
 
 def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) -> dict:
@@ -70,7 +86,7 @@ def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) ->
     used = inside or res.samples
     ns = median([s["ns_per_op"] for s in used]) if used else None
     migrated = sum(1 for s in used if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
-    return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": 1e9 / ns if ns and ns > 0 else None,
+    return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": rate(used, res.header),
             "n_samples": len(res.samples), "n_concurrent": len(inside), "concurrent": bool(inside),
             "iters": (res.header or {}).get("iters"), "migrated_batches": migrated,
             "start_s": sp[0][0] if sp else None, "end_s": sp[-1][1] if sp else None,
@@ -92,15 +108,14 @@ def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dic
     """summary["parallel"] (and result["parallel"]) of opcost.result/1."""
     from .stats import median
 
-    single_ns = {p["index"]: median([s["ns_per_op"] for s in p["samples"]]) for p in processes if p.get("samples")}
+    single_rate = {p["index"]: rate(p["samples"], p.get("header")) for p in processes if p.get("samples")}
     out_rounds = []
     for r in rounds:
         ops = [c["ops_per_s"] for c in r["copies"] if c["ops_per_s"]]
         if len(ops) != len(r["copies"]):
             continue
         per_copy = sum(ops) / len(ops)
-        sn = single_ns.get(r.get("single_process"))
-        single = 1e9 / sn if sn else None
+        single = single_rate.get(r.get("single_process"))
         out_rounds.append({"round": r["round"], "seq": r["seq"], "single_process": r.get("single_process"),
                            "single_ops_per_s": single, "per_copy_ops_per_s": per_copy,
                            "total_ops_per_s": sum(ops), "min_copy_ops_per_s": min(ops),
@@ -109,8 +124,9 @@ def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dic
     cpus = [c["cpu"] for c in rounds[0]["copies"]] if rounds else []
     doc = {"copies": n, "cpus": cpus, "wrapped": bool(rounds and rounds[0].get("wrapped")),
            "n_rounds": len(out_rounds),
-           "method": "throughput = 1e9 / median ns per op of a process; per round: per-copy = mean over "
-                     "the copies, efficiency = per-copy / the round's single process; medians over rounds",
+           "method": "throughput = operations / wall time from the first to the last batch used (batches "
+                     "while all copies measured); per round: per-copy = mean over the copies, efficiency = "
+                     "per-copy / the round's single process; medians over rounds",
            "rounds": out_rounds}
 
     def med(key):

@@ -170,6 +170,21 @@ def benchmark_table(arch: str | None = None) -> dict:
     return _LIST_CACHE[arch]
 
 
+_PLACEMENT_CACHE: dict[tuple, str] = {}
+
+
+def placement_of(a: int, b: int, arch: str | None = None) -> str:
+    """The placement class (same|smt|core|llc|numa) of a CPU pair, as the
+    probe reads it from sysfs (`opcost-probe placement A B`)."""
+    key = (arch or host_arch(), a, b)
+    if key not in _PLACEMENT_CACHE:
+        try:
+            _PLACEMENT_CACHE[key] = json.loads(_run_simple(["placement", str(a), str(b)], arch))["name"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ProbeError(f"probe placement printed an unexpected answer: {e}") from e
+    return _PLACEMENT_CACHE[key]
+
+
 def cpuid(arch: str | None = None) -> dict | None:
     """What only native code can learn (CPUID, XCR0...); None if unavailable."""
     try:

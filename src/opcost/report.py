@@ -78,6 +78,11 @@ def format_results(results: list[dict]) -> str:
         rows.append([name, r.get("op", ""), fmt_ns(s["median_ns"]), _ci(s), fmt_ns(s["min_ns"]), fmt_ns(s["p90_ns"]),
                      fmt_pct(s.get("cv")), "-" if cyc is None else f"{cyc:.0f}", user_s, sys_s, _cpus(r),
                      str(s["n_processes"])])
+        if s.get("ops_per_iter"):
+            notes.append(f"  {name}: one iteration ({s.get('iteration') or 'several operations'}) = "
+                         f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration")
+        if s.get("nominal_ns") is not None:
+            notes.append(f"  {name}: requested {fmt_ns(s['nominal_ns'])}, overshoot {fmt_ns(s['overshoot_ns'])} per op")
         for f in s.get("flags", []):
             notes.append(f"  {name}: {f['flag']}: {f['detail']}")
         if status == "failed":

@@ -140,10 +140,12 @@ def _check_value(bench: str, p: dict, v: str) -> None:
 
 
 def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
-           default_cpus: str | list[str] | None) -> list[Variant]:
+           default_cpus: str | list[str] | None, placement_of=None) -> list[Variant]:
     """All variants a SPEC denotes, validated. `table_for_arch(arch)` returns
     the probe's benchmark table for that architecture; `default_cpus` is the
-    --cpu option (one placement, or a list of them from cpu_alternatives)."""
+    --cpu option (one placement, or a list of them from cpu_alternatives);
+    `placement_of(a, b, arch)` the placement class of a CPU pair (None: same
+    or core)."""
     name, pairs = split_spec(spec)
     lists = {k: v.split("|") for k, v in pairs}
     for k, vals in lists.items():
@@ -187,18 +189,24 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
             cpu = default_cpus or str(default_cpu())
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
-        _reconcile_placement(name, params, cpu, b, "placement" in chosen)
+        _reconcile_placement(name, params, cpu, b, "placement" in chosen, placement_of, arch)
         variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin, 0)))
     return variants
 
 
-def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool) -> None:
+def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool,
+                         placement_of=None, arch: str | None = None) -> None:
     """Two explicit CPUs decide the placement; say so if the user also asked
     for a placement that contradicts them (never silently change either)."""
     if "placement" not in params or "," not in cpu:
         return
     a, h = cpu.split(",")
-    implied = "same" if a == h else "core"
+    if a == h:
+        implied = "same"
+    elif placement_of is not None:
+        implied = placement_of(int(a), int(h), arch)
+    else:
+        implied = "core"
     if placement_given and params["placement"] != implied:
         raise UsageError(f"{name}: cpu={cpu} means placement={implied}, but placement={params['placement']} was asked")
     params["placement"] = implied

@@ -74,7 +74,7 @@ def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | N
         if not src or key not in src:
             return None
         total += src[key]
-        iters += s["iters"]
+        iters += s["iters"] * s.get("ops_per_iter", 1)  # operations, when an iteration holds several
     return total / iters if iters else None
 
 
@@ -148,6 +148,20 @@ def summarize(processes: list[dict]) -> dict:
         }
         summary["iters"] = sorted({h["iters"] for h in headers})
         summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
+        opi = [h["ops_per_iter"] for h in headers if h.get("ops_per_iter")]
+        if opi:
+            # One iteration holds several operations (a whole hackbench run,
+            # one page per fault...): its time is what such tools print.
+            summary["ops_per_iter"] = median(opi)
+            summary["iteration"] = headers[0].get("iteration", "")
+            summary["median_ns_per_iter"] = summary["median_ns"] * summary["ops_per_iter"]
+        nominal = [h["nominal_ns_per_op"] for h in headers if "nominal_ns_per_op" in h]
+        if nominal:
+            summary["nominal_ns"] = median(nominal)
+            summary["overshoot_ns"] = summary["median_ns"] - summary["nominal_ns"]
+        places = sorted({h["placement"]["name"] for h in headers if h.get("placement")})
+        if places:
+            summary["placement"] = places
         reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
         if reasons:
             summary["counter_reasons"] = reasons
