@@ -6,6 +6,9 @@
 extern const struct bench bench_syscall_null, bench_syscall_read, bench_syscall_write, bench_syscall_stat,
 	bench_syscall_fstat, bench_syscall_open, bench_ctx_pipe, bench_ctx_yield, bench_signal_catch,
 	bench_signal_install;
+extern const struct bench bench_xstate_xsave, bench_xstate_xsaveopt, bench_xstate_xsavec, bench_xstate_xrstor,
+	bench_xstate_fxsave, bench_xstate_fxrstor, bench_xstate_vzeroupper, bench_xstate_vzeroall, bench_insn_div,
+	bench_insn_chain;
 
 const struct bench *const bench_table[] = {
 	&bench_syscall_null,
@@ -18,5 +21,15 @@ const struct bench *const bench_table[] = {
 	&bench_ctx_yield,
 	&bench_signal_catch,
 	&bench_signal_install,
+	&bench_xstate_xsave,
+	&bench_xstate_xsaveopt,
+	&bench_xstate_xsavec,
+	&bench_xstate_xrstor,
+	&bench_xstate_fxsave,
+	&bench_xstate_fxrstor,
+	&bench_xstate_vzeroupper,
+	&bench_xstate_vzeroall,
+	&bench_insn_div,
+	&bench_insn_chain,
 	NULL,
 };
