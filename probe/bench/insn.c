@@ -158,9 +158,31 @@ DIV_LOOPS(int64_t, soft_s64, K64, DIV_SOFT_S64)
 /* [variant][width64*2 + signed][throughput] */
 static div_loop_fn *const div_loops[3][4][2] = {ROW(inline), ROW(outofline), ROW(soft)};
 
+/* The software division must divide: checked against the compiler's
+ * division on a few operands before anything is measured. */
+static int soft_div_ok(char *why, size_t len)
+{
+	static const uint64_t n[] = {0, 1, 2, 3, 7, 1000, 0x5fffffffffffffffull, 0xffffffffffffffffull, 0x123456789abcdefull};
+	static const uint64_t d[] = {1, 2, 3, 7, 10, 0xffffffffull, 0x100000000ull, 0x7fffffffffffffffull};
+	for (size_t i = 0; i < sizeof(n) / sizeof(n[0]); i++)
+		for (size_t j = 0; j < sizeof(d) / sizeof(d[0]); j++) {
+			uint64_t a = n[i], b = d[j];
+			int ok = insn_div_soft_u64(a, b) == a / b && insn_div_soft_u32((uint32_t)a, (uint32_t)b | 1) == (uint32_t)a / ((uint32_t)b | 1) &&
+				 insn_div_soft_s64(-(int64_t)(a >> 1), (int64_t)(b >> 1) | 1) == -(int64_t)(a >> 1) / ((int64_t)(b >> 1) | 1) &&
+				 insn_div_soft_s32((int32_t)(a >> 33), -((int32_t)(b >> 1) | 1)) == (int32_t)(a >> 33) / -((int32_t)(b >> 1) | 1);
+			if (!ok) {
+				snprintf(why, len, "internal: software division wrong for %llu / %llu", (unsigned long long)a, (unsigned long long)b);
+				return 0;
+			}
+		}
+	return 1;
+}
+
 static int div_setup(struct bench_ctx *ctx)
 {
 	int v = param_is(ctx, "variant", "inline") ? 0 : param_is(ctx, "variant", "outofline") ? 1 : 2;
+	if (v == 2 && !soft_div_ok(ctx->err, sizeof(ctx->err)))
+		return BENCH_FAIL;
 	int w64 = param_is(ctx, "width", "64");
 #if defined(__i386__)
 	if (w64 && v != 2) {
