@@ -58,11 +58,14 @@ OUTOFLINE(int32_t, insn_div_call_s32)
 OUTOFLINE(uint64_t, insn_div_call_u64)
 OUTOFLINE(int64_t, insn_div_call_s64)
 
+/* d must not be 0 (as with the instruction). Aligned to 64 bytes, so the
+ * layout of its inner loop (and so its branch prediction) does not depend on
+ * where the linker put it; validation/instructions/ref.c does the same. */
 #define SOFT_U(T, name, clz)                                                  \
-	NOCALLOPT T name(T n, T d)                                                \
+	NOCALLOPT __attribute__((aligned(64))) T name(T n, T d)                   \
 	{                                                                         \
-		if (d > n || d == 0)                                                  \
-			return d ? 0 : (T)~(T)0;                                          \
+		if (d > n)                                                            \
+			return 0;                                                         \
 		int sh = clz(d) - clz(n);                                             \
 		T q = 0;                                                              \
 		d <<= sh;                                                             \
