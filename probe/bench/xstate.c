@@ -400,17 +400,23 @@ SETUP(fxrstor)
 SETUP(vzeroupper)
 SETUP(vzeroall)
 
-#define BENCH(ins, params_, summary_)                                                              \
-	const struct bench bench_xstate_##ins = {                                                      \
-		.name = "xstate." #ins, .summary = summary_, .op = "instruction", .params = params_,          \
-		.setup = setup_##ins, .run = run, .teardown = teardown, .aux_run = aux_run,                 \
-	};
+#define XSTATE_BENCH(ins, params_, summary_) \
+	.summary = summary_, .op = "instruction", .params = params_, .setup = setup_##ins, .run = run, \
+	.teardown = teardown, .aux_run = aux_run
 
-BENCH(xsave, xsave_params, "xsave: save the requested state components (standard format); cycles = TSC ticks")
-BENCH(xsaveopt, xsave_params, "xsaveopt: save, skipping components unmodified since the last xrstor from this area")
-BENCH(xsavec, xsave_params, "xsavec: save in the compacted format")
-BENCH(xrstor, xrstor_params, "xrstor: restore the requested components from an xsave/xsaveopt/xsavec area")
-BENCH(fxsave, fx_params, "fxsave: save x87 and SSE state (legacy 512-byte area)")
-BENCH(fxrstor, fx_params, "fxrstor: restore x87 and SSE state (legacy 512-byte area)")
-BENCH(vzeroupper, vz_params, "vzeroupper: zero the upper halves of the ymm registers")
-BENCH(vzeroall, vz_params, "vzeroall: zero all ymm registers")
+const struct bench bench_xstate_xsave = {.name = "xstate.xsave", XSTATE_BENCH(xsave, xsave_params,
+	"xsave: save the requested state components (standard format); cycles = TSC ticks")};
+const struct bench bench_xstate_xsaveopt = {.name = "xstate.xsaveopt", XSTATE_BENCH(xsaveopt, xsave_params,
+	"xsaveopt: save, skipping components unmodified since the last xrstor from this area")};
+const struct bench bench_xstate_xsavec = {.name = "xstate.xsavec", XSTATE_BENCH(xsavec, xsave_params,
+	"xsavec: save in the compacted format")};
+const struct bench bench_xstate_xrstor = {.name = "xstate.xrstor", XSTATE_BENCH(xrstor, xrstor_params,
+	"xrstor: restore the requested components from an xsave/xsaveopt/xsavec area")};
+const struct bench bench_xstate_fxsave = {.name = "xstate.fxsave", XSTATE_BENCH(fxsave, fx_params,
+	"fxsave: save x87 and SSE state (legacy 512-byte area)")};
+const struct bench bench_xstate_fxrstor = {.name = "xstate.fxrstor", XSTATE_BENCH(fxrstor, fx_params,
+	"fxrstor: restore x87 and SSE state (legacy 512-byte area)")};
+const struct bench bench_xstate_vzeroupper = {.name = "xstate.vzeroupper", XSTATE_BENCH(vzeroupper, vz_params,
+	"vzeroupper: zero the upper halves of the ymm registers")};
+const struct bench bench_xstate_vzeroall = {.name = "xstate.vzeroall", XSTATE_BENCH(vzeroall, vz_params,
+	"vzeroall: zero all ymm registers")};
