@@ -48,6 +48,7 @@ struct bench_ctx {
 	int has_nominal;
 	char placement[16];              /* resolved placement class (two-party benchmarks) */
 	char placement_how[256];         /* how it was resolved */
+	const char *aux;                 /* set by setup when aux_run applies: what it does */
 };
 
 /* Return values of setup(). */
@@ -69,6 +70,12 @@ struct bench {
 	/* Optional, outside the timed region: make helpers publish their usage. */
 	void (*sync_helper)(struct bench_ctx *ctx);
 	void (*teardown)(struct bench_ctx *ctx);
+	/* Optional auxiliary cost: the same loop as run() without the measured
+	 * operation (e.g. the clflushes before a cold xsave). When setup sets
+	 * ctx->aux (a one-line description), the harness times aux_run alone
+	 * (median of 21 batches, overheads subtracted), subtracts that cost per
+	 * operation from every batch and reports it in the header as "aux". */
+	void (*aux_run)(struct bench_ctx *ctx, uint64_t iters);
 };
 
 /* Parameter access (names must exist in the table; checked at startup). */

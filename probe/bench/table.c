@@ -9,6 +9,9 @@ extern const struct bench bench_syscall_null, bench_syscall_read, bench_syscall_
 extern const struct bench bench_msg_hackbench, bench_ctx_unix, bench_ctx_futex, bench_ctx_eventfd, bench_proc_fork,
 	bench_proc_vfork, bench_proc_exec, bench_proc_spawn, bench_thread_create, bench_mem_pagefault, bench_mem_mmap,
 	bench_mem_touch, bench_epoll_wait, bench_timer_nanosleep;
+extern const struct bench bench_xstate_xsave, bench_xstate_xsaveopt, bench_xstate_xsavec, bench_xstate_xrstor,
+	bench_xstate_fxsave, bench_xstate_fxrstor, bench_xstate_vzeroupper, bench_xstate_vzeroall, bench_insn_div,
+	bench_insn_chain;
 
 const struct bench *const bench_table[] = {
 	&bench_syscall_null,
@@ -35,5 +38,15 @@ const struct bench *const bench_table[] = {
 	&bench_mem_touch,
 	&bench_epoll_wait,
 	&bench_timer_nanosleep,
+	&bench_xstate_xsave,
+	&bench_xstate_xsaveopt,
+	&bench_xstate_xsavec,
+	&bench_xstate_xrstor,
+	&bench_xstate_fxsave,
+	&bench_xstate_fxrstor,
+	&bench_xstate_vzeroupper,
+	&bench_xstate_vzeroall,
+	&bench_insn_div,
+	&bench_insn_chain,
 	NULL,
 };

@@ -146,6 +146,9 @@ def summarize(processes: list[dict]) -> dict:
             "clock": median([h["overhead"]["clock_ns"] for h in headers]),
             "loop_per_iter": median([h["overhead"]["loop_ns_per_iter"] for h in headers]),
         }
+        aux = [h["aux"] for h in headers if h.get("aux")]
+        if aux:  # a benchmark's auxiliary cost (e.g. cold flushes), measured alone and subtracted
+            summary["aux_ns"] = {"what": aux[0]["what"], "per_op": median([a["ns_per_op"] for a in aux])}
         summary["iters"] = sorted({h["iters"] for h in headers})
         summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
         opi = [h["ops_per_iter"] for h in headers if h.get("ops_per_iter")]

@@ -1,0 +1,176 @@
+"""The instruction benchmarks measure what they say: objdump the probe and
+check each measured loop (the spin=0 loop of every noinline loop function)
+contains the instruction and nothing the compiler added besides the loop's
+own counter/compare/branch and the pieces the benchmark documents (clflush
+for cache=cold, the dirtying register write for dirty=yes, the chain's adds).
+
+A loop is the instructions from a backward branch's target to the branch.
+A function's OP_LOOP has two loops: the one that calls spin_chain is the
+spin=N path; the largest loop without that call is the spin=0 path (for
+cache=cold it contains the inner clflush loop)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROBE_DIR = Path(__file__).resolve().parents[1]
+PROBE = PROBE_DIR / "opcost-probe"
+
+pytestmark = pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) not installed")
+
+LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*)$")
+FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
+X86_BRANCH = re.compile(r"^j[a-z]+$")
+A64_BRANCH = re.compile(r"^(b|b\.[a-z]+|cbn?z|tbn?z)$")
+
+
+@pytest.fixture(scope="module")
+def funcs() -> dict[str, list[tuple[int, str, str]]]:
+    subprocess.run(["make", "-C", str(PROBE_DIR), "-s"], check=True)
+    return disassemble(PROBE, "objdump")
+
+
+def disassemble(binary: Path, objdump: str) -> dict[str, list[tuple[int, str, str]]]:
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(binary)], capture_output=True, text=True,
+                         check=True).stdout
+    funcs: dict[str, list[tuple[int, str, str]]] = {}
+    cur = None
+    for line in out.splitlines():
+        m = FUNC.match(line)
+        if m:
+            # gcc may rename a static function (foo.isra.0, foo.constprop.0)
+            cur = funcs.setdefault(m.group(1).split(".")[0], [])
+            continue
+        m = LINE.match(line)
+        if m and cur is not None:
+            text = m.group(2).split("#")[0].strip()
+            if not text or text.startswith("(bad)"):
+                continue
+            parts = text.split(None, 1)
+            cur.append((int(m.group(1), 16), parts[0], parts[1].strip() if len(parts) > 1 else ""))
+    return funcs
+
+
+def loops(insns: list[tuple[int, str, str]], branch: re.Pattern) -> list[list[tuple[int, str, str]]]:
+    addrs = [a for a, _, _ in insns]
+    found = []
+    for i, (addr, mnem, ops) in enumerate(insns):
+        if not branch.match(mnem):
+            continue
+        m = re.search(r"([0-9a-f]+)\s*<", ops)
+        if not m:
+            continue
+        target = int(m.group(1), 16)
+        if target <= addr and target in addrs:
+            body = insns[addrs.index(target):i + 1]
+            # a backward jump to a shared epilogue is not a loop
+            if not any(m in ("ret", "retq") for _, m, _ in body):
+                found.append(body)
+    return found
+
+
+def measured_loop(funcs, name: str, branch: re.Pattern = X86_BRANCH) -> list[tuple[int, str, str]]:
+    assert name in funcs, f"loop function {name} not found in the probe (inlined or renamed?)"
+    ls = [lp for lp in loops(funcs[name], branch) if not any("spin_chain" in ops for _, _, ops in lp)]
+    assert ls, f"{name}: no spin=0 loop found"
+    return max(ls, key=len)
+
+
+def reg_only(ops: str) -> bool:
+    return "(" not in ops and "[" not in ops
+
+
+# The loop's own bookkeeping: counter, compare, branch, register moves.
+def x86_bookkeeping(mnem: str, ops: str) -> bool:
+    if X86_BRANCH.match(mnem) or mnem in ("nop", "nopw", "nopl", "xchg", "lea"):  # lea: arithmetic, no access
+        return True
+    return mnem.rstrip("qlwb") in ("add", "sub", "inc", "dec", "cmp", "test", "mov", "lea") and reg_only(ops)
+
+
+def show(lp) -> str:
+    return "\n".join(f"  {a:x}: {m} {o}" for a, m, o in lp)
+
+
+XSTATE = ["xsave", "xsaveopt", "xsavec", "xrstor", "fxsave", "fxrstor", "vzeroupper", "vzeroall"]
+DIRTY = {"x87": ("fld1", "fstp"), "sse": ("movaps",), "avx": ("vmovaps",), "avx512": ("vmovaps",)}
+
+
+@pytest.mark.parametrize("insn", XSTATE)
+@pytest.mark.parametrize("cache", ["hot", "cold"])
+@pytest.mark.parametrize("dirty", [None, "x87", "sse", "avx", "avx512"])
+def test_xstate_loop_holds_the_instruction_and_nothing_else(funcs, insn, cache, dirty):
+    name = f"xstate_{insn}_loop_{cache}" + (f"_dirty_{dirty}" if dirty else "")
+    lp = measured_loop(funcs, name)
+    want = insn + "64" if insn not in ("vzeroupper", "vzeroall") else insn
+    assert [m for _, m, _ in lp].count(want) == 1, f"{name}: expected one {want}\n{show(lp)}"
+    allowed = {want}
+    if cache == "cold":
+        allowed.add("clflush")
+    if dirty:
+        allowed.update(DIRTY[dirty])
+    extra = [(a, m, o) for a, m, o in lp if m not in allowed and not x86_bookkeeping(m, o)]
+    assert not extra, f"{name}: unexpected instructions in the measured loop:\n{show(extra)}\nloop:\n{show(lp)}"
+    if cache == "cold":
+        assert any(m == "clflush" for _, m, _ in lp), f"{name}: no clflush\n{show(lp)}"
+    if dirty:
+        assert any(m in DIRTY[dirty] for _, m, _ in lp), f"{name}: no dirtying write\n{show(lp)}"
+
+
+DIV_VARIANTS = [(v, s, w, f) for v in ("inline", "outofline", "soft") for s in "us" for w in (32, 64)
+                for f in ("lat", "tput")]
+
+
+@pytest.mark.parametrize("variant,sign,width,form", DIV_VARIANTS)
+def test_div_loop(funcs, variant, sign, width, form):
+    name = f"insn_div_{variant}_{sign}{width}_{form}_loop"
+    lp = measured_loop(funcs, name)
+    mn = [m for _, m, _ in lp]
+    divs = [(m.rstrip("lq") + ("q" if o.startswith("%r") else "l")) for _, m, o in lp if m.rstrip("lq") in ("div", "idiv")]
+    calls = [o for _, m, o in lp if m == "call"]
+    if variant == "inline":
+        want = ("idiv" if sign == "s" else "div") + ("q" if width == 64 else "l")
+        assert divs == [want], f"{name}: expected one {want}\n{show(lp)}"
+        assert not calls, f"{name}: a call in the inline loop\n{show(lp)}"
+    else:
+        callee = f"insn_div_{'call' if variant == 'outofline' else 'soft'}_{sign}{width}"
+        assert not divs, f"{name}: a divide instruction in the loop\n{show(lp)}"
+        assert len(calls) == 1 and f"<{callee}" in calls[0], f"{name}: expected one call to {callee}\n{show(lp)}"
+        body = [m for _, m, _ in funcs[callee]]
+        if variant == "outofline":
+            assert any(m.rstrip("lq") in ("div", "idiv") for m in body), f"{callee} has no divide instruction"
+        else:
+            assert not any(m.rstrip("lq") in ("div", "idiv") for m in body), f"{callee} uses the divide instruction"
+    # x = x / d + K: sign/zero extension for the dividend, the add, moves
+    extra = [(a, m, o) for a, m, o in lp
+             if not x86_bookkeeping(m, o) and m not in ("div" + m[3:], "idiv" + m[4:], "call", "cqto", "cltd", "xor")]
+    assert not extra, f"{name}: unexpected instructions\n{show(extra)}\nloop:\n{show(lp)}"
+
+
+def test_chain_loop_is_adds_and_one_indirect_jump(funcs):
+    lp = measured_loop(funcs, "insn_chain_loop")
+    mn = [m for _, m, _ in lp]
+    adds = [o for _, m, o in lp if m == "add" and o == "%rax,%rax"]
+    assert len(adds) == 1024, f"expected the 1024-add block, found {len(adds)}"
+    jumps = [o for _, m, o in lp if m == "jmp" and o.startswith("*")]
+    assert len(jumps) == 1, "expected one indirect jump into the block"
+    extra = [(a, m, o) for a, m, o in lp if not x86_bookkeeping(m, o) and m != "jmp"]
+    assert not extra, f"insn_chain_loop: unexpected instructions\n{show(extra)}"
+    assert mn.count("add") >= 1024
+
+
+def test_div_aarch64_inline_is_udiv_sdiv():
+    binary = PROBE_DIR / "build" / "opcost-probe-aarch64"
+    objdump = shutil.which("aarch64-linux-gnu-objdump")
+    if not binary.exists() or objdump is None:
+        pytest.skip("no aarch64 build (make CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64) or objdump")
+    funcs = disassemble(binary, objdump)
+    for sign, want in (("u", "udiv"), ("s", "sdiv")):
+        for width in (32, 64):
+            lp = measured_loop(funcs, f"insn_div_inline_{sign}{width}_lat_loop", A64_BRANCH)
+            assert [m for _, m, _ in lp].count(want) == 1, show(lp)
+            assert not any(m == "bl" for _, m, _ in lp), show(lp)
