@@ -23,6 +23,7 @@
 
 extern const struct bench *const bench_table[];
 int cmd_cpuid(int fd);
+int cmd_time(int argc, char **argv); /* timecmd.c */
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
 
@@ -825,6 +826,8 @@ static const char usage_text[] =
 	"                        [--fake-clock NS [--seed S]] [--spin N] [--check]\n"
 	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
+	"       opcost-probe time [--samples N] [--warmup N] [--cpu C] [--fake-clock NS [--seed S]]\n"
+	"                         [--check] -- PROGRAM [ARGS...]   (one sample per program run)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"
 	"Exit: 0 ok, 1 benchmark failed, 2 usage error, 3 unsupported on this machine.\n";
@@ -842,12 +845,14 @@ int main(int argc, char **argv)
 		return cmd_list(argc > 2 && strcmp(argv[2], "--json") == 0);
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc, argv);
+	if (strcmp(argv[1], "time") == 0)
+		return cmd_time(argc, argv);
 	if (strcmp(argv[1], "cpuid") == 0)
 		return cmd_cpuid(1) == 0 ? EXIT_OK : EXIT_FAIL;
 	if (strcmp(argv[1], "version") == 0) {
 		printf("opcost-probe %s %s gcc %s\n", PROBE_VERSION, ARCH, __VERSION__);
 		return EXIT_OK;
 	}
-	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, cpuid, version", argv[1]);
+	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, time, cpuid, version", argv[1]);
 	return EXIT_USAGE;
 }
