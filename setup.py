@@ -1,6 +1,8 @@
 """Build hook: `pip install .` compiles the static probe with make and ships it
 inside the package as opcost/_probe/opcost-probe-<arch>, so no compiler is
-needed at run time. The wheel is platform-specific because of it."""
+needed at run time. The wheel is platform-specific because of it.
+The probe's sources are shipped too (opcost/_probe/src): `opcost variants
+--mode op` links a user's operation into its own build of the probe."""
 
 import os
 import platform
@@ -26,6 +28,17 @@ class BuildProbe(build_py):
         target = dest / f"opcost-probe-{ARCH}"
         shutil.copy2(here / "probe" / out, target)
         os.chmod(target, 0o755)
+        src = dest / "src"
+        shutil.rmtree(src, ignore_errors=True)
+        for f in probe_sources(here / "probe"):
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(here / "probe" / f, src / f)
+
+
+def probe_sources(probe: Path) -> list[Path]:
+    """What `make -C` needs to build the probe: the Makefile, *.c and *.h."""
+    return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in ("*.c", "*.h", "bench/*.c", "bench/*.h")
+                                       for p in probe.glob(pat))
 
 
 class BinaryDistribution(Distribution):

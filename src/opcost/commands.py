@@ -101,7 +101,7 @@ def plan_variants(specs: list[str], cpu: str | None) -> list:
     return variants
 
 
-def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
+def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, runner_cls=None):
     """The measuring sequence of `run` and `ab`: check the output paths and the
     store, preflight every variant (so bad input fails before anything is
     stored), then run with a progress bar, recording after every process."""
@@ -121,7 +121,7 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
     opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
                       target_ms=args.target_ms, iters=args.iters, counters=counters,
                       fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout)
-    runner = Runner(variants, opts, warn=_warn)
+    runner = (runner_cls or Runner)(variants, opts, warn=_warn)
     try:
         runner.preflight()
         runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
@@ -292,3 +292,9 @@ def cmd_compare(args, argv) -> int:
         write_atomic(args.json, serialize(doc))
     print(format_comparison(doc, color=sys.stdout.isatty()))
     return EXIT_OK
+
+
+def cmd_variants(args, argv) -> int:
+    from .variants import run_variants
+
+    return run_variants(args, argv)

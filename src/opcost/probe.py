@@ -135,8 +135,17 @@ class ProbeRequest:
     seed: int = 0
     pad_bytes: int = 0              # setup randomisation: env padding length
     spin: int = 0                   # injected cost per operation
+    exe: str | None = None          # a probe built for this request (variants --mode op)
+    program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
 
-    def argv(self) -> list[str]:
+    def argv(self, check: bool = False) -> list[str]:
+        if self.program:
+            a = ["time", "--samples", str(self.samples), "--warmup", str(self.warmup)]
+            if self.cpus is not None:
+                a += ["--cpu", self.cpus]
+            if self.fake_clock:
+                a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
+            return a + (["--check"] if check else []) + ["--", *self.program]
         a = ["run", self.bench]
         for k, v in self.params.items():
             a += ["-P", f"{k}={v}"]
@@ -152,7 +161,10 @@ class ProbeRequest:
             a += ["--spin", str(self.spin)]
         if self.fake_clock:
             a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
-        return a
+        return a + (["--check"] if check else [])
+
+    def exe_path(self) -> Path:
+        return Path(self.exe) if self.exe else probe_path(self.arch)
 
 
 @dataclass
@@ -178,9 +190,9 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
     it cannot be measured on this machine; UsageError if the input is wrong."""
-    exe = probe_path(req.arch)
+    exe = req.exe_path()
     try:
-        cp = subprocess.run([str(exe), *req.argv(), "--check"], capture_output=True, text=True,
+        cp = subprocess.run([str(exe), *req.argv(check=True)], capture_output=True, text=True,
                             timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired as e:
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
@@ -209,7 +221,7 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResul
     KeyboardInterrupt through after killing the probe's process group.
     ProbeError and ProbeTimeout messages do not name the benchmark: the caller
     prefixes the variant (bench and parameters), which it alone knows."""
-    exe = probe_path(req.arch)
+    exe = req.exe_path()
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
     res = ProcessResult(pad_bytes=req.pad_bytes)
