@@ -6,9 +6,11 @@ real divide); the fake clock where a verdict must be deterministic."""
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -262,3 +264,26 @@ def test_installed_package_ships_the_probe_sources(tmp_path, src):
                         env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert cp.returncode == 0, cp.stderr
     assert "-DFAST" in cp.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_run_keeps_what_was_measured_and_removes_the_builds(cli_environ, src, tmp_path, sig):
+    marker = tmp_path / "started"
+    p = src('#include <stdio.h>\n#include <unistd.h>\nint main(void) {\n'
+            f' FILE *f = fopen("{marker}", "a"); fputs("x", f); fclose(f);\n'
+            ' usleep(200000); return 0; }\n')
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "opcost", "variants", str(p), "-DA", "-DB", "-p", "30",
+                             "--label", "cut", "--no-progress"], env=cli_environ(TMPDIR=str(tmpdir)),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    # 2 preflight runs, then measured ones
+    while (not marker.exists() or len(marker.read_text()) < 4) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert list(tmpdir.iterdir()) == []
+    assert stored_runs(tmp_path) == [("variants", "cut")]

@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     for a in s._actions:  # the defaults of these depend on the mode (see the description)
         if a.dest in ("samples", "warmup", "target_ms"):
             a.default = None
-            a.help = a.help.split(" (default")[0] + " (default: by mode)"
+            a.help = a.help.split(" (default")[0] + {"samples": " (default: program 1, op 20)",
+                                                     "warmup": " (default: program 0, op 3)",
+                                                     "target_ms": " (op mode; default 10)"}[a.dest]
 
     s = sub.add_parser("compare", help="compare two stored runs (not interleaved)")
     s.add_argument("run_a", metavar="RUN_A", help="run id or label (the baseline)")

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -313,11 +314,8 @@ def run_variants(args, argv) -> int:
     """`opcost variants`: check the input, build every variant, measure them
     interleaved (commands._measure), compare each to the first (Holm across
     the comparisons), print, --json, store."""
-    import sys
-
-    from . import comparison, probe
-    from .commands import _finish, _measure, _warn, check_run_options
-    from .export.json_comparison import serialize, write_atomic
+    from . import comparison
+    from .commands import check_run_options
     from .export.json_result import check_writable
     from .spec import check_cpu_list, default_cpu
 
@@ -340,6 +338,27 @@ def run_variants(args, argv) -> int:
         cpu = str(default_cpu())
     if args.json:
         check_writable(args.json)
+
+    # SIGTERM like Ctrl-C: measuring stops, what was measured is kept, and the
+    # build directory is removed on the way out.
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _build_and_measure(args, argv, source=source, defines=defines, cc=cc, cflags=cflags, delta=delta,
+                                  cpu=cpu, given=given)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, given) -> int:
+    import sys
+
+    from . import comparison, probe
+    from .commands import _finish, _measure
+    from .export.json_comparison import serialize, write_atomic
 
     with make_workdir() as tmp:
         b = build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
