@@ -253,7 +253,7 @@ def test_installed_package_ships_the_probe_sources(tmp_path, src):
                         capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
     shipped = lib / "opcost" / "_probe" / "src"
-    assert (shipped / "Makefile").is_file() and (shipped / "bench" / "user_op.c").is_file()
+    assert (shipped / "Makefile").is_file() and (shipped / "user_op.c").is_file()
     env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
     env.update(PYTHONPATH=str(lib), XDG_DATA_HOME=str(tmp_path))
     cp = subprocess.run([sys.executable, "-c", "import opcost.variants as v; print(v.probe_source_dir())"],

@@ -20,7 +20,7 @@ const struct bench *const bench_table[] = {
 	&bench_signal_catch,
 	&bench_signal_install,
 #ifdef OPCOST_USER_OP
-	&bench_user_op, /* opcost variants --mode op: bench/user_op.c */
+	&bench_user_op, /* opcost variants --mode op: ../user_op.c */
 #endif
 	NULL,
 };

@@ -69,7 +69,7 @@ def probe_source_dir() -> Path:
     source checkout's probe/ when running from it."""
     here = Path(__file__).resolve().parent
     for d in (here / "_probe" / "src", here.parents[1] / "probe"):
-        if (d / "Makefile").is_file() and (d / "bench" / "user_op.c").is_file():
+        if (d / "Makefile").is_file() and (d / "user_op.c").is_file():
             return d
     raise UsageError("this installation has no probe sources (opcost/_probe/src), which --mode op compiles; "
                      "reinstall with `pip install .` or use --mode program")

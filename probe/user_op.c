@@ -1,7 +1,8 @@
 /* user.op: an operation the user wrote, `uint64_t opcost_op(uint64_t x)`,
  * linked in by `opcost variants --mode op` (make USER_OP=file.c
- * USER_CFLAGS="-O2 -DNAME"). Compiled to nothing unless OPCOST_USER_OP is
- * defined, so the ordinary probe has no such benchmark.
+ * USER_CFLAGS="-O2 -DNAME"). Built only then (with OPCOST_USER_OP defined,
+ * which lists it in bench/table.c), so the ordinary probe has no such
+ * benchmark; it lives outside bench/ for that reason.
  *
  * Why the call survives the compiler: opcost_op lives in its own translation
  * unit, and it is called through a pointer read from a volatile variable, so
@@ -10,9 +11,8 @@
  * operation depends on x the calls run one after another (latency). The call
  * itself (an indirect call and a return) is part of every operation: opcost
  * measures an empty opcost_op compiled the same way as a reference. */
-#include "../probe.h"
+#include "probe.h"
 
-#ifdef OPCOST_USER_OP
 #include <stddef.h>
 
 uint64_t opcost_op(uint64_t x);
@@ -38,6 +38,3 @@ const struct bench bench_user_op = {
 	.params = params,
 	.run = run,
 };
-#else
-typedef int user_op_not_built; /* ISO C: a translation unit is not empty */
-#endif
