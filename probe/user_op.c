@@ -19,7 +19,7 @@ uint64_t opcost_op(uint64_t x);
 
 static uint64_t (*volatile op_ptr)(uint64_t) = opcost_op;
 
-static void run(struct bench_ctx *ctx, uint64_t iters)
+static void user_op_run(struct bench_ctx *ctx, uint64_t iters)
 {
 	uint64_t (*op)(uint64_t) = op_ptr;
 	uint64_t x = iters; /* not a constant the user's code could specialise on */
@@ -36,5 +36,5 @@ const struct bench bench_user_op = {
 	.summary = "opcost_op(x) from the user's source, called in a dependent chain",
 	.op = "opcost_op call",
 	.params = params,
-	.run = run,
+	.run = user_op_run,
 };

@@ -287,3 +287,18 @@ def test_interrupted_run_keeps_what_was_measured_and_removes_the_builds(cli_envi
     assert "interrupted" in err and "Traceback" not in err
     assert list(tmpdir.iterdir()) == []
     assert stored_runs(tmp_path) == [("variants", "cut")]
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None or shutil.which("make") is None, reason="needs binutils, make")
+def test_the_call_survives_even_lto(tmp_path, src):
+    """The measured loop calls opcost_op through a pointer the compiler cannot
+    see through, once per iteration, in both loops of OP_LOOP (spin=0 and
+    spin>0), even when the user's file is built with -flto."""
+    out = tmp_path / "probe-user"
+    cp = subprocess.run(["make", "-s", "-C", str(ROOT / "probe"), f"OUT={out}", f"USER_OP={src(OPERATION)}",
+                         "USER_CFLAGS=-O2 -flto -DSLOW"], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(out)], capture_output=True, text=True).stdout
+    body = dis.split("<user_op_run>:\n", 1)[1].split("\n\n", 1)[0]
+    assert len([ln for ln in body.splitlines() if "call" in ln and "*" in ln]) == 2, body
+    assert "<opcost_op>:" in dis  # a function of its own, not inlined away
