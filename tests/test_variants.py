@@ -5,6 +5,7 @@ real divide); the fake clock where a verdict must be deterministic."""
 
 import json
 import os
+import platform
 import shutil
 import signal
 import sqlite3
@@ -289,7 +290,8 @@ def test_interrupted_run_keeps_what_was_measured_and_removes_the_builds(cli_envi
     assert stored_runs(tmp_path) == [("variants", "cut")]
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None or shutil.which("make") is None, reason="needs binutils, make")
+@pytest.mark.skipif(shutil.which("objdump") is None or shutil.which("make") is None
+                    or platform.machine() != "x86_64", reason="needs binutils, make, x86-64 disassembly")
 def test_the_call_survives_even_lto(tmp_path, src):
     """The measured loop calls opcost_op through a pointer the compiler cannot
     see through, once per iteration, in both loops of OP_LOOP (spin=0 and
