@@ -2,8 +2,10 @@
 inside the package as opcost/_probe/opcost-probe-<arch>, so no compiler is
 needed at run time; on x86_64 it also builds the i386 probe when a compiler
 for it is installed (the kernel runs both). The probe's sources go along
-(opcost/_probe/src) for `opcost probe build` and `opcost variants`. The wheel
-is platform-specific because of it."""
+(opcost/_probe/src): `opcost probe build` builds probes for other
+architectures from them, and `opcost variants --mode op` links a user's
+operation into its own build of the probe. The wheel is platform-specific
+because of it."""
 
 import os
 import platform
@@ -36,10 +38,10 @@ class BuildProbe(build_py):
             shutil.copy2(path, target)
             os.chmod(target, 0o755)
         src = dest / "src"
-        if src.exists():
-            shutil.rmtree(src)
-        shutil.copytree(here / "probe", src,
-                        ignore=shutil.ignore_patterns("build", "opcost-probe", "tests", "__pycache__", "*.o"))
+        shutil.rmtree(src, ignore_errors=True)
+        for f in probe_sources(here / "probe"):
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(here / "probe" / f, src / f)
 
     @staticmethod
     def _try_i386(here):
@@ -54,6 +56,12 @@ class BuildProbe(build_py):
                 return here / "probe" / out
         print("opcost: no i386 compiler (apt-get install gcc-i686-linux-gnu): installing without the i386 probe")
         return None
+
+
+def probe_sources(probe: Path) -> list[Path]:
+    """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
+    return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in ("*.c", "*.h", "*.S", "bench/*.c", "bench/*.h")
+                                       for p in probe.glob(pat) if not p.name.endswith("-tiny.c"))  # generated
 
 
 class BinaryDistribution(Distribution):

@@ -24,6 +24,7 @@
 
 extern const struct bench *const bench_table[];
 int cmd_cpuid(int fd);
+int cmd_time(int argc, char **argv); /* timecmd.c */
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
 
@@ -976,6 +977,8 @@ static const char usage_text[] =
 	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
 	"       opcost-probe placement CPU_A CPU_B   (placement class of a CPU pair, from sysfs)\n"
+	"       opcost-probe time [--samples N] [--warmup N] [--cpu C] [--fake-clock NS [--seed S]]\n"
+	"                         [--check] -- PROGRAM [ARGS...]   (one sample per program run)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"
 	"Exit: 0 ok, 1 benchmark failed, 2 usage error, 3 unsupported on this machine.\n";
@@ -995,12 +998,14 @@ int main(int argc, char **argv)
 		return cmd_run(argc, argv);
 	if (strcmp(argv[1], "placement") == 0)
 		return cmd_placement(argc, argv);
+	if (strcmp(argv[1], "time") == 0)
+		return cmd_time(argc, argv);
 	if (strcmp(argv[1], "cpuid") == 0)
 		return cmd_cpuid(1) == 0 ? EXIT_OK : EXIT_FAIL;
 	if (strcmp(argv[1], "version") == 0) {
 		printf("opcost-probe %s %s gcc %s\n", PROBE_VERSION, ARCH, __VERSION__);
 		return EXIT_OK;
 	}
-	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, placement, cpuid, version", argv[1]);
+	die(EXIT_USAGE, "unknown command '%s'; valid: list, run, time, placement, cpuid, version", argv[1]);
 	return EXIT_USAGE;
 }

@@ -12,6 +12,7 @@ extern const struct bench bench_msg_hackbench, bench_ctx_unix, bench_ctx_futex, 
 extern const struct bench bench_xstate_xsave, bench_xstate_xsaveopt, bench_xstate_xsavec, bench_xstate_xrstor,
 	bench_xstate_fxsave, bench_xstate_fxrstor, bench_xstate_vzeroupper, bench_xstate_vzeroall, bench_insn_div,
 	bench_insn_chain;
+extern const struct bench bench_user_op;
 
 const struct bench *const bench_table[] = {
 	&bench_syscall_null,
@@ -48,5 +49,8 @@ const struct bench *const bench_table[] = {
 	&bench_xstate_vzeroall,
 	&bench_insn_div,
 	&bench_insn_chain,
+#ifdef OPCOST_USER_OP
+	&bench_user_op, /* opcost variants --mode op: ../user_op.c */
+#endif
 	NULL,
 };

@@ -63,6 +63,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="practical threshold in percent (default 2; raised to twice the measured noise)")
     add_run_options(s)
 
+    s = sub.add_parser("variants", help="compile SOURCE once per -D NAME and compare the builds, interleaved",
+                       description="SOURCE (C or assembly) is compiled once per -D NAME (cc CFLAGS -DNAME); the "
+                       "builds are measured interleaved and each is compared to the first. Program mode (SOURCE "
+                       "defines main): each run of the program is one sample, timed like time(1); defaults "
+                       "-n 1 -w 0 after one untimed check run. Op mode (SOURCE defines "
+                       "uint64_t opcost_op(uint64_t x)): linked into the probe as benchmark user.op and "
+                       "measured per call, with an empty opcost_op as the reference; defaults -n 20 -w 3. "
+                       "Write one-word flags with '=': --cflags=-O3.")
+    s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
+    s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
+                   help="one variant per -D; the first is the baseline A")
+    s.add_argument("--mode", choices=("auto", "program", "op"), default="auto",
+                   help="program (SOURCE defines main) or op (it defines opcost_op); default: from SOURCE")
+    s.add_argument("--cc", default="cc", help="C compiler (default cc)")
+    s.add_argument("--cflags", default="-O2", metavar="FLAGS", help="compiler flags (default -O2)")
+    s.add_argument("--delta", default="2", metavar="PCT",
+                   help="practical threshold in percent (default 2; raised to twice the measured noise)")
+    add_run_options(s)
+    for a in s._actions:  # the defaults of these depend on the mode (see the description)
+        if a.dest in ("samples", "warmup", "target_ms"):
+            a.default = None
+            a.help = a.help.split(" (default")[0] + {"samples": " (default: program 1, op 20)",
+                                                     "warmup": " (default: program 0, op 3)",
+                                                     "target_ms": " (op mode; default 10)"}[a.dest]
+
     s = sub.add_parser("compare", help="compare two stored runs (not interleaved)")
     s.add_argument("run_a", metavar="RUN_A", help="run id or label (the baseline)")
     s.add_argument("run_b", metavar="RUN_B", help="run id or label")

@@ -102,7 +102,7 @@ def plan_variants(specs: list[str], cpu: str | None) -> list:
     return variants
 
 
-def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
+def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, runner_cls=None):
     """The measuring sequence of `run` and `ab`: check the output paths and the
     store, preflight every variant (so bad input fails before anything is
     stored), then run with a progress bar, recording after every process."""
@@ -124,7 +124,7 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None):
                       counters=plan.probe_list() if plan else None, derived=plan.derived if plan else [],
                       fake_clock=args.fake_clock, seed=args.seed, timeout=args.timeout,
                       parallel=getattr(args, "parallel", None) or 1)
-    runner = Runner(variants, opts, warn=_warn)
+    runner = (runner_cls or Runner)(variants, opts, warn=_warn)
     try:
         runner.preflight()
         runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
@@ -331,3 +331,9 @@ def cmd_probe(args, argv) -> int:
     for r in rows:
         print(f"{r['arch']:<8} {r['runs']:<48} {r['path'] or ''}")
     return EXIT_OK
+
+
+def cmd_variants(args, argv) -> int:
+    from .variants import run_variants
+
+    return run_variants(args, argv)

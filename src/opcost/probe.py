@@ -215,8 +215,17 @@ class ProbeRequest:
     seed: int = 0
     pad_bytes: int = 0              # setup randomisation: env padding length
     spin: int = 0                   # injected cost per operation
+    exe: str | None = None          # a probe built for this request (variants --mode op)
+    program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
 
-    def argv(self) -> list[str]:
+    def argv(self, check: bool = False) -> list[str]:
+        if self.program:
+            a = ["time", "--samples", str(self.samples), "--warmup", str(self.warmup)]
+            if self.cpus is not None:
+                a += ["--cpu", self.cpus]
+            if self.fake_clock:
+                a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
+            return a + (["--check"] if check else []) + ["--", *self.program]
         a = ["run", self.bench]
         for k, v in self.params.items():
             a += ["-P", f"{k}={v}"]
@@ -232,7 +241,12 @@ class ProbeRequest:
             a += ["--spin", str(self.spin)]
         if self.fake_clock:
             a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
-        return a
+        return a + (["--check"] if check else [])
+
+    def command(self) -> list[str]:
+        """argv prefix that starts this request's probe: its own build (exe),
+        or the architecture's probe, with its emulator if it needs one."""
+        return [str(self.exe)] if self.exe else probe_command(self.arch)
 
 
 @dataclass
@@ -264,10 +278,10 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
     it cannot be measured on this machine; UsageError if the input is wrong."""
-    cmd = probe_command(req.arch)
+    cmd = req.command()
     exe = cmd[-1]
     try:
-        cp = subprocess.run([*cmd, *req.argv(), "--check"], capture_output=True, text=True,
+        cp = subprocess.run([*cmd, *req.argv(check=True)], capture_output=True, text=True,
                             timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired as e:
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
@@ -342,7 +356,7 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None) -> li
 
 
 def _start(req: ProbeRequest):
-    cmd = probe_command(req.arch)
+    cmd = req.command()
     exe = cmd[-1]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
