@@ -59,6 +59,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -367,9 +368,24 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path) -> d
     try:
         s = r["summary"]
         return {"ns_per_op": float(s["median_ns"]), "cv_processes": s.get("cv"), "wall_s": wall,
-                "op": r.get("op")}
+                "op": r.get("op"), "cpu_share": opcost_share(r.get("processes") or [])}
     except (KeyError, TypeError, ValueError) as e:
         raise Failure(f"opcost {spec}: no summary.median_ns in {out}: {e!r}") from None
+
+
+def opcost_share(processes: list[dict]) -> float | None:
+    """CPU time of the probe (+ its helpers) over wall time, summed over the
+    measured batches of every process: about 1 when nothing else ran on the CPU."""
+    cpu = wall = 0
+    try:
+        for p in processes:
+            for s in p["samples"]:
+                h = s.get("helper") or {}
+                cpu += s["user_ns"] + s["sys_ns"] + h.get("user_ns", 0) + h.get("sys_ns", 0)
+                wall += s["wall_ns"]
+    except (KeyError, TypeError):
+        return None
+    return cpu / wall if wall > 0 else None
 
 
 def pin_prefix(cpu: int) -> list[str]:
@@ -381,6 +397,9 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     prefix = pin_prefix(cpu)
     argv = [*prefix, *anchor.argv]
     pre = None if prefix else (lambda: os.sched_setaffinity(0, {cpu}))
+    # Processes run one at a time, so the change in RUSAGE_CHILDREN is this
+    # anchor with all its (reaped) tasks, every one of them on the CPU.
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     try:
         cp = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=TIMEOUT_S,
@@ -388,6 +407,8 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     except subprocess.TimeoutExpired:
         raise Failure(f"{shlex.join(argv)}: no answer within {TIMEOUT_S} s") from None
     wall = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if cp.returncode != 0:
         raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stdout + cp.stderr)}")
     text = {"stdout": cp.stdout, "stderr": cp.stderr}.get(anchor.stream, cp.stdout + "\n" + cp.stderr)
@@ -396,6 +417,7 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     except ValueError as e:
         raise Failure(f"{shlex.join(argv)}: {e}; output:\n{tail(cp.stdout + cp.stderr)}") from None
     got["wall_s"] = wall
+    got["cpu_share"] = cpu_s / wall if wall > 0 else None
     return got
 
 
@@ -438,14 +460,15 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
         "n_runs": len(ok), "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
         "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "opcost_cv": cv(o), "anchor_cv": cv(a),
+        "reruns": sum(r.get("reruns", 0) for r in ok), "disturbed_kept": sum(bool(r.get("disturbed")) for r in ok),
     })
     out["pass"], out["fail_reasons"] = verdict(out["ratio"], out["opcost_cv"], out["anchor_cv"])
     return out
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| operation | anchor (command) | opcost | anchor | opcost/anchor | CV opcost | CV anchor | |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| operation | anchor (command) | opcost | anchor | opcost/anchor | CV opcost | CV anchor | reruns | |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cmd = (f"{r['anchor_tool']}: `{r['anchor_command']}`" if r.get("anchor_command")
                else r.get("anchor_desc") or "-")
@@ -456,11 +479,13 @@ def markdown(rows: list[dict]) -> str:
                 res += f" ({r['n_runs']} runs; error: {r['why'].splitlines()[0]})"
             lines.append(f"| `{r['opcost_spec']}` | {cmd} | {fmt_ns(r['opcost_ns'])}{unit} | "
                          f"{fmt_ns(r['anchor_ns'])}{unit} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
-                         f"{r['ratio_max']:.3f}) | {fmt_cv(r['opcost_cv'])} | {fmt_cv(r['anchor_cv'])} | {res} |")
+                         f"{r['ratio_max']:.3f}) | {fmt_cv(r['opcost_cv'])} | {fmt_cv(r['anchor_cv'])} | "
+                         f"{r.get('reruns', 0)}" + (f" ({r['disturbed_kept']} kept)" if r.get("disturbed_kept") else "")
+                         + f" | {res} |")
         else:
             name = f"`{r['opcost_spec']}`"
             why = (r["why"] or r["status"]).splitlines()[0].replace("|", "\\|")
-            lines.append(f"| {name} | {cmd} | - | - | - | - | - | {why} |")
+            lines.append(f"| {name} | {cmd} | - | - | - | - | - | - | {why} |")
     return "\n".join(lines)
 
 
@@ -480,11 +505,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="groups, fds, loops, message size for hackbench and msg.hackbench (default 2,10,1000,100)")
     ap.add_argument("--json", metavar="OUT", help="also write every figure as JSON to OUT")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row FAILs (default: report only)")
+    ap.add_argument("--retries", type=int, default=3,
+                    help="run a disturbed pair again up to this many times (default 3; 0: never)")
+    ap.add_argument("--min-share", type=float, default=0.9,
+                    help="a side whose CPU time is under this fraction of its wall time was disturbed by "
+                         "another task on the CPU (default 0.9)")
     ap.add_argument("--seed", type=int, default=None, help="seed for the run order (default: random)")
     args = ap.parse_args(argv)
 
     if args.runs < 1:
         ap.error("--runs must be >= 1")
+    if args.retries < 0:
+        ap.error("--retries must be >= 0")
     if not args.scale > 0:
         ap.error("--scale must be > 0")
     try:
@@ -537,29 +569,48 @@ def main(argv: list[str] | None = None) -> int:
             rng.shuffle(order)
             for row in order:
                 res = resolved[row.name]
-                sides = ["opcost", "anchor"]
-                rng.shuffle(sides)
-                got: dict[str, dict] = {}
+                # One pair: opcost and the anchor back to back, in random
+                # order. If another task took the CPU from either (CPU time
+                # under --min-share of wall time), the pair runs again, up to
+                # --retries times; every attempt is kept in --json.
+                attempts: list[dict] = []
                 try:
-                    for side in sides:
-                        if side == "opcost":
-                            got[side] = run_opcost(cmd, env, res["spec"], cpu, extra, work)
-                        else:
-                            got[side] = run_anchor(res["anchor"], cpu)
+                    for attempt in range(1 + args.retries):
+                        sides = ["opcost", "anchor"]
+                        rng.shuffle(sides)
+                        got: dict[str, dict] = {}
+                        for side in sides:
+                            if side == "opcost":
+                                got[side] = run_opcost(cmd, env, res["spec"], cpu, extra, work)
+                            else:
+                                got[side] = run_anchor(res["anchor"], cpu)
+                        o, a = got["opcost"], got["anchor"]
+                        shares = [x["cpu_share"] for x in (o, a) if x.get("cpu_share") is not None]
+                        disturbed = bool(shares) and min(shares) < args.min_share
+                        attempts.append({
+                            "first": sides[0], "opcost_ns": o["ns_per_op"], "anchor_ns": a["ns_per_op"],
+                            "ratio": o["ns_per_op"] / a["ns_per_op"], "opcost_wall_s": o["wall_s"],
+                            "anchor_wall_s": a["wall_s"], "opcost_cpu_share": o.get("cpu_share"),
+                            "anchor_cpu_share": a.get("cpu_share"), "disturbed": disturbed,
+                            "opcost_cv_processes": o.get("cv_processes"),
+                            "anchor_detail": {k: v for k, v in a.items()
+                                              if k not in ("ns_per_op", "wall_s", "cpu_share")},
+                        })
+                        if not disturbed:
+                            break
+                        log(f"run {rnd + 1}: {row.name}: disturbed (CPU share opcost "
+                            f"{o.get('cpu_share') or float('nan'):.2f}, anchor "
+                            f"{a.get('cpu_share') or float('nan'):.2f})"
+                            + (", again" if attempt < args.retries else ", kept"))
                 except Failure as e:
                     # One broken operation does not sink the others: its row
                     # says what failed; it is not run again.
                     log(f"run {rnd + 1}: {row.name}: {e}")
-                    runs[row.name].append({"run": rnd + 1, "error": str(e)})
+                    runs[row.name].append({"run": rnd + 1, "error": str(e), "attempts": attempts})
                     broken.add(row.name)
                     continue
-                o, a = got["opcost"], got["anchor"]
-                runs[row.name].append({
-                    "run": rnd + 1, "first": sides[0], "opcost_ns": o["ns_per_op"], "anchor_ns": a["ns_per_op"],
-                    "ratio": o["ns_per_op"] / a["ns_per_op"], "opcost_wall_s": o["wall_s"],
-                    "anchor_wall_s": a["wall_s"], "opcost_cv_processes": o.get("cv_processes"),
-                    "anchor_detail": {k: v for k, v in a.items() if k not in ("ns_per_op", "wall_s")},
-                })
+                runs[row.name].append(dict(attempts[-1], run=rnd + 1, reruns=len(attempts) - 1,
+                                           attempts=attempts[:-1]))
             done = [r for r in active if runs[r.name] and "ratio" in runs[r.name][-1]]
             log(f"run {rnd + 1}/{args.runs}: " + "  ".join(
                 f"{r.name} {runs[r.name][-1]['ratio']:.3f}" for r in done))
@@ -569,12 +620,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nopcost `run SPEC {args.opcost_args} --cpu {cpu}` (its median over processes); anchors pinned with "
           f"`taskset -c {cpu}`; {args.runs} interleaved runs; figures: medians over runs; opcost/anchor: median "
           f"of per-run ratios (min-max); CV across runs; PASS: ratio <= {RATIO_MAX:g} and CV opcost <= CV anchor; "
+          f"reruns: pairs run again because a side's CPU time was under {args.min_share:g} of its wall time "
+          f"(another task on CPU {cpu}; 'kept': still so after --retries {args.retries}); "
           f"{time.monotonic() - t_start:.0f} s")
 
     if args.json:
         doc = {
             "schema": "opcost.validation-anchors/1", "opcost": cmd_desc, "opcost_args": extra, "cpu": cpu,
-            "runs": args.runs, "seed": seed, "scale": args.scale, "hackbench": cfg.hackbench,
+            "runs": args.runs, "seed": seed, "scale": args.scale, "retries": args.retries,
+            "min_share": args.min_share, "hackbench": cfg.hackbench,
             "ratio_max": RATIO_MAX,
             "machine": {"node": platform.node(), "kernel": platform.release(), "arch": platform.machine()},
             "operations": table,
