@@ -243,3 +243,23 @@ def test_one_tiny_run_with_perf(probe_bin, tmp_path):
     assert 0.2 < sn["ratio"] < 5  # same operation, same order of magnitude
     assert "perf bench syscall basic" in sn["anchor_command"]
     assert "| `syscall.null:via=libc` |" in cp.stdout
+
+
+def test_summary_leaves_out_disturbed_runs():
+    cfg = A.Config()
+    row = rows_by_name(cfg)["syscall.null"]
+    tools = fake_tools({"perf": "/usr/bin/perf"}, ["basic"])
+    res = A.resolve(row, BENCHES, tools, cfg)
+
+    def run(o, a, disturbed=False, reruns=0):
+        return {"opcost_ns": o, "anchor_ns": a, "ratio": o / a, "disturbed": disturbed, "reruns": reruns}
+
+    runs = [run(100, 101), run(100, 102), run(300, 150, True, 3), run(101, 100)]
+    s = A.summarise(row, res, runs, 1)
+    assert s["n_runs"] == 4 and s["n_used"] == 3 and s["reruns"] == 3 and s["disturbed_kept"] == 1
+    assert s["ratio"] == pytest.approx(100 / 101) and s["pass"]
+    assert s["anchor_command"] == "taskset -c 1 perf bench syscall basic -l 5000000"
+    # Fewer than two clean runs: all are used, and a noisy opcost fails the CV test.
+    s = A.summarise(row, res, [run(100, 100), run(200, 101, True)], 1)
+    assert s["n_used"] == 2 and not s["pass"] and any("CV" in w for w in s["fail_reasons"])
+    assert "(1 kept, used)" in A.markdown([s])

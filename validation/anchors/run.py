@@ -453,11 +453,15 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
         out["why"] = errors[0]
     if not ok:
         return out
-    o = [r["opcost_ns"] for r in ok]
-    a = [r["anchor_ns"] for r in ok]
-    ratios = [r["ratio"] for r in ok]
+    # Figures, ratio and CVs from the runs no other task disturbed (kept
+    # after --retries), when at least two are left; else from all of them.
+    clean = [r for r in ok if not r.get("disturbed")]
+    used = clean if len(clean) >= 2 else ok
+    o = [r["opcost_ns"] for r in used]
+    a = [r["anchor_ns"] for r in used]
+    ratios = [r["ratio"] for r in used]
     out.update({
-        "n_runs": len(ok), "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
+        "n_runs": len(ok), "n_used": len(used), "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
         "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "opcost_cv": cv(o), "anchor_cv": cv(a),
         "reruns": sum(r.get("reruns", 0) for r in ok), "disturbed_kept": sum(bool(r.get("disturbed")) for r in ok),
@@ -480,7 +484,9 @@ def markdown(rows: list[dict]) -> str:
             lines.append(f"| `{r['opcost_spec']}` | {cmd} | {fmt_ns(r['opcost_ns'])}{unit} | "
                          f"{fmt_ns(r['anchor_ns'])}{unit} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
                          f"{r['ratio_max']:.3f}) | {fmt_cv(r['opcost_cv'])} | {fmt_cv(r['anchor_cv'])} | "
-                         f"{r.get('reruns', 0)}" + (f" ({r['disturbed_kept']} kept)" if r.get("disturbed_kept") else "")
+                         f"{r.get('reruns', 0)}" + (f" ({r['disturbed_kept']} kept, "
+                                                    + ("left out" if r["n_used"] < r["n_runs"] else "used") + ")"
+                                                    if r.get("disturbed_kept") else "")
                          + f" | {res} |")
         else:
             name = f"`{r['opcost_spec']}`"
@@ -621,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
           f"`taskset -c {cpu}`; {args.runs} interleaved runs; figures: medians over runs; opcost/anchor: median "
           f"of per-run ratios (min-max); CV across runs; PASS: ratio <= {RATIO_MAX:g} and CV opcost <= CV anchor; "
           f"reruns: pairs run again because a side's CPU time was under {args.min_share:g} of its wall time "
-          f"(another task on CPU {cpu}; 'kept': still so after --retries {args.retries}); "
+          f"(another task on CPU {cpu}; 'kept': still so after --retries {args.retries}, left out of the figures "
+          f"when at least two clean runs remain); "
           f"{time.monotonic() - t_start:.0f} s")
 
     if args.json:
