@@ -166,18 +166,18 @@ def test_resolve_with_perf_and_hackbench_only():
 def test_resolve_hackbench_params_match_the_anchor():
     cfg = A.Config(hackbench={"groups": 3, "fds": 7, "loops": 50, "size": 64})
     tools = fake_tools({"hackbench": "/usr/bin/hackbench"})
-    benches = dict(BENCHES, **{"msg.hackbench": {"groups", "fds", "loops", "size", "ipc", "mode", "cpu"}})
+    benches = dict(BENCHES, **{"msg.hackbench": {"groups", "fds", "loops", "size", "ipc", "mode", "workers_on", "cpu"}})
     rows = rows_by_name(cfg)
     r = A.resolve(rows["msg.hackbench pipe thread"], benches, tools, cfg)
     assert r["status"] == "ok" and r["dropped_params"] == []
-    assert r["spec"] == "msg.hackbench:groups=3,fds=7,loops=50,size=64,ipc=pipe,mode=thread"
+    assert r["spec"] == "msg.hackbench:groups=3,fds=7,loops=50,size=64,ipc=pipe,mode=thread,workers_on=pinned"
     assert r["anchor"].argv == ["/usr/bin/hackbench", "-g", "3", "-f", "7", "-l", "50", "-s", "64", "-p", "-T"]
     s = A.resolve(rows["msg.hackbench socket process"], benches, tools, cfg)
     assert s["anchor"].argv[-1] == "-P" and "-p" not in s["anchor"].argv
     # A parameter opcost does not declare is left out, and said so.
     fewer = dict(benches, **{"msg.hackbench": {"groups", "fds", "ipc", "mode"}})
     d = A.resolve(rows["msg.hackbench pipe thread"], fewer, tools, cfg)
-    assert d["dropped_params"] == ["loops", "size"] and "loops" not in d["spec"]
+    assert d["dropped_params"] == ["loops", "size", "workers_on"] and "loops" not in d["spec"]
 
 
 def test_resolve_fork_prefers_perf_then_lmbench(tmp_path):
