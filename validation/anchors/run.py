@@ -34,7 +34,8 @@ group sends `loops` messages to each of the group's fds receivers). What is
 not the same, and shows in the ratio: hackbench starts its clock after all
 workers are ready and its receivers read one message (size bytes) per
 read(); msg.hackbench times worker creation too and its receivers read up to
-64 KiB per read(). perf bench's figures include one fork/thread start per run.
+64 KiB per read(). perf bench sched pipe's figure includes one fork or
+thread start per run.
 The anchors are dynamically linked against glibc, opcost's probe is static
 (worth about 1% on a syscall, see validation/overhead).
 
