@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the build needs
 # (a C compiler, make, static libc, the i386 and aarch64 cross compilers and
-# qemu-user for the aarch64 probe), installs opcost with its test extras,
+# qemu-user for the aarch64 probe, perf and hackbench for the anchor comparison), installs opcost with its test extras,
 # builds the probes and runs pytest: the Python side and the host probe, then
 # the probe's tests again on the i386 probe (natively) and on the aarch64
 # probe (under qemu-aarch64: correctness only). CI runs this.
@@ -15,6 +15,8 @@ command -v objdump >/dev/null 2>&1 || missing+=(binutils)
 command -v i686-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-i686-linux-gnu)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
+command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf bench
+command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
