@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the build needs
-# (a C compiler, make, static libc, the i386 and aarch64 cross compilers and
-# qemu-user for the aarch64 probe, perf and hackbench for the anchor comparison), installs opcost with its test extras,
-# builds the probes and runs pytest: the Python side and the host probe, then
-# the probe's tests again on the i386 probe (natively) and on the aarch64
-# probe (under qemu-aarch64: correctness only). CI runs this.
+# (a C compiler, make, static libc, objdump, the i386 and aarch64 cross
+# compilers, qemu-user for the aarch64 probe, perf and hackbench for the
+# anchors), installs opcost with its test extras, builds the probes and runs
+# pytest: the Python side and the host probe, then the probe's tests again on
+# the i386 probe (natively) and on the aarch64 probe (under qemu-aarch64:
+# correctness only). CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -208,6 +208,7 @@ const struct bench bench_insn_div = {
 	.name = "insn.div",
 	.summary = "integer division: inline instruction, out-of-line call, or software; latency or throughput",
 	.op = "division",
+	.flags = BENCH_LOOP_HIDDEN,
 	.params = div_params,
 	.setup = div_setup,
 	.run = div_run,

@@ -101,7 +101,7 @@ def format_results(results: list[dict]) -> str:
         out.append("counters per op (median over processes; u: user space only, k: kernel only, "
                    "all: both):\n" + "\n".join(counters))
     if parallel:
-        out.append("parallel copies (throughput = 1e9 / median ns per op; efficiency = per-copy throughput "
+        out.append("parallel copies (throughput = operations / wall time of the batches run while all copies measured; efficiency = per-copy throughput "
                    "over one copy alone, paired per round):\n" + "\n".join(parallel))
     if notes:
         out.append("notes:\n" + "\n".join(notes))
