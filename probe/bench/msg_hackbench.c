@@ -87,7 +87,7 @@ static int sender(const struct state *s, const int *wr)
  * so the count of read(2) calls matches hackbench's. */
 static int receiver(const struct state *s, int rd)
 {
-	static __thread char buf[65536];
+	char buf[65536];
 	long long msgs = (long long)s->fds * s->loops;
 	for (long long m = 0; m < msgs; m++) {
 		int done = 0;
