@@ -49,4 +49,8 @@ static inline uint64_t clock_start(void) { return mono_raw_ns(); }
 static inline uint64_t clock_end(void) { return mono_raw_ns(); }
 #endif
 
+/* Ticks per second of clock_start/clock_end against CLOCK_MONOTONIC_RAW:
+ * the tightest bracket of a counter read at both ends of a 20 ms interval. */
+double clock_calibrate_hz(void);
+
 #endif

@@ -283,32 +283,7 @@ static void calibrate_clock(struct run *R)
 		R->spin_ticks = (double)R->o.spin; /* fake: one tick per add */
 		return;
 	}
-#ifdef CLOCK_IS_NS
-	R->tsc_hz = 1e9;
-#else
-	/* Bracket each TSC read by two CLOCK_MONOTONIC_RAW reads and keep the
-	 * tightest bracket, at both ends of a 20 ms interval. */
-	double best[2][2] = {{0, 0}, {0, 0}}; /* [end][ns, ticks] */
-	for (int end = 0; end < 2; end++) {
-		uint64_t bw = UINT64_MAX;
-		if (end == 1) {
-			uint64_t until = (uint64_t)best[0][0] + 20000000ull;
-			while (mono_raw_ns() < until)
-				;
-		}
-		for (int k = 0; k < 50; k++) {
-			uint64_t a = mono_raw_ns();
-			uint64_t t = clock_start();
-			uint64_t b = mono_raw_ns();
-			if (b - a < bw) {
-				bw = b - a;
-				best[end][0] = (double)a + (double)(b - a) / 2;
-				best[end][1] = (double)t;
-			}
-		}
-	}
-	R->tsc_hz = (best[1][1] - best[0][1]) / (best[1][0] - best[0][0]) * 1e9;
-#endif
+	R->tsc_hz = clock_calibrate_hz();
 	double mn = 1e18;
 	for (int k = 0; k < 2000; k++) {
 		uint64_t a = clock_start();

@@ -64,36 +64,6 @@ static long tcount(const char *opt, const char *v, long min)
 	return n;
 }
 
-/* TSC ticks per second against CLOCK_MONOTONIC_RAW: tightest bracket of a
- * TSC read at both ends of a 20 ms interval (as the run harness does). */
-static double tsc_hz_calibrate(void)
-{
-#ifdef CLOCK_IS_NS
-	return 1e9;
-#else
-	double ns[2] = {0, 0}, tk[2] = {0, 0};
-	for (int end = 0; end < 2; end++) {
-		uint64_t bw = UINT64_MAX;
-		if (end == 1) {
-			uint64_t until = (uint64_t)ns[0] + 20000000ull;
-			while (mono_raw_ns() < until)
-				;
-		}
-		for (int k = 0; k < 50; k++) {
-			uint64_t a = mono_raw_ns();
-			uint64_t t = clock_start();
-			uint64_t b = mono_raw_ns();
-			if (b - a < bw) {
-				bw = b - a;
-				ns[end] = (double)a + (double)(b - a) / 2;
-				tk[end] = (double)t;
-			}
-		}
-	}
-	return (tk[1] - tk[0]) / (ns[1] - ns[0]) * 1e9;
-#endif
-}
-
 struct prun {
 	uint64_t wall_ns, ticks;
 	int64_t user_ns, sys_ns, nvcsw, nivcsw;
@@ -342,7 +312,7 @@ int cmd_time(int argc, char **argv)
 		emit_simple("check");
 		return T_OK;
 	}
-	double tsc_hz = o.fake_ns > 0 ? 2e9 : tsc_hz_calibrate();
+	double tsc_hz = o.fake_ns > 0 ? 2e9 : clock_calibrate_hz();
 	emit_theader(&o, tsc_hz, argc, argv);
 	uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
 	for (long k = 0; k < o.warmup + o.samples; k++) {
