@@ -64,10 +64,7 @@ import json
 import os
 import platform
 import random
-import resource
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,6 +72,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from loops import SAMPLES, WARMUP, Failure, build_ref, default_cpu, fmt_ns, log, run_opcost, run_ref  # noqa: E402
 
 # (name shown, opcost spec, ref OP)
 OPS = [
@@ -89,29 +88,6 @@ OPS = [
     ("div inline", "insn.div:variant=inline,width=64,signed=no,form=latency", "div_inline"),
     ("div soft", "insn.div:variant=soft,width=64,signed=no,form=latency", "div_soft"),
 ]
-WARMUP, SAMPLES = 3, 20
-TIMEOUT_S = 600
-
-
-class Failure(Exception):
-    pass
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def default_cpu() -> int:
-    return max(os.sched_getaffinity(0))
-
-
-def build_ref(build_dir: Path, cc: str, extra: list[str]) -> Path:
-    exe = build_dir / "ref"
-    cmd = [cc, "-O2", *extra, "-o", str(exe), str(HERE / "ref.c")]
-    cp = subprocess.run(cmd, capture_output=True, text=True)
-    if cp.returncode != 0:
-        raise Failure(f"building the reference failed: {' '.join(cmd)}\n{cp.stderr.strip()}")
-    return exe
 
 
 def opcost_command() -> tuple[list[str], dict[str, str], str]:
@@ -122,89 +98,6 @@ def opcost_command() -> tuple[list[str], dict[str, str], str]:
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["OPCOST_PROBE"] = str(REPO / "probe" / "opcost-probe")
     return [sys.executable, "-m", "opcost"], env, f"{sys.executable} -m opcost (PYTHONPATH={src})"
-
-
-def tail(text: str, n: int = 8) -> str:
-    lines = text.strip().splitlines()
-    return "\n".join(lines[-n:])
-
-
-def run_opcost(cmd: list[str], env: dict[str, str], spec: str, cpu: int, work: Path) -> dict:
-    out = work / "opcost.json"
-    if out.exists():
-        out.unlink()
-    argv = [*cmd, "run", spec, "-p", "1", "-n", str(SAMPLES), "-w", str(WARMUP),
-            "--cpu", str(cpu), "--no-store", "--json", str(out)]
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-                            timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise Failure(f"{' '.join(argv)}: no answer within {TIMEOUT_S} s") from None
-    if cp.returncode != 0:
-        raise Failure(f"{' '.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
-    try:
-        doc = json.loads(out.read_text())
-        r = doc["results"][0]
-        median = float(r["summary"]["median_ns"])
-        samples = r["processes"][0]["samples"]
-        iters = int(samples[0]["iters"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        raise Failure(f"{' '.join(argv)}: cannot read results[0] from {out}: {e!r}") from None
-    per_batch = [float(s["ns_per_op"]) for s in samples if "ns_per_op" in s]
-    return {"median_ns": median, "iters": iters, "batches_ns": per_batch, "cpu_share": opcost_share(samples),
-            "overhead_ns": r["summary"].get("overhead_ns"), "aux_ns": r["summary"].get("aux_ns")}
-
-
-def opcost_share(samples: list[dict]) -> float | None:
-    """CPU time of the measuring side (+ its helper) over wall time, summed
-    over the measured batches: about 1 when nothing else ran on the CPU."""
-    cpu = wall = 0
-    try:
-        for s in samples:
-            h = s.get("helper") or {}
-            cpu += s["user_ns"] + s["sys_ns"] + h.get("user_ns", 0) + h.get("sys_ns", 0)
-            wall += s["wall_ns"]
-    except (KeyError, TypeError):
-        return None
-    return cpu / wall if wall > 0 else None
-
-
-def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dict:
-    argv = [str(exe), op, str(iters), str(WARMUP + SAMPLES), str(cpu)]
-    env = dict(os.environ)
-    env["OPCOST_PAD"] = "x" * rng.randrange(0, 4097)  # same layout randomisation as opcost's runner
-    # Processes run one at a time, so the change in RUSAGE_CHILDREN is this
-    # process (and its reaped helper child): its CPU time, for cpu_share.
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-                            timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise Failure(f"{' '.join(argv)}: no answer within {TIMEOUT_S} s") from None
-    wall = time.monotonic() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    if cp.returncode != 0:
-        raise Failure(f"{' '.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
-    try:
-        rows = [[float(x) for x in line.split()] for line in cp.stdout.splitlines()]
-    except ValueError:
-        raise Failure(f"{' '.join(argv)}: unexpected output {cp.stdout[:200]!r}") from None
-    if len(rows) != WARMUP + SAMPLES:
-        raise Failure(f"{' '.join(argv)}: expected {WARMUP + SAMPLES} batches, got {len(rows)}")
-    measured = [r[0] for r in rows[WARMUP:]]
-    median = statistics.median(measured)
-    flush = None
-    if all(len(r) == 2 for r in rows):  # cold: second column = the flushes alone
-        flush = statistics.median(r[1] for r in rows[WARMUP:])
-        median -= flush
-    return {"median_ns": median, "iters": iters, "batches_ns": measured, "flush_ns": flush,
-            "cpu_share": cpu / wall if wall > 0 else None}
-
-
-def fmt_ns(x: float) -> str:
-    return f"{x:,.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opcost-instructions-") as tmp:
         work = Path(tmp)
-        ref = build_ref(work, args.cc, ref_cflags)
+        ref = build_ref(HERE / "ref.c", work, args.cc, ref_cflags)
         log(f"opcost: {cmd_desc}; reference: {' '.join([args.cc, '-O2', *ref_cflags])} {HERE / 'ref.c'}; "
             f"cpu {cpu}; {args.rounds} rounds; seed {seed}")
 
