@@ -405,6 +405,45 @@ static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu)
 	*cpu = h->cpu;
 }
 
+/* A benchmark with prepare(): every iteration is its own timed segment,
+ * prepared outside it. Ticks, wall time, the measuring thread's usage and the
+ * counters are summed over the segments only (c0 stays zero, c1 collects the
+ * counts); *u0 and *u1 come out so that u1 - u0 is that sum. */
+static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struct usage *u1)
+{
+	struct usage sum = {0, 0, 0, 0};
+	memset(&B->c0, 0, sizeof(B->c0));
+	memset(&B->c1, 0, sizeof(B->c1));
+	B->raw_ticks = 0;
+	B->wall_ns = 0;
+	for (uint64_t i = 0; i < B->executed; i++) {
+		if (R->ctx.b->prepare(&R->ctx) != 0)
+			die(EXIT_FAIL, "%s: %s", R->ctx.b->name, R->ctx.err[0] ? R->ctx.err : "prepare failed");
+		struct counter_snapshot a, b;
+		struct usage ua = self_usage();
+		counters_read(&R->cs, &a);
+		uint64_t w = mono_raw_ns();
+		uint64_t t0 = clock_start();
+		R->ctx.b->run(&R->ctx, 1);
+		uint64_t t1 = clock_end();
+		B->wall_ns += mono_raw_ns() - w;
+		counters_read(&R->cs, &b);
+		struct usage ub = self_usage();
+		B->raw_ticks += (double)(t1 - t0);
+		for (int k = 0; k < R->cs.n; k++) {
+			B->c1.value[k] += b.value[k] - a.value[k];
+			B->c1.enabled[k] += b.enabled[k] - a.enabled[k];
+			B->c1.running[k] += b.running[k] - a.running[k];
+		}
+		sum.user_ns += ub.user_ns - ua.user_ns;
+		sum.sys_ns += ub.sys_ns - ua.sys_ns;
+		sum.nvcsw += ub.nvcsw - ua.nvcsw;
+		sum.nivcsw += ub.nivcsw - ua.nivcsw;
+	}
+	*u0 = (struct usage){0, 0, 0, 0};
+	*u1 = sum;
+}
+
 static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 {
 	memset(B, 0, sizeof(*B));
@@ -418,14 +457,20 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 	counters_read(&R->cs, &B->c0);
 	uint64_t w0 = mono_raw_ns();
 
-	uint64_t t0 = clock_start();
-	R->ctx.b->run(&R->ctx, B->executed);
-	uint64_t t1 = clock_end();
-
-	B->wall_ns = mono_raw_ns() - w0;
+	uint64_t t0 = 0, t1 = 0;
+	struct usage u1;
+	if (R->ctx.b->prepare) {
+		run_prepared(R, B, &u0, &u1);
+	} else {
+		t0 = clock_start();
+		R->ctx.b->run(&R->ctx, B->executed);
+		t1 = clock_end();
+		B->wall_ns = mono_raw_ns() - w0;
+		counters_read(&R->cs, &B->c1);
+		u1 = self_usage();
+		B->raw_ticks = (double)(t1 - t0);
+	}
 	B->start_raw_ns = w0;
-	counters_read(&R->cs, &B->c1);
-	struct usage u1 = self_usage();
 	B->cpu_after = sched_getcpu();
 	long long s1 = read_steal(R->ctx.cpus[0]);
 	B->steal = (B->steal >= 0 && s1 >= 0) ? s1 - B->steal : -1;
@@ -434,15 +479,16 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 	B->self.nvcsw = u1.nvcsw - u0.nvcsw;
 	B->self.nivcsw = u1.nivcsw - u0.nivcsw;
 	helper_sync(R, &B->helper, &B->helper_valid, &B->helper_cpu);
-	B->raw_ticks = (double)(t1 - t0);
 
+	/* a prepared benchmark pays one clock pair per iteration */
+	double clocks = R->ctx.b->prepare ? (double)iters : 1.0;
 	if (fake) {
 		/* Deterministic model: per-op cost fake_ns, +-1% jitter per batch,
 		 * plus one tick per spin add; the usual overheads added, so their
 		 * subtraction is exercised too. */
 		double j = ((double)(xorshift(&R->fake_rng) % 2001) - 1000.0) / 100000.0;
 		double op_ticks = R->o.fake_ns * (double)ops_per_iter(&R->ctx) * R->tsc_hz / 1e9 * (1.0 + j) + R->spin_ticks;
-		B->raw_ticks = (double)iters * (op_ticks + R->loop_ovh) + R->clock_ovh;
+		B->raw_ticks = (double)iters * (op_ticks + R->loop_ovh) + R->clock_ovh * clocks;
 		double ns = (double)iters * op_ticks / R->tsc_hz * 1e9;
 		B->wall_ns = (uint64_t)ns;
 		B->self = (struct usage){(int64_t)(ns * 0.25), (int64_t)(ns * 0.75), 0, 0};
@@ -451,7 +497,7 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 		B->cpu_before = B->cpu_after = R->ctx.cpus[0];
 		B->steal = 0;
 	}
-	B->net_ticks = B->raw_ticks - R->clock_ovh - loop_subtracted(R) * (double)iters;
+	B->net_ticks = B->raw_ticks - R->clock_ovh * clocks - loop_subtracted(R) * (double)iters;
 	B->net_ticks -= R->aux_ticks * (double)iters;
 }
 
@@ -635,8 +681,13 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 		? "minimum of 2000 empty clock pairs, subtracted from every batch; the empty loop (minimum of 50 "
 		  "20000-iteration loops) is not subtracted: this operation is a dependent chain that hides the "
 		  "loop's bookkeeping"
+		: R->ctx.b->prepare
+		? "every iteration is timed alone after an untimed prepare step; minimum of 2000 empty clock pairs "
+		  "subtracted per iteration, and the empty loop's cost (minimum of 50 20000-iteration loops) per iteration"
 		: "minimum of 2000 empty clock pairs and of 50 empty 20000-iteration loops; both subtracted from every batch");
 	jb_obj_end(&j);
+	if (R->ctx.b->prepare && R->ctx.prepare)
+		jb_str(&j, "prepare", R->ctx.prepare);
 	if (R->o.spin > 0) {
 		jb_obj_begin(&j, "spin");
 		jb_int(&j, "n", R->o.spin);

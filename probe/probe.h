@@ -49,6 +49,7 @@ struct bench_ctx {
 	char placement[16];              /* resolved placement class (two-party benchmarks) */
 	char placement_how[256];         /* how it was resolved */
 	const char *aux;                 /* set by setup when aux_run applies: what it does */
+	const char *prepare;             /* set by setup with prepare(): what it does, untimed */
 };
 
 /* Return values of setup(). */
@@ -82,6 +83,14 @@ struct bench {
 	 * (median of 21 batches, overheads subtracted), subtracts that cost per
 	 * operation from every batch and reports it in the header as "aux". */
 	void (*aux_run)(struct bench_ctx *ctx, uint64_t iters);
+	/* Optional, outside the timed region: make ready what ONE run() iteration
+	 * consumes (hackbench's workers, started and waiting at a barrier, as
+	 * hackbench does before it starts its clock). With prepare set, the
+	 * harness times every iteration on its own: prepare, clock, run(ctx, 1),
+	 * clock; a batch of N iterations sums N such timed segments (clock
+	 * overhead subtracted per segment). 0, or -1 with ctx->err set: the probe
+	 * stops with exit 1 (samples already printed stay valid). */
+	int (*prepare)(struct bench_ctx *ctx);
 };
 
 /* Parameter access (names must exist in the table; checked at startup). */

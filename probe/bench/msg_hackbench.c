@@ -2,11 +2,12 @@
  * groups of `fds` senders and `fds` receivers; every sender writes `loops`
  * messages of `size` bytes to each receiver of its group (over a pipe or an
  * AF_UNIX stream socketpair per receiver), every receiver reads
- * fds*loops messages. One run() iteration is one whole hackbench run: create
- * all 2*groups*fds workers (fork, or pthread_create with mode=thread), let
- * them exchange their messages, reap them all. As in hackbench, workers are
- * created per run, but here their creation and reaping are inside the timed
- * region (hackbench starts its clock after a ready barrier).
+ * fds*loops messages, one message per read (continued after a short read).
+ * One iteration is one whole hackbench run, timed as hackbench times it:
+ * prepare() (untimed) creates all 2*groups*fds workers (fork, or
+ * pthread_create with mode=thread), each of which reports ready on a pipe and
+ * waits for the start signal; the timed run() writes the start signal, and
+ * waits until every worker has delivered its messages and been reaped.
  * The operation is one message delivered: ns_per_op = run time /
  * (groups*fds*fds*loops); ns_per_iter is the time of the whole run, the
  * figure hackbench prints. Workers die with the probe (PR_SET_PDEATHSIG). */
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,6 +52,10 @@ struct state {
 	struct worker *work;
 	char *buf;         /* message data for the senders */
 	pid_t parent;
+	int ready[2], wake[2]; /* workers report ready on one pipe, wait for a byte on the other */
+	int nw;                /* workers started by prepare() for the next run */
+	volatile int aborting; /* thread mode: a failed start releases its threads with this set */
+	int thread_fds_open;   /* thread mode: the groups' fds stay open until the next prepare */
 	uint64_t failed;
 	pthread_attr_t attr;
 };
@@ -104,10 +110,31 @@ static int receiver(const struct state *s, int rd)
 	return 0;
 }
 
+/* hackbench's barrier: say ready, then wait until the start byte arrives
+ * (it is never read, so it wakes every worker). */
+static int ready_then_wait(const struct state *s)
+{
+	char c = 'r';
+	if (write(s->ready[1], &c, 1) != 1)
+		return -1;
+	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
+	for (;;) {
+		int n = poll(&p, 1, -1);
+		if (n == 1)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
 static void *thread_main(void *arg)
 {
 	struct worker *w = arg;
 	const struct state *s = w->s;
+	if (ready_then_wait(s) != 0)
+		return (void *)1;
+	if (s->aborting)
+		return NULL;
 	int base = w->group * s->fds;
 	int rc = w->sender ? sender(s, s->wr + base) : receiver(s, s->rd[base + w->idx]);
 	return rc ? (void *)1 : NULL;
@@ -147,54 +174,37 @@ static pid_t fork_worker(struct state *s, int g, int idx, int is_sender)
 		_exit(1);
 	if (s->spread)
 		sched_setaffinity(0, sizeof(s->all), &s->all);
+	if (ready_then_wait(s) != 0)
+		_exit(1);
 	int base = g * s->fds;
 	int rc = is_sender ? sender(s, s->wr + base) : receiver(s, s->rd[base + idx]);
 	_exit(rc ? 1 : 0);
 }
 
-/* One whole hackbench run; -1 if a worker failed. */
-static int one_run(struct state *s)
+static void close_pair(int fd[2])
 {
-	int nw = 0, bad = 0;
-	for (int g = 0; g < s->groups; g++) {
-		if (open_group(s, g) < 0) {
-			bad = 1;
-			close_group(s, g);
-			break;
-		}
-		for (int k = 0; k < 2 * s->fds; k++) {
-			int is_sender = k >= s->fds, idx = k % s->fds;
-			if (s->thread) {
-				struct worker *w = &s->work[nw];
-				*w = (struct worker){s, g, idx, is_sender};
-				if (pthread_create(&s->tids[nw], &s->attr, thread_main, w) != 0) {
-					bad = 1;
-					break;
-				}
-			} else {
-				s->pids[nw] = fork_worker(s, g, idx, is_sender);
-				if (s->pids[nw] < 0) {
-					bad = 1;
-					break;
-				}
-			}
-			nw++;
-		}
-		if (!s->thread)
-			close_group(s, g); /* the workers hold their own copies */
-		if (bad)
-			break;
-	}
-	if (bad && !s->thread)
-		for (int k = 0; k < nw; k++)
-			kill(s->pids[k], SIGKILL);
-	/* In thread mode a failed start leaves receivers waiting: close the fds
-	 * so they see EOF, then join. */
-	if (bad && s->thread)
+	for (int k = 0; k < 2; k++)
+		if (fd[k] >= 0)
+			close(fd[k]);
+	fd[0] = fd[1] = -1;
+}
+
+/* What a run leaves open: the barrier pipes, and in thread mode the groups'
+ * fds (in process mode the workers held their own copies). */
+static void close_run(struct state *s)
+{
+	close_pair(s->ready);
+	close_pair(s->wake);
+	if (s->thread_fds_open)
 		for (int g = 0; g < s->groups; g++)
-			for (int r = 0; r < s->fds; r++)
-				if (s->wr[g * s->fds + r] >= 0)
-					shutdown(s->wr[g * s->fds + r], SHUT_RDWR);
+			close_group(s, g);
+	s->thread_fds_open = 0;
+}
+
+/* Wait for the first nw workers; -1 if one failed. */
+static int reap(struct state *s, int nw)
+{
+	int bad = 0;
 	for (int k = 0; k < nw; k++) {
 		if (s->thread) {
 			void *ret;
@@ -207,14 +217,108 @@ static int one_run(struct state *s)
 			bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 		}
 	}
-	if (s->thread)
-		for (int g = 0; g < s->groups; g++)
+	return bad ? -1 : 0;
+}
+
+/* A start that failed part-way: stop the workers already started (processes
+ * are killed; threads are released and see EOF on their fds), reap them. */
+static void abort_start(struct state *s, int nw)
+{
+	if (!s->thread)
+		for (int k = 0; k < nw; k++)
+			kill(s->pids[k], SIGKILL);
+	else {
+		/* the threads wake at the barrier, see `aborting` and return */
+		char c = 'x';
+		s->aborting = 1;
+		if (write(s->wake[1], &c, 1) != 1) {
+			fprintf(stderr, "opcost-probe: msg.hackbench: cannot release the started threads: %s\n",
+				strerror(errno));
+			_exit(1);
+		}
+	}
+	reap(s, nw);
+	s->aborting = 0;
+	close_run(s);
+}
+
+/* Untimed: start every worker of the next run and wait until all of them
+ * are ready (hackbench's barrier). 0, or -1 with `why` set. */
+static int start_workers(struct state *s, char *why, size_t whylen)
+{
+	close_run(s);
+	s->nw = 0;
+	if (pipe2(s->ready, O_CLOEXEC) || pipe2(s->wake, O_CLOEXEC)) {
+		snprintf(why, whylen, "pipe: %s", strerror(errno));
+		close_run(s);
+		return -1;
+	}
+	int nw = 0;
+	for (int g = 0; g < s->groups; g++) {
+		if (open_group(s, g) < 0) {
+			snprintf(why, whylen, "%s: %s", s->pipe ? "pipe" : "socketpair", strerror(errno));
 			close_group(s, g);
+			abort_start(s, nw);
+			return -1;
+		}
+		s->thread_fds_open = s->thread;
+		for (int k = 0; k < 2 * s->fds; k++) {
+			int is_sender = k >= s->fds, idx = k % s->fds;
+			int err = 0;
+			if (s->thread) {
+				struct worker *w = &s->work[nw];
+				*w = (struct worker){s, g, idx, is_sender};
+				err = pthread_create(&s->tids[nw], &s->attr, thread_main, w);
+			} else {
+				s->pids[nw] = fork_worker(s, g, idx, is_sender);
+				err = s->pids[nw] < 0 ? errno : 0;
+			}
+			if (err) {
+				snprintf(why, whylen, "%s: %s", s->thread ? "pthread_create" : "fork", strerror(err));
+				if (!s->thread)
+					close_group(s, g);
+				abort_start(s, nw);
+				return -1;
+			}
+			nw++;
+		}
+		if (!s->thread)
+			close_group(s, g); /* the workers hold their own copies */
+	}
+	for (int k = 0; k < nw; k++) {
+		char c;
+		ssize_t n = read(s->ready[0], &c, 1);
+		if (n == 1)
+			continue;
+		if (n < 0 && errno == EINTR) {
+			k--;
+			continue;
+		}
+		snprintf(why, whylen, "a worker did not report ready");
+		abort_start(s, nw);
+		return -1;
+	}
+	s->nw = nw;
+	return 0;
+}
+
+/* Timed: the start signal, then every message delivered and every worker
+ * reaped. -1 if a worker failed. */
+static int go_and_reap(struct state *s)
+{
+	char c = 'g';
+	int bad = write(s->wake[1], &c, 1) != 1;
+	bad |= reap(s, s->nw) != 0;
+	s->nw = 0;
 	return bad ? -1 : 0;
 }
 
 static void release(struct state *s)
 {
+	if (s->nw)
+		abort_start(s, s->nw);
+	if (s->rd && s->wr)
+		close_run(s);
 	free(s->rd);
 	free(s->wr);
 	free(s->pids);
@@ -274,27 +378,48 @@ static int setup(struct bench_ctx *ctx)
 	/* Each sender holds fds write ends, and in process mode every worker
 	 * inherits the open fds of its group: need 2*fds per group at once. */
 	/* A trial run with one message per pair finds fd and process limits. */
+	for (int k = 0; k < 2; k++)
+		s->ready[k] = s->wake[k] = -1;
 	s->loops = 1;
-	int trial = one_run(s);
+	char why[128] = "";
+	int trial = start_workers(s, why, sizeof(why));
+	if (trial == 0 && go_and_reap(s) != 0) {
+		trial = -1;
+		snprintf(why, sizeof(why), "a worker failed");
+	}
 	s->loops = (int)param_long(ctx, "loops");
 	if (trial != 0) {
 		snprintf(ctx->err, sizeof(ctx->err),
-			 "a trial run failed (groups=%d fds=%d: %d workers, %d %s; check ulimit -n and -u)", s->groups,
-			 s->fds, nw, n, s->pipe ? "pipes" : "socketpairs");
+			 "a trial run failed: %s (groups=%d fds=%d: %d workers, %d %s; check ulimit -n and -u)", why,
+			 s->groups, s->fds, nw, n, s->pipe ? "pipes" : "socketpairs");
 		release(s);
 		return BENCH_FAIL;
 	}
 	ctx->ops_per_iter = (uint64_t)s->groups * (uint64_t)s->fds * (uint64_t)s->fds * (uint64_t)s->loops;
-	ctx->iter_desc = "one whole hackbench run: create all workers, deliver every message, reap them";
+	ctx->iter_desc = "one whole hackbench run from the start signal: every message delivered, every worker reaped";
+	ctx->prepare = "start every worker (fork or pthread_create) and wait until all are ready, as hackbench does "
+		       "before it starts its clock";
 	return BENCH_OK;
 }
 
+/* Untimed, before every run: hackbench's set-up. */
+static int prepare(struct bench_ctx *ctx)
+{
+	struct state *s = ctx->priv;
+	char why[128];
+	if (start_workers(s, why, sizeof(why)) == 0)
+		return 0;
+	snprintf(ctx->err, sizeof(ctx->err), "cannot start the workers of a run: %s", why);
+	return -1;
+}
+
+/* One whole run, as the harness calls it after prepare(): iters is 1. */
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	struct state *s = ctx->priv;
-	for (uint64_t i = 0; i < iters; i++)
-		if (one_run(s) != 0)
-			s->failed++;
+	(void)iters;
+	if (go_and_reap(s) != 0)
+		s->failed++;
 }
 
 static void teardown(struct bench_ctx *ctx)
@@ -314,4 +439,5 @@ const struct bench bench_msg_hackbench = {
 	.setup = setup,
 	.run = run,
 	.teardown = teardown,
+	.prepare = prepare,
 };
