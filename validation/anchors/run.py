@@ -272,7 +272,7 @@ def anchor_signal_catch(tools: Tools, cfg: Config):
 def anchor_proc_fork(tools: Tools, cfg: Config):
     perf = tools.which("perf")
     if perf and "fork" in tools.perf_syscall():
-        return Anchor("perf bench", [perf, "bench", "syscall", "fork", "-l", str(cfg.loops(5_000))],
+        return Anchor("perf bench", [perf, "bench", "syscall", "fork", "-l", str(cfg.loops(1_000))],
                       parse_perf_bench), ""
     return _lm(tools, "lat_proc", ["fork"], "this perf has no `perf bench syscall fork` (perf >= 6.2); ")
 
