@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "-n 1 -w 0 after one untimed check run. Op mode (SOURCE defines "
                        "uint64_t opcost_op(uint64_t x)): linked into the probe as benchmark user.op and "
                        "measured per call, with an empty opcost_op as the reference; defaults -n 20 -w 3. "
-                       "Write one-word flags with '=': --cflags=-O3.")
+                       "--cflags takes the next word whatever it starts with: --cflags -O3, "
+                       "--cflags '-O2 -march=native'.")
     s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
     s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
                    help="one variant per -D; the first is the baseline A")
@@ -153,8 +154,27 @@ def add_run_options(s: argparse.ArgumentParser) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+def _glue_flag_values(argv: list[str]) -> list[str]:
+    """`opcost variants ... --cflags -O3`: argparse takes a value that starts
+    with '-' for an option, so `--cflags X` becomes `--cflags=X` (the value
+    is whatever follows, as compilers' wrappers accept it)."""
+    if "variants" not in argv:
+        return argv
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--cflags", "--cc") and i + 1 < len(argv):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    argv = _glue_flag_values(list(argv))
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:

@@ -239,8 +239,39 @@ def _make_safe(source: Path, workdir: Path) -> Path:
     return source
 
 
+WORKDIR_PREFIX = "opcost-variants-"
+
+
+def sweep_stale_workdirs(root: Path | None = None) -> list[Path]:
+    """Remove build directories left by an opcost that was killed (SIGKILL
+    skips the clean-up): their names carry the owner's pid, and a directory
+    whose owner no longer runs is removed. Returns what was removed."""
+    root = Path(root or tempfile.gettempdir())
+    gone = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return gone
+    for d in entries:
+        m = re.fullmatch(re.escape(WORKDIR_PREFIX) + r"([0-9]+)-.*", d.name)
+        if not m or not d.is_dir() or d.is_symlink():
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+            continue  # its owner still runs (or a process we may not signal)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        gone.append(d)
+    return gone
+
+
 def make_workdir() -> tempfile.TemporaryDirectory:
-    return tempfile.TemporaryDirectory(prefix="opcost-variants-")
+    sweep_stale_workdirs()
+    return tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
 
 
 class VariantRunnerMixin:
