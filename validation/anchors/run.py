@@ -30,12 +30,13 @@ pipe unpinned on a 2-CPU VM costs about 3x the pinned figure.) hackbench gets
 the same groups/fds/loops/size/ipc/mode as msg.hackbench (workers_on=pinned:
 all workers on the measuring CPU, as under taskset); its figure is its
 "Time:" over groups*fds*fds*loops messages (each of the fds senders in a
-group sends `loops` messages to each of the group's fds receivers). What is
-not the same, and shows in the ratio: hackbench starts its clock after all
-workers are ready and its receivers read one message (size bytes) per
-read(); msg.hackbench times worker creation too and its receivers read up to
-64 KiB per read(). perf bench sched pipe's figure includes one fork or
-thread start per run.
+group sends `loops` messages to each of the group's fds receivers). Both
+start their workers untimed, wait for them at a ready barrier, and time from
+the start signal to the last worker reaped; both receivers read one message
+(size bytes) per read(). What is not the same: perf bench sched pipe's
+figure includes one fork or thread start per run; perf bench syscall fork's
+parent is perf itself (about 17 MB resident, 300 mappings), whose fork copies
+far more than the probe's.
 The anchors are dynamically linked against glibc, opcost's probe is static
 (worth about 1% on a syscall, see validation/overhead).
 
@@ -58,8 +59,8 @@ Anchors that are missing are rows that say why, never a crash:
 Needs: apt-get install -y linux-perf rt-tests (perf, hackbench). CI does not
 gate on this: it is a report (exit 0 after printing; --check exits 1 on a
 FAIL). Runtime with the defaults on a 2-CPU VM: about 1 minute for the
-syscall/pipe rows (opcost -p 5 per measurement, about 1.5 s; anchors sized
-to about 1 s each) plus about 1 minute for the two msg.hackbench rows (12
+syscall/pipe rows (opcost with its own default protocol, 10 processes,
+about 3 s per measurement; anchors sized to about 1 s each) plus about 1 minute for the two msg.hackbench rows (12
 whole runs per opcost measurement); reruns of disturbed pairs add to that on
 a busy machine (up to 4x). --scale shrinks or grows the anchors' loop counts
 (and msg.hackbench's loops).
@@ -529,8 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", type=int, default=None,
                     help="CPU for opcost and every anchor, all their tasks (default: the last allowed CPU)")
     ap.add_argument("--ops", default=None, help="operations, comma-separated (default: all; see the table above)")
-    ap.add_argument("--opcost-args", default="-p 5",
-                    help="opcost run protocol options (default '-p 5': 5 processes x (3+20) batches of 10 ms)")
+    ap.add_argument("--opcost-args", default="",
+                    help="opcost run protocol options (default: none, opcost's own protocol as a user runs it: 10 processes x (3+20) batches of 10 ms)")
     ap.add_argument("--opcost-args-long", default="-p 3 -n 3 -w 1 --iters 1",
                     help="the same for msg.hackbench, whose one iteration is a whole hackbench run "
                          "(default '-p 3 -n 3 -w 1 --iters 1': 12 runs)")
