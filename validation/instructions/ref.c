@@ -54,37 +54,55 @@ static __attribute__((noinline, aligned(64))) uint64_t soft_udiv(uint64_t n, uin
 	return q;
 }
 
-static unsigned char *area, *end;
+static unsigned char *area, *end, *init;
 static uint32_t lo, hi;
+enum { XSAVE, XSAVEC, XRSTOR, FXSAVE, DIV_INLINE, DIV_SOFT };
+static int insn, cold;
 
-#define FLUSH for (unsigned char *p = area; p < end; p += 64) __asm__ volatile("clflush (%0)" : : "r"(p) : "memory")
+#define FLUSH for (unsigned char *p = a; p < e; p += 64) __asm__ volatile("clflush (%0)" : : "r"(p) : "memory")
 
-static double batch(const char *op, long iters, int flush_only)
+/* state=sse, set again right before every timed loop: every component to
+ * its init state (xrstor of a header with XSTATE_BV = 0), then xmm15 = 1.0;
+ * for xrstor the area is then written by xsave (XSTATE_BV = SSE). No libc
+ * call may come between this and the loop: glibc's string functions use
+ * ymm16-31 and k0-k7 on AVX-512 machines (XINUSE would then include the
+ * opmask and Hi16_ZMM components, which xsavec then writes and xrstor then
+ * reads). */
+static void set_state(void)
 {
-	unsigned char *a = area;
+	__asm__ volatile("xrstor64 (%0)" : : "r"(init), "a"(lo), "d"(hi) : "memory");
+	__asm__ volatile("movaps %0, %%xmm15" : : "m"(ones[0]) : "xmm15");
+	if (insn == XRSTOR)
+		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(lo), "d"(hi) : "memory");
+}
+
+static double batch(long iters, int flush_only)
+{
+	unsigned char *a = area, *e = end;
 	uint32_t l = lo, h = hi;
-	int cold = strstr(op, "_cold") != NULL;
+	if (insn < DIV_INLINE)
+		set_state();
 	long long t0 = now_ns();
 	if (flush_only) {
 		for (long i = 0; i < iters; i++) {
 			FLUSH;
 		}
-	} else if (strncmp(op, "xsavec", 6) == 0) {
+	} else if (insn == XSAVEC) {
 		for (long i = 0; i < iters; i++) {
 			if (cold) FLUSH;
 			__asm__ volatile("xsavec64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "xsave", 5) == 0) {
+	} else if (insn == XSAVE) {
 		for (long i = 0; i < iters; i++) {
 			if (cold) FLUSH;
 			__asm__ volatile("xsave64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "xrstor", 6) == 0) {
+	} else if (insn == XRSTOR) {
 		for (long i = 0; i < iters; i++) {
 			if (cold) FLUSH;
 			__asm__ volatile("xrstor64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "fxsave", 6) == 0) {
+	} else if (insn == FXSAVE) {
 		for (long i = 0; i < iters; i++) {
 			if (cold) FLUSH;
 			__asm__ volatile("fxsave64 (%0)" : : "r"(a) : "memory");
@@ -92,7 +110,7 @@ static double batch(const char *op, long iters, int flush_only)
 	} else {
 		uint64_t d = 3, k = 1ull << 62, x = k + k / 2;
 		__asm__ volatile("" : "+r"(d), "+r"(k));
-		if (strcmp(op, "div_inline") == 0)
+		if (insn == DIV_INLINE)
 			for (long i = 0; i < iters; i++)
 				x = x / d + k;
 		else
@@ -115,6 +133,10 @@ int main(int argc, char **argv)
 	int ok = 0;
 	for (int i = 0; known[i]; i++)
 		ok |= strcmp(op, known[i]) == 0;
+	insn = strncmp(op, "xsavec", 6) == 0 ? XSAVEC : strncmp(op, "xsave", 5) == 0 ? XSAVE
+		: strncmp(op, "xrstor", 6) == 0 ? XRSTOR : strncmp(op, "fxsave", 6) == 0 ? FXSAVE
+		: strcmp(op, "div_inline") == 0 ? DIV_INLINE : DIV_SOFT;
+	cold = strstr(op, "_cold") != NULL;
 	if (!ok) {
 		fprintf(stderr, "ref: unknown OP '%s'\n", op);
 		return 2;
@@ -135,7 +157,7 @@ int main(int argc, char **argv)
 	uint64_t xcr0 = ((uint64_t)x1 << 32) | x0;
 	lo = (uint32_t)xcr0;
 	hi = (uint32_t)(xcr0 >> 32);
-	if (strncmp(op, "xsavec", 6) == 0) {
+	if (insn == XSAVEC) {
 		size = 576;
 		for (unsigned i = 2; i < 63; i++)
 			if ((xcr0 >> i) & 1) {
@@ -145,12 +167,12 @@ int main(int argc, char **argv)
 					size = (size + 63) & ~(size_t)63;
 				size += ea;
 			}
-	} else if (strncmp(op, "fxsave", 6) == 0) {
+	} else if (insn == FXSAVE) {
 		size = 512;
 	}
 	size_t alloc = (std_size + 63) & ~(size_t)63;
 	area = aligned_alloc(64, alloc);
-	unsigned char *init = aligned_alloc(64, alloc);
+	init = aligned_alloc(64, alloc);
 	memset(area, 0, alloc);
 	memset(init, 0, alloc);
 	uint32_t mxcsr = 0x1f80;
@@ -159,18 +181,11 @@ int main(int argc, char **argv)
 	memcpy(init, &fcw, 2);
 	end = area + ((size + 63) & ~(size_t)63);
 
-	/* state=sse: all components init, then xmm15 in use */
-	__asm__ volatile("xrstor64 (%0)" : : "r"(init), "a"(lo), "d"(hi) : "memory");
-	__asm__ volatile("movaps %0, %%xmm15" : : "m"(ones[0]) : "xmm15");
-	if (strncmp(op, "xrstor", 6) == 0)
-		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(lo), "d"(hi) : "memory");
-
-	int cold = strstr(op, "_cold") != NULL;
 	double *v = calloc((size_t)batches * 2, sizeof(double));
 	for (long k = 0; k < batches; k++) {
-		v[2 * k] = batch(op, iters, 0);
+		v[2 * k] = batch(iters, 0);
 		if (cold)
-			v[2 * k + 1] = batch(op, iters, 1);
+			v[2 * k + 1] = batch(iters, 1);
 	}
 	for (long k = 0; k < batches; k++) {
 		if (cold)
