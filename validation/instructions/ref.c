@@ -6,12 +6,13 @@
  * div_inline | div_soft. Pins itself to CPU, times BATCHES batches of ITERS
  * operations with clock_gettime(CLOCK_MONOTONIC) and prints one line per
  * batch: ns per operation. For _cold ops each line has two numbers: the
- * batch with clflush + instruction, then a batch of the flushes alone (the
- * caller subtracts medians). Nothing else is subtracted.
+ * batch with clflush + instruction, then a batch of the same number of
+ * flushes alone, timed right after it (the caller subtracts the second from
+ * the first, per batch). Nothing else is subtracted.
  *
  * Conditions as opcost's defaults: mask = XCR0, state = sse (every component
  * put into its init state by an xrstor of a zeroed header, then xmm15 =
- * 1.0), 64-byte aligned area sized by CPUID.0DH; cold flushes every line the
+ * 1.0), area at the start of a page, sized by CPUID.0DH; cold flushes every line the
  * instruction writes (standard: EBX bytes; xsavec: the compacted size;
  * fxsave: 512). div: x = x / d + K, d = 3 and K = 2^62 hidden from the
  * compiler, unsigned 64-bit, dependent chain; soft = shift-subtract.
@@ -170,8 +171,8 @@ int main(int argc, char **argv)
 	} else if (insn == FXSAVE) {
 		size = 512;
 	}
-	size_t alloc = (std_size + 63) & ~(size_t)63;
-	area = aligned_alloc(64, alloc);
+	size_t alloc = (std_size + 4095) & ~(size_t)4095;
+	area = aligned_alloc(4096, alloc); /* at the start of a page, as opcost's */
 	init = aligned_alloc(64, alloc);
 	memset(area, 0, alloc);
 	memset(init, 0, alloc);
