@@ -12,7 +12,8 @@
  *
  * Conditions as opcost's defaults: mask = XCR0, state = sse (every component
  * put into its init state by an xrstor of a zeroed header, then xmm15 =
- * 1.0), area at the start of a page, sized by CPUID.0DH; cold flushes every line the
+ * 1.0), area at the start of a page, sized by CPUID.0DH; cold: batch k uses
+ * the (k mod 16)th of 16 such areas and flushes every line the
  * instruction writes (standard: EBX bytes; xsavec: the compacted size;
  * fxsave: 512). div: x = x / d + K, d = 3 and K = 2^62 hidden from the
  * compiler, unsigned 64-bit, dependent chain; soft = shift-subtract.
@@ -55,7 +56,9 @@ static __attribute__((noinline, aligned(64))) uint64_t soft_udiv(uint64_t n, uin
 	return q;
 }
 
-static unsigned char *area, *end, *init;
+#define NPAGES 16 /* cold: batch k uses area k % NPAGES, one page-aligned block each */
+static unsigned char *areas, *area, *end, *init;
+static size_t block, span;
 static uint32_t lo, hi;
 enum { XSAVE, XSAVEC, XRSTOR, FXSAVE, DIV_INLINE, DIV_SOFT };
 static int insn, cold;
@@ -77,8 +80,12 @@ static void set_state(void)
 		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(lo), "d"(hi) : "memory");
 }
 
-static double batch(long iters, int flush_only)
+static double batch(long k, long iters, int flush_only)
 {
+	if (cold) {
+		area = areas + (size_t)(k % NPAGES) * block;
+		end = area + span;
+	}
 	unsigned char *a = area, *e = end;
 	uint32_t l = lo, h = hi;
 	if (insn < DIV_INLINE)
@@ -172,21 +179,25 @@ int main(int argc, char **argv)
 		size = 512;
 	}
 	size_t alloc = (std_size + 4095) & ~(size_t)4095;
-	area = aligned_alloc(4096, alloc); /* at the start of a page, as opcost's */
+	/* each area at the start of a page; cold: NPAGES of them, the batches
+	 * take them in turn (what a flush and a miss cost depends on the page) */
+	areas = area = aligned_alloc(4096, alloc * NPAGES);
 	init = aligned_alloc(64, alloc);
-	memset(area, 0, alloc);
+	memset(areas, 0, alloc * NPAGES);
+	block = alloc;
 	memset(init, 0, alloc);
 	uint32_t mxcsr = 0x1f80;
 	memcpy(init + 24, &mxcsr, 4);
 	uint16_t fcw = 0x37f;
 	memcpy(init, &fcw, 2);
-	end = area + ((size + 63) & ~(size_t)63);
+	span = (size + 63) & ~(size_t)63;
+	end = area + span;
 
 	double *v = calloc((size_t)batches * 2, sizeof(double));
 	for (long k = 0; k < batches; k++) {
-		v[2 * k] = batch(iters, 0);
+		v[2 * k] = batch(k, iters, 0);
 		if (cold)
-			v[2 * k + 1] = batch(iters, 1);
+			v[2 * k + 1] = batch(k, iters, 1);
 	}
 	for (long k = 0; k < batches; k++) {
 		if (cold)
