@@ -88,6 +88,7 @@ static double batch(long k, long iters, int flush_only)
 	}
 	unsigned char *a = area, *e = end;
 	uint32_t l = lo, h = hi;
+	int cold_ = cold; /* locals: the asm's memory clobber would reload globals every iteration */
 	if (insn < DIV_INLINE)
 		set_state();
 	long long t0 = now_ns();
@@ -97,22 +98,22 @@ static double batch(long k, long iters, int flush_only)
 		}
 	} else if (insn == XSAVEC) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xsavec64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
 	} else if (insn == XSAVE) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xsave64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
 	} else if (insn == XRSTOR) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xrstor64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
 	} else if (insn == FXSAVE) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("fxsave64 (%0)" : : "r"(a) : "memory");
 		}
 	} else {
