@@ -50,7 +50,7 @@ static const char *const yesno[] = {"no", "yes", NULL};
 static const char *const from_choices[] = {"xsave", "xsaveopt", "xsavec", NULL};
 
 #define P_STATE {"state", PT_ENUM, "components in use: x87; sse (xmm); avx (+ymm uppers); avx512 (+zmm, opmask); loaded before the loop", "sse", state_choices, 0, 0}
-#define P_CACHE {"cache", PT_ENUM, "hot: area stays cached; cold: clflush every line of the area before each instruction (flush cost measured alone, subtracted, reported as aux)", "hot", cache_choices, 0, 0}
+#define P_CACHE {"cache", PT_ENUM, "hot: area stays cached; cold: clflush every line of the area before each instruction, 16 page-aligned areas in turn (flushes timed alone after every batch, subtracted, reported as aux)", "hot", cache_choices, 0, 0}
 #define P_DIRTY {"dirty", PT_ENUM, "yes: write one register of the state kind before each instruction (cost subtracted as aux); no: state untouched in the loop", "no", yesno, 0, 0}
 #define P_MASK {"mask", PT_STR, "requested-feature bitmap EDX:EAX, e.g. 0x7; xcr0: every component enabled in XCR0 (except XFD-capable ones such as AMX)", "xcr0", NULL, 0, 0}
 #define P_END {NULL, 0, NULL, NULL, NULL, 0, 0}
