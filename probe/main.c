@@ -231,6 +231,8 @@ struct usage {
 struct batch {
 	uint64_t iters, executed;
 	double raw_ticks, net_ticks;
+	double aux_ticks; /* per iteration: the aux loop timed right after this batch */
+	int aux_valid;
 	uint64_t wall_ns;
 	uint64_t start_raw_ns; /* CLOCK_MONOTONIC_RAW at the batch start: lines up concurrent probes */
 	struct usage self, helper;
@@ -248,7 +250,6 @@ struct run {
 	double clock_ovh; /* ticks for one start/end pair with nothing between */
 	double loop_ovh;  /* ticks per empty loop iteration */
 	double spin_ticks; /* cost of one spin_chain(spin), measured alone */
-	double aux_ticks;  /* per op: the benchmark's aux_run, measured alone, subtracted */
 	uint64_t fake_rng;
 	struct usage helper_prev;
 };
@@ -311,36 +312,11 @@ static uint64_t ops_per_iter(const struct bench_ctx *ctx)
 	return ctx->ops_per_iter ? ctx->ops_per_iter : 1;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* The benchmark's auxiliary loop (struct bench.aux_run) applies: timed
+ * alone right after every batch, with the same iteration count. */
+static int has_aux(const struct run *R)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The benchmark's auxiliary loop alone (struct bench.aux_run): batches of
- * about 0.5 ms, median of 21, clock and loop overhead subtracted. */
-static void measure_aux(struct run *R)
-{
-	if (!R->ctx.b->aux_run || !R->ctx.aux || R->o.fake_ns > 0)
-		return;
-	uint64_t n = 16;
-	for (;;) {
-		uint64_t a = clock_start();
-		R->ctx.b->aux_run(&R->ctx, n);
-		double t = (double)(clock_end() - a);
-		if (t >= R->tsc_hz * 5e-4 || n >= (1ull << 30))
-			break;
-		n *= 2;
-	}
-	double v[21];
-	for (int k = 0; k < 21; k++) {
-		uint64_t a = clock_start();
-		R->ctx.b->aux_run(&R->ctx, n);
-		uint64_t b = clock_end();
-		v[k] = ((double)(b - a) - R->clock_ovh) / (double)n - R->loop_ovh;
-	}
-	qsort(v, 21, sizeof(v[0]), cmp_double);
-	R->aux_ticks = v[10] > 0 ? v[10] : 0;
+	return R->ctx.b->aux_run && R->ctx.aux && R->o.fake_ns <= 0;
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -444,7 +420,14 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 	*u1 = sum;
 }
 
-static void run_batch(struct run *R, uint64_t iters, struct batch *B)
+/* One batch of the operation; with_aux: then the aux loop alone with the
+ * same count (outside the batch's wall time, usage and counters), and its
+ * per-op cost subtracted from this batch. Timed per batch, next to the
+ * batch it belongs to, not once per process: its cost can drift during a
+ * run (a clflush of lines that have not been written for some tens of ms
+ * gets cheaper on this EPYC VM), and the loop it is subtracted from sees the
+ * same drift. */
+static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_aux)
 {
 	memset(B, 0, sizeof(*B));
 	B->iters = iters;
@@ -498,7 +481,14 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B)
 		B->steal = 0;
 	}
 	B->net_ticks = B->raw_ticks - R->clock_ovh * clocks - loop_subtracted(R) * (double)iters;
-	B->net_ticks -= R->aux_ticks * (double)iters;
+	if (with_aux && has_aux(R)) {
+		B->aux_valid = 1;
+		uint64_t a0 = clock_start();
+		R->ctx.b->aux_run(&R->ctx, B->executed);
+		uint64_t a1 = clock_end();
+		B->aux_ticks = ((double)(a1 - a0) - R->clock_ovh) / (double)B->executed - R->loop_ovh;
+		B->net_ticks -= B->aux_ticks * (double)iters;
+	}
 }
 
 static uint64_t calibrate_iters(struct run *R)
@@ -513,7 +503,7 @@ static uint64_t calibrate_iters(struct run *R)
 	uint64_t n = 1;
 	struct batch B;
 	for (;;) {
-		run_batch(R, n, &B);
+		run_batch(R, n, &B, 0);
 		double t = B.raw_ticks > 1 ? B.raw_ticks : 1;
 		if (t >= target_ticks / 8 || n >= (1ull << 40)) {
 			double scaled = (double)n * target_ticks / t;
@@ -592,6 +582,11 @@ static void emit_sample(struct run *R, long idx, int warm, const struct batch *B
 	jb_uint(&j, "start_raw_ns", B->start_raw_ns);
 	jb_num(&j, "ns_per_op", ns / n);
 	jb_num(&j, "tsc_per_op", B->net_ticks / n);
+	if (B->aux_valid) {
+		/* per operation (ops_per_iter > 1: the aux loop's per-iteration cost / ops_per_iter) */
+		jb_num(&j, "aux_ticks_per_iter", B->aux_ticks);
+		jb_num(&j, "aux_ns_per_op", B->aux_ticks / R->tsc_hz * 1e9 / (double)opi);
+	}
 	if (opi > 1)
 		jb_num(&j, "ns_per_iter", ns / (double)B->iters);
 	if (R->ctx.has_nominal)
@@ -699,11 +694,11 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 	if (R->ctx.aux && R->ctx.b->aux_run) {
 		jb_obj_begin(&j, "aux");
 		jb_str(&j, "what", R->ctx.aux);
-		jb_num(&j, "ticks_per_op", R->aux_ticks);
-		jb_num(&j, "ns_per_op", R->aux_ticks / R->tsc_hz * 1e9);
-		jb_bool(&j, "subtracted", 1);
-		jb_str(&j, "method", R->o.fake_ns > 0 ? "fake clock: not measured (0)"
-			 : "aux loop alone, median of 21 batches of about 0.5 ms, clock and loop overhead subtracted");
+		jb_bool(&j, "subtracted", R->o.fake_ns <= 0);
+		jb_str(&j, "method", R->o.fake_ns > 0 ? "fake clock: not measured, not subtracted"
+			 : "aux loop alone, timed right after every batch with the same iteration count, clock and "
+			   "loop overhead subtracted; its cost per iteration is subtracted from that batch and "
+			   "reported in the sample (aux_ticks_per_iter, aux_ns_per_op)");
 		jb_obj_end(&j);
 	}
 	jb_uint(&j, "iters", iters);
@@ -976,7 +971,6 @@ static int cmd_run(int argc, char **argv)
 		jb_free(&j);
 		return EXIT_OK;
 	}
-	measure_aux(&R);
 	counters_open(&R.cs);
 	int dummy_valid, dummy_cpu;
 	struct usage dummy;
@@ -987,7 +981,7 @@ static int cmd_run(int argc, char **argv)
 	struct batch B;
 	for (long i = 0; i < R.o.warmup + R.o.samples; i++) {
 		int warm = i < R.o.warmup;
-		run_batch(&R, iters, &B);
+		run_batch(&R, iters, &B, 1);
 		emit_sample(&R, warm ? i : i - R.o.warmup, warm, &B);
 	}
 	counters_close(&R.cs);

@@ -80,8 +80,9 @@ struct bench {
 	/* Optional auxiliary cost: the same loop as run() without the measured
 	 * operation (e.g. the clflushes before a cold xsave). When setup sets
 	 * ctx->aux (a one-line description), the harness times aux_run alone
-	 * (median of 21 batches, overheads subtracted), subtracts that cost per
-	 * operation from every batch and reports it in the header as "aux". */
+	 * right after every batch with the same count (overheads subtracted),
+	 * subtracts that cost from the batch, reports it in the sample
+	 * (aux_ns_per_op) and describes it in the header as "aux". */
 	void (*aux_run)(struct bench_ctx *ctx, uint64_t iters);
 	/* Optional, outside the timed region: make ready what ONE run() iteration
 	 * consumes (hackbench's workers, started and waiting at a barrier, as

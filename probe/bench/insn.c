@@ -23,7 +23,7 @@
  * i386 has no 64-bit divide instruction (gcc calls libgcc's __udivdi3):
  * width=64 inline/outofline are unsupported there; soft works.
  *
- * insn.chain: n dependent adds (add x, x) per operation. x86_64 and aarch64
+ * insn.chain: n dependent adds (add x, x) per operation. x86_64, i386 and aarch64
  * jump (one predicted indirect jump) into an unrolled block of 1024 adds so
  * that exactly n run, with no counter in the chain: the cost is linear in n.
  * Other architectures use a counted loop (its branch is in the cost). */
@@ -253,6 +253,24 @@ static __attribute__((noinline)) void insn_chain_loop(unsigned spin, uint64_t it
 				 : [x] "+r"(x)
 				 : [skip] "r"(skip)
 				 : "x9", "cc"));
+#elif defined(__i386__)
+	/* No eip-relative lea: call/pop finds the block (a call to the next
+	 * instruction; no ret follows inside the loop). */
+	uint32_t x = 1;
+	const uint32_t skip = (uint32_t)(CHAIN_MAX - n) * 2; /* add %eax,%eax is 2 bytes */
+	OP_LOOP(spin, iters,
+		__asm__ volatile("call 2f\n\t"
+				 "2:\n\t"
+				 "pop %%ecx\n\t"
+				 "lea (1f-2b)(%%ecx,%[skip]), %%ecx\n\t"
+				 "jmp *%%ecx\n\t"
+				 "1:\n\t"
+				 ".rept 1024\n\t"
+				 "add %%eax, %%eax\n\t"
+				 ".endr\n\t"
+				 : "+a"(x)
+				 : [skip] "r"(skip)
+				 : "ecx", "cc"));
 #else
 	unsigned long x = 1;
 	OP_LOOP(spin, iters, for (unsigned j_ = 0; j_ < n; j_++) __asm__ volatile("add %0, %0" : "+r"(x)));

@@ -21,12 +21,15 @@
  * is written once by xsave and restored by xrstor, so the processor's
  * tracking refers to this area (the condition for the modified optimisation).
  *
- * cache=cold: before each instruction every 64-byte line of the area it
- * touches is clflushed (the bytes written for this mask and format). The
- * flushes (and the dirty=yes write) are the benchmark's auxiliary loop: the
- * harness times that loop alone and subtracts it (header "aux"). Flushing a
- * line the instruction just dirtied writes it back, which a loop of flushes
- * of clean lines does not pay: that write-back stays in the cold figure.
+ * The area starts a page. cache=cold: before each instruction every 64-byte
+ * line of the area it touches is clflushed (the bytes written for this mask
+ * and format); each batch uses the next of COLD_AREAS areas (one page each).
+ * The flushes (and the dirty=yes write) are the benchmark's auxiliary loop:
+ * the harness times that loop alone right after every batch, on the same
+ * area, and subtracts it from that batch (aux). Flushing a line the
+ * instruction just dirtied writes it back, which a loop of flushes of lines
+ * not in the cache does not pay: that write-back stays in the cold figure
+ * (it is the save's own cost, paid later when a real area is evicted).
  *
  * The per-op tsc_per_op is TSC ticks; the TSC runs at a constant rate, not
  * the core clock, so it is a cycle proxy only (exact when the core runs at
@@ -47,7 +50,7 @@ static const char *const yesno[] = {"no", "yes", NULL};
 static const char *const from_choices[] = {"xsave", "xsaveopt", "xsavec", NULL};
 
 #define P_STATE {"state", PT_ENUM, "components in use: x87; sse (xmm); avx (+ymm uppers); avx512 (+zmm, opmask); loaded before the loop", "sse", state_choices, 0, 0}
-#define P_CACHE {"cache", PT_ENUM, "hot: area stays cached; cold: clflush every line of the area before each instruction (flush cost measured alone, subtracted, reported as aux)", "hot", cache_choices, 0, 0}
+#define P_CACHE {"cache", PT_ENUM, "hot: area stays cached; cold: clflush every line of the area before each instruction, 16 page-aligned areas in turn (flushes timed alone after every batch, subtracted, reported as aux)", "hot", cache_choices, 0, 0}
 #define P_DIRTY {"dirty", PT_ENUM, "yes: write one register of the state kind before each instruction (cost subtracted as aux); no: state untouched in the loop", "no", yesno, 0, 0}
 #define P_MASK {"mask", PT_STR, "requested-feature bitmap EDX:EAX, e.g. 0x7; xcr0: every component enabled in XCR0 (except XFD-capable ones such as AMX)", "xcr0", NULL, 0, 0}
 #define P_END {NULL, 0, NULL, NULL, NULL, 0, 0}
@@ -63,6 +66,13 @@ static const struct bench_param vz_params[] = {P_STATE, P_DIRTY, P_END};
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+/* cache=cold: what a line costs to fetch and to flush depends on the
+ * physical page it is in (here clflush of an uncached line takes 60-125 ns
+ * depending on the page, steady for a given page), so one process with one
+ * area would report the luck of its page. The batches take COLD_AREAS
+ * page-aligned areas in turn: a process's median is over that many pages. */
+#define COLD_AREAS 16
+
 struct xs;
 typedef void loop_fn(struct xs *s, unsigned spin, uint64_t iters);
 
@@ -73,6 +83,9 @@ struct xs {
 	uint32_t lo, hi;            /* mask */
 	uint64_t usable;            /* XCR0 without XFD-capable components */
 	unsigned char *area, *end;  /* area; end of the bytes flushed when cold */
+	unsigned char *areas;       /* cold: COLD_AREAS areas, one page-aligned block each */
+	size_t stride, span;        /* bytes between areas; bytes flushed */
+	unsigned next;              /* cold: the area the next batch uses */
 	unsigned char *init;        /* standard-format area with XSTATE_BV = 0 */
 	loop_fn *loop, *aux;
 	char what[160];
@@ -198,6 +211,11 @@ static void prepare(struct xs *s)
 static void run(struct bench_ctx *ctx, uint64_t iters)
 {
 	struct xs *s = ctx->priv;
+	if (s->cold) { /* each batch on the next page; its aux batch on the same */
+		s->area = s->areas + (size_t)s->next * s->stride;
+		s->end = s->area + s->span;
+		s->next = (s->next + 1) % COLD_AREAS;
+	}
 	prepare(s);
 	s->loop(s, ctx->spin, iters);
 }
@@ -334,20 +352,26 @@ static int setup_insn(struct bench_ctx *ctx, int insn_)
 	}
 	if (std_size < 576)
 		std_size = 576;
-	size_t alloc = ((std_size > touched ? std_size : touched) + 63) & ~(size_t)63;
-	s->area = aligned_alloc(64, alloc);
+	/* The area starts a page: where it sits in a page changes the cold
+	 * cost (an area across a 4 KiB boundary spans two physical pages, and
+	 * the hardware prefetchers stop at the boundary), so one fixed choice. */
+	size_t alloc = ((std_size > touched ? std_size : touched) + 4095) & ~(size_t)4095;
+	s->areas = aligned_alloc(4096, alloc * (s->cold ? COLD_AREAS : 1));
+	s->area = s->areas;
+	s->stride = alloc;
 	s->init = aligned_alloc(64, alloc);
-	if (!s->area || !s->init) {
+	if (!s->areas || !s->init) {
 		snprintf(ctx->err, sizeof(ctx->err), "out of memory for a %zu-byte save area", alloc);
 		return BENCH_FAIL;
 	}
-	memset(s->area, 0, alloc);
+	memset(s->areas, 0, alloc * (s->cold ? COLD_AREAS : 1));
 	memset(s->init, 0, alloc);
 	uint32_t mxcsr = 0x1f80; /* MXCSR is loaded even for an init SSE component */
 	memcpy(s->init + 24, &mxcsr, sizeof(mxcsr));
 	uint16_t fcw = 0x37f;
 	memcpy(s->init, &fcw, sizeof(fcw));
-	s->end = s->area + ((touched + 63) & ~(size_t)63);
+	s->span = (touched + 63) & ~(size_t)63;
+	s->end = s->area + s->span;
 
 	int d = s->dirty ? 1 + (int)s->kind : 0; /* FP_X87..FP_AVX512 are 0..3 */
 	s->loop = loops_by_insn[insn][s->cold * 5 + d];
@@ -368,7 +392,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct xs *s = ctx->priv;
 	if (s) {
-		free(s->area);
+		free(s->areas);
 		free(s->init);
 		free(s);
 	}

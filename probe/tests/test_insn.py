@@ -84,11 +84,15 @@ def test_cold_reports_and_subtracts_the_flushes(insn):
     if out is None:
         pytest.skip("unsupported here")
     aux = out[0]["aux"]
-    assert "clflush" in aux["what"] and aux["subtracted"] is True and aux["ticks_per_op"] > 0
-    s = out[1]
+    assert "clflush" in aux["what"] and aux["subtracted"] is True
     overhead = out[0]["overhead"]
-    expect = s["raw_ticks"] - overhead["clock_ticks"] - s["iters"] * (overhead["loop_ticks_per_iter"] + aux["ticks_per_op"])
-    assert s["ticks"] == pytest.approx(expect, rel=1e-6, abs=1e-3)
+    samples = [x for x in out if x["type"] == "sample"]
+    assert samples
+    for s in samples:  # every batch has its own aux batch, subtracted from it
+        assert s["aux_ticks_per_iter"] > 0
+        assert s["aux_ns_per_op"] == pytest.approx(s["aux_ticks_per_iter"] / out[0]["tsc_hz"] * 1e9, rel=1e-6)
+        expect = s["raw_ticks"] - overhead["clock_ticks"] - s["iters"] * (overhead["loop_ticks_per_iter"] + s["aux_ticks_per_iter"])
+        assert s["ticks"] == pytest.approx(expect, rel=1e-6, abs=1e-3)
 
 
 @needs_xsave

@@ -147,8 +147,15 @@ def summarize(processes: list[dict]) -> dict:
             "loop_per_iter": median([h["overhead"]["loop_ns_per_iter"] for h in headers]),
         }
         aux = [h["aux"] for h in headers if h.get("aux")]
-        if aux:  # a benchmark's auxiliary cost (e.g. cold flushes), measured alone and subtracted
-            summary["aux_ns"] = {"what": aux[0]["what"], "per_op": median([a["ns_per_op"] for a in aux])}
+        if aux:  # a benchmark's auxiliary cost (e.g. cold flushes), timed alone and subtracted
+            # Per batch (samples' aux_ns_per_op: the median per process, then
+            # across processes); probes before that reported one figure per
+            # process in the header (ns_per_op).
+            per_proc = [median(v) for v in ([s["aux_ns_per_op"] for s in p["samples"] if "aux_ns_per_op" in s]
+                                            for p in procs) if v]
+            per_proc += [a["ns_per_op"] for a in aux if "ns_per_op" in a]
+            if per_proc:
+                summary["aux_ns"] = {"what": aux[0]["what"], "per_op": median(per_proc)}
         summary["iters"] = sorted({h["iters"] for h in headers})
         summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
         opi = [h["ops_per_iter"] for h in headers if h.get("ops_per_iter")]

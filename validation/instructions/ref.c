@@ -6,12 +6,14 @@
  * div_inline | div_soft. Pins itself to CPU, times BATCHES batches of ITERS
  * operations with clock_gettime(CLOCK_MONOTONIC) and prints one line per
  * batch: ns per operation. For _cold ops each line has two numbers: the
- * batch with clflush + instruction, then a batch of the flushes alone (the
- * caller subtracts medians). Nothing else is subtracted.
+ * batch with clflush + instruction, then a batch of the same number of
+ * flushes alone, timed right after it (the caller subtracts the second from
+ * the first, per batch). Nothing else is subtracted.
  *
  * Conditions as opcost's defaults: mask = XCR0, state = sse (every component
  * put into its init state by an xrstor of a zeroed header, then xmm15 =
- * 1.0), 64-byte aligned area sized by CPUID.0DH; cold flushes every line the
+ * 1.0), area at the start of a page, sized by CPUID.0DH; cold: batch k uses
+ * the (k mod 16)th of 16 such areas and flushes every line the
  * instruction writes (standard: EBX bytes; xsavec: the compacted size;
  * fxsave: 512). div: x = x / d + K, d = 3 and K = 2^62 hidden from the
  * compiler, unsigned 64-bit, dependent chain; soft = shift-subtract.
@@ -54,45 +56,70 @@ static __attribute__((noinline, aligned(64))) uint64_t soft_udiv(uint64_t n, uin
 	return q;
 }
 
-static unsigned char *area, *end;
+#define NPAGES 16 /* cold: batch k uses area k % NPAGES, one page-aligned block each */
+static unsigned char *areas, *area, *end, *init;
+static size_t block, span;
 static uint32_t lo, hi;
+enum { XSAVE, XSAVEC, XRSTOR, FXSAVE, DIV_INLINE, DIV_SOFT };
+static int insn, cold;
 
-#define FLUSH for (unsigned char *p = area; p < end; p += 64) __asm__ volatile("clflush (%0)" : : "r"(p) : "memory")
+#define FLUSH for (unsigned char *p = a; p < e; p += 64) __asm__ volatile("clflush (%0)" : : "r"(p) : "memory")
 
-static double batch(const char *op, long iters, int flush_only)
+/* state=sse, set again right before every timed loop: every component to
+ * its init state (xrstor of a header with XSTATE_BV = 0), then xmm15 = 1.0;
+ * for xrstor the area is then written by xsave (XSTATE_BV = SSE). No libc
+ * call may come between this and the loop: glibc's string functions use
+ * ymm16-31 and k0-k7 on AVX-512 machines (XINUSE would then include the
+ * opmask and Hi16_ZMM components, which xsavec then writes and xrstor then
+ * reads). */
+static void set_state(void)
 {
-	unsigned char *a = area;
+	__asm__ volatile("xrstor64 (%0)" : : "r"(init), "a"(lo), "d"(hi) : "memory");
+	__asm__ volatile("movaps %0, %%xmm15" : : "m"(ones[0]) : "xmm15");
+	if (insn == XRSTOR)
+		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(lo), "d"(hi) : "memory");
+}
+
+static double batch(long k, long iters, int flush_only)
+{
+	if (cold) {
+		area = areas + (size_t)(k % NPAGES) * block;
+		end = area + span;
+	}
+	unsigned char *a = area, *e = end;
 	uint32_t l = lo, h = hi;
-	int cold = strstr(op, "_cold") != NULL;
+	int cold_ = cold; /* locals: the asm's memory clobber would reload globals every iteration */
+	if (insn < DIV_INLINE)
+		set_state();
 	long long t0 = now_ns();
 	if (flush_only) {
 		for (long i = 0; i < iters; i++) {
 			FLUSH;
 		}
-	} else if (strncmp(op, "xsavec", 6) == 0) {
+	} else if (insn == XSAVEC) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xsavec64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "xsave", 5) == 0) {
+	} else if (insn == XSAVE) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xsave64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "xrstor", 6) == 0) {
+	} else if (insn == XRSTOR) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("xrstor64 (%0)" : : "r"(a), "a"(l), "d"(h) : "memory");
 		}
-	} else if (strncmp(op, "fxsave", 6) == 0) {
+	} else if (insn == FXSAVE) {
 		for (long i = 0; i < iters; i++) {
-			if (cold) FLUSH;
+			if (cold_) FLUSH;
 			__asm__ volatile("fxsave64 (%0)" : : "r"(a) : "memory");
 		}
 	} else {
 		uint64_t d = 3, k = 1ull << 62, x = k + k / 2;
 		__asm__ volatile("" : "+r"(d), "+r"(k));
-		if (strcmp(op, "div_inline") == 0)
+		if (insn == DIV_INLINE)
 			for (long i = 0; i < iters; i++)
 				x = x / d + k;
 		else
@@ -115,6 +142,10 @@ int main(int argc, char **argv)
 	int ok = 0;
 	for (int i = 0; known[i]; i++)
 		ok |= strcmp(op, known[i]) == 0;
+	insn = strncmp(op, "xsavec", 6) == 0 ? XSAVEC : strncmp(op, "xsave", 5) == 0 ? XSAVE
+		: strncmp(op, "xrstor", 6) == 0 ? XRSTOR : strncmp(op, "fxsave", 6) == 0 ? FXSAVE
+		: strcmp(op, "div_inline") == 0 ? DIV_INLINE : DIV_SOFT;
+	cold = strstr(op, "_cold") != NULL;
 	if (!ok) {
 		fprintf(stderr, "ref: unknown OP '%s'\n", op);
 		return 2;
@@ -135,7 +166,7 @@ int main(int argc, char **argv)
 	uint64_t xcr0 = ((uint64_t)x1 << 32) | x0;
 	lo = (uint32_t)xcr0;
 	hi = (uint32_t)(xcr0 >> 32);
-	if (strncmp(op, "xsavec", 6) == 0) {
+	if (insn == XSAVEC) {
 		size = 576;
 		for (unsigned i = 2; i < 63; i++)
 			if ((xcr0 >> i) & 1) {
@@ -145,32 +176,29 @@ int main(int argc, char **argv)
 					size = (size + 63) & ~(size_t)63;
 				size += ea;
 			}
-	} else if (strncmp(op, "fxsave", 6) == 0) {
+	} else if (insn == FXSAVE) {
 		size = 512;
 	}
-	size_t alloc = (std_size + 63) & ~(size_t)63;
-	area = aligned_alloc(64, alloc);
-	unsigned char *init = aligned_alloc(64, alloc);
-	memset(area, 0, alloc);
+	size_t alloc = (std_size + 4095) & ~(size_t)4095;
+	/* each area at the start of a page; cold: NPAGES of them, the batches
+	 * take them in turn (what a flush and a miss cost depends on the page) */
+	areas = area = aligned_alloc(4096, alloc * NPAGES);
+	init = aligned_alloc(64, alloc);
+	memset(areas, 0, alloc * NPAGES);
+	block = alloc;
 	memset(init, 0, alloc);
 	uint32_t mxcsr = 0x1f80;
 	memcpy(init + 24, &mxcsr, 4);
 	uint16_t fcw = 0x37f;
 	memcpy(init, &fcw, 2);
-	end = area + ((size + 63) & ~(size_t)63);
+	span = (size + 63) & ~(size_t)63;
+	end = area + span;
 
-	/* state=sse: all components init, then xmm15 in use */
-	__asm__ volatile("xrstor64 (%0)" : : "r"(init), "a"(lo), "d"(hi) : "memory");
-	__asm__ volatile("movaps %0, %%xmm15" : : "m"(ones[0]) : "xmm15");
-	if (strncmp(op, "xrstor", 6) == 0)
-		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(lo), "d"(hi) : "memory");
-
-	int cold = strstr(op, "_cold") != NULL;
 	double *v = calloc((size_t)batches * 2, sizeof(double));
 	for (long k = 0; k < batches; k++) {
-		v[2 * k] = batch(op, iters, 0);
+		v[2 * k] = batch(k, iters, 0);
 		if (cold)
-			v[2 * k + 1] = batch(op, iters, 1);
+			v[2 * k + 1] = batch(k, iters, 1);
 	}
 	for (long k = 0; k < batches; k++) {
 		if (cold)

@@ -51,7 +51,9 @@ does while its probe runs (reading the probe's output, and any threads it
 has, which can share the measuring CPU).
 
 Both sides run under the same conditions: mask = XCR0, state = sse (all
-components init, then xmm15 loaded), 64-byte aligned area sized by CPUID.0DH.
+components init, then xmm15 loaded), page-aligned area sized by CPUID.0DH;
+cold: each batch on the next of 16 such areas (pages), its flush-alone batch
+timed right after it on the same area and subtracted from it.
 x86_64 only.
 
 Usage: validation/instructions/run.py [--rounds 10] [--cpu N] [--json OUT] [--check]
