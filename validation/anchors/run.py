@@ -224,6 +224,7 @@ class Row:
     find_anchor: Callable[[Tools, "Config"], tuple[Anchor | None, str]]  # (anchor, why not)
     anchor_desc: str                # shown when the anchor is not here
     long: bool = False              # one iteration is a whole run: opcost gets --opcost-args-long
+    children: bool = False          # the work runs in children the samples' usage leaves out
 
     def spec(self, declared: set[str] | None = None) -> str:
         ps = {k: v for k, v in self.params.items() if declared is None or k in declared}
@@ -304,7 +305,7 @@ def make_rows(cfg: Config) -> list[Row]:
             anchor_sched_pipe(True), "perf bench sched pipe -T"),
         Row("signal.catch", "signal.catch", {}, "signal", anchor_signal_catch, "lmbench: `lat_sig catch`"),
         Row("proc.fork", "proc.fork", {}, "fork", anchor_proc_fork,
-            "perf bench syscall fork / lmbench lat_proc fork"),
+            "perf bench syscall fork / lmbench lat_proc fork", children=True),
     ]
     for ipc, mode in (("socket", "process"), ("pipe", "thread")):
         rows.append(Row(f"msg.hackbench {ipc} {mode}", "msg.hackbench",
@@ -367,7 +368,7 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whol
     """One opcost measurement. cpu_share: CPU time over wall time of the
     measured batches from opcost's own per-batch rusage (measuring side and
     helper), or, with whole_process_share (benchmarks whose samples leave
-    their workers' CPU time out, msg.hackbench), of the whole opcost process
+    their workers' CPU time out: msg.hackbench, proc.fork), of the whole opcost process
     tree (the CLI's Python start-up included: close to 1 when undisturbed)."""
     out = work / "opcost.json"
     if out.exists():
@@ -619,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
                         for side in sides:
                             if side == "opcost":
                                 got[side] = run_opcost(cmd, env, res["spec"], cpu, extra_long if row.long else extra,
-                                                       work, whole_process_share=row.long)
+                                                       work, whole_process_share=row.long or row.children)
                             else:
                                 got[side] = run_anchor(res["anchor"], cpu)
                         o, a = got["opcost"], got["anchor"]
