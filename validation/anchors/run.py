@@ -234,7 +234,7 @@ class Row:
 @dataclass
 class Config:
     scale: float = 1.0
-    hackbench: dict = field(default_factory=lambda: {"groups": 2, "fds": 10, "loops": 1000, "size": 100})
+    hackbench: dict = field(default_factory=lambda: {"groups": 2, "fds": 10, "loops": 4000, "size": 100})
 
     def loops(self, n: int) -> int:
         return max(1, int(round(n * self.scale)))
@@ -538,8 +538,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(default '-p 3 -n 3 -w 1 --iters 1': 12 runs)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply the anchors' loop counts (and msg.hackbench loops) by this (default 1)")
-    ap.add_argument("--hackbench", default="2,10,1000,100", metavar="G,F,L,S",
-                    help="groups, fds, loops, message size for hackbench and msg.hackbench (default 2,10,1000,100)")
+    ap.add_argument("--hackbench", default="2,10,4000,100", metavar="G,F,L,S",
+                    help="groups, fds, loops, message size for hackbench and msg.hackbench (default 2,10,4000,100: 0.6-1.7 s per run here, long enough that one run is not mostly noise)")
     ap.add_argument("--json", metavar="OUT", help="also write every figure as JSON to OUT")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row FAILs (default: report only)")
     ap.add_argument("--retries", type=int, default=3,
