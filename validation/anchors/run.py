@@ -58,10 +58,11 @@ Anchors that are missing are rows that say why, never a crash:
 
 Needs: apt-get install -y linux-perf rt-tests (perf, hackbench). CI does not
 gate on this: it is a report (exit 0 after printing; --check exits 1 on a
-FAIL). Runtime with the defaults on a 2-CPU VM: about 1 minute for the
-syscall/pipe rows (opcost with its own default protocol, 10 processes,
-about 3 s per measurement; anchors sized to about 1 s each) plus about 1 minute for the two msg.hackbench rows (12
-whole runs per opcost measurement); reruns of disturbed pairs add to that on
+FAIL). Runtime with the defaults on a 2-CPU VM: about 2 minutes for the
+syscall/pipe/fork rows (opcost with its own default protocol, 10 processes,
+about 3 s per measurement; anchors sized to about 1-2 s each) plus about 2
+minutes for the two msg.hackbench rows (20 whole runs per opcost
+measurement, 15 measured); reruns of disturbed pairs add to that on
 a busy machine (up to 4x). --scale shrinks or grows the anchors' loop counts
 (and msg.hackbench's loops).
 
@@ -234,7 +235,7 @@ class Row:
 @dataclass
 class Config:
     scale: float = 1.0
-    hackbench: dict = field(default_factory=lambda: {"groups": 2, "fds": 10, "loops": 4000, "size": 100})
+    hackbench: dict = field(default_factory=lambda: {"groups": 2, "fds": 10, "loops": 2000, "size": 100})
 
     def loops(self, n: int) -> int:
         return max(1, int(round(n * self.scale)))
@@ -533,13 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=None, help="operations, comma-separated (default: all; see the table above)")
     ap.add_argument("--opcost-args", default="",
                     help="opcost run protocol options (default: none, opcost's own protocol as a user runs it: 10 processes x (3+20) batches of 10 ms)")
-    ap.add_argument("--opcost-args-long", default="-p 3 -n 3 -w 1 --iters 1",
+    ap.add_argument("--opcost-args-long", default="-p 5 -n 3 -w 1 --iters 1",
                     help="the same for msg.hackbench, whose one iteration is a whole hackbench run "
-                         "(default '-p 3 -n 3 -w 1 --iters 1': 12 runs)")
+                         "(default '-p 5 -n 3 -w 1 --iters 1': 20 runs, 15 measured)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply the anchors' loop counts (and msg.hackbench loops) by this (default 1)")
-    ap.add_argument("--hackbench", default="2,10,4000,100", metavar="G,F,L,S",
-                    help="groups, fds, loops, message size for hackbench and msg.hackbench (default 2,10,4000,100: 0.6-1.7 s per run here, long enough that one run is not mostly noise)")
+    ap.add_argument("--hackbench", default="2,10,2000,100", metavar="G,F,L,S",
+                    help="groups, fds, loops, message size for hackbench and msg.hackbench (default 2,10,2000,100: 0.3-0.9 s per run here, long enough that one run is not mostly noise)")
     ap.add_argument("--json", metavar="OUT", help="also write every figure as JSON to OUT")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row FAILs (default: report only)")
     ap.add_argument("--retries", type=int, default=3,
