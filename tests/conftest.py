@@ -54,3 +54,13 @@ def run_cli(tmp_path, probe_bin):
                               capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, **kw)
     return run
+
+
+@pytest.fixture
+def src(tmp_path):
+    """Write a source file for `opcost variants` into the test's directory."""
+    def write(text: str, name: str = "t.c"):
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    return write

@@ -62,15 +62,6 @@ FAST_RUN = ["--no-progress"]
 
 
 @pytest.fixture
-def src(tmp_path):
-    def write(text: str, name: str = "t.c"):
-        p = tmp_path / name
-        p.write_text(text)
-        return p
-    return write
-
-
-@pytest.fixture
 def vrun(run_cli, tmp_path):
     """run_cli with TMPDIR private to the test, to see that builds leave nothing."""
     tmpdir = tmp_path / "tmpdir"

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from opcost.cli import _glue_flag_values
 from opcost.variants import WORKDIR_PREFIX, sweep_stale_workdirs
 
@@ -18,15 +16,6 @@ def dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
-
-
-@pytest.fixture
-def src(tmp_path):
-    def write(text: str, name: str = "t.c"):
-        p = tmp_path / name
-        p.write_text(text)
-        return p
-    return write
 
 
 def test_sweep_removes_only_directories_of_dead_owners(tmp_path):
