@@ -54,22 +54,15 @@ Usage: validation/overhead/run.py [--rounds 10] [--cpu N] [--json OUT] [--check]
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
-import random
 import shutil
-import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from loops import SAMPLES, WARMUP, Failure, build_ref, default_cpu, fmt_ns, log, run_opcost, run_ref  # noqa: E402
+from loops import Failure, compare_main, log  # noqa: E402
 
 # (name shown, opcost spec, ref OP)
 OPS = [
@@ -92,150 +85,8 @@ def opcost_command() -> tuple[list[str], dict[str, str], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
-    ap.add_argument("--cpu", type=int, default=None,
-                    help="CPU for opcost, the reference and their helpers (default: the last allowed CPU)")
-    ap.add_argument("--json", metavar="OUT", help="write the figures as JSON to OUT")
-    ap.add_argument("--check", action="store_true", help="exit 1 when a ratio is outside the band")
-    ap.add_argument("--band", default="0.97,1.03", help="accepted ratio band LO,HI (default 0.97,1.03)")
-    ap.add_argument("--ops", default=",".join(o[0] for o in OPS),
-                    help="operations to check, comma-separated (default: all four)")
-    ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler for ref.c (default $CC or cc)")
-    ap.add_argument("--ref-cflags", default="",
-                    help="extra flags for building ref.c, e.g. -static (default: none, plain cc -O2)")
-    ap.add_argument("--retries", type=int, default=3,
-                    help="run a disturbed pair again up to this many times (default 3; 0: never)")
-    ap.add_argument("--min-share", type=float, default=0.8,
-                    help="a process whose CPU time is under this fraction of its wall time was "
-                         "disturbed (default 0.8)")
-    ap.add_argument("--seed", type=int, default=None, help="seed for the run order (default: random)")
-    args = ap.parse_args(argv)
-
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
-    if args.retries < 0:
-        ap.error("--retries must be >= 0")
-    try:
-        lo, hi = (float(x) for x in args.band.split(","))
-    except ValueError:
-        ap.error("--band must be LO,HI, e.g. 0.97,1.03")
-    allowed = os.sched_getaffinity(0)
-    cpu = default_cpu() if args.cpu is None else args.cpu
-    if cpu not in allowed:
-        ap.error(f"--cpu {cpu}: not a CPU this process may use ({', '.join(map(str, sorted(allowed)))})")
-    want = [w.strip() for w in args.ops.split(",") if w.strip()]
-    by_name = {o[0]: o for o in OPS}
-    bad = [w for w in want if w not in by_name]
-    if bad or not want:
-        ap.error(f"--ops: unknown {', '.join(bad) or '(empty)'}; valid: {', '.join(by_name)}")
-    ops = [by_name[w] for w in want]
-    ref_cflags = args.ref_cflags.split()
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    rng = random.Random(seed)
-
-    cmd, env, cmd_desc = opcost_command()
-    t_start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="opcost-overhead-") as tmp:
-        work = Path(tmp)
-        ref = build_ref(HERE / "ref.c", work, args.cc, ref_cflags)
-        log(f"opcost: {cmd_desc}; reference: {' '.join([args.cc, '-O2', *ref_cflags])} {HERE / 'ref.c'}; "
-            f"cpu {cpu}; {args.rounds} rounds; seed {seed}")
-
-        # Learn each operation's batch length, so a reference process can run
-        # before its opcost partner in the shuffled rounds. Discarded.
-        iters: dict[str, int] = {}
-        pre = list(ops)
-        rng.shuffle(pre)
-        for name, spec, _ in pre:
-            iters[name] = run_opcost(cmd, env, spec, cpu, work)["iters"]
-            log(f"calibration: {name}: {iters[name]} iterations per batch")
-
-        rounds: dict[str, list[dict]] = {o[0]: [] for o in ops}
-        for rnd in range(args.rounds):
-            order = list(ops)
-            rng.shuffle(order)
-            for name, spec, refop in order:
-                # One pair: the two processes back to back, in random order.
-                # If another task took the CPU from either of them (CPU time
-                # well under wall time), the pair is run again, up to
-                # --retries times; every attempt is kept in the JSON.
-                attempts = []
-                for attempt in range(1 + args.retries):
-                    sides = ["opcost", "ref"]
-                    rng.shuffle(sides)
-                    got = {}
-                    for side in sides:
-                        if side == "opcost":
-                            got[side] = run_opcost(cmd, env, spec, cpu, work)
-                            iters[name] = got[side]["iters"]
-                        else:
-                            got[side] = run_ref(ref, refop, iters[name], cpu, rng)
-                    a, b = got["opcost"], got["ref"]
-                    shares = [x["cpu_share"] for x in (a, b) if x["cpu_share"] is not None]
-                    disturbed = bool(shares) and min(shares) < args.min_share
-                    attempts.append({
-                        "first": sides[0], "opcost_ns": a["median_ns"], "ref_ns": b["median_ns"],
-                        "ratio": a["median_ns"] / b["median_ns"], "opcost_iters": a["iters"],
-                        "ref_iters": b["iters"], "opcost_cpu_share": a["cpu_share"],
-                        "ref_cpu_share": b["cpu_share"], "disturbed": disturbed,
-                        "opcost_overhead_ns": a.get("overhead_ns"),
-                        "opcost_batches_ns": a["batches_ns"], "ref_batches_ns": b["batches_ns"],
-                    })
-                    if not disturbed:
-                        break
-                    log(f"round {rnd + 1}: {name}: disturbed (CPU share opcost "
-                        f"{a['cpu_share'] or float('nan'):.2f}, ref {b['cpu_share'] or float('nan'):.2f})"
-                        + (", again" if attempt < args.retries else ", kept"))
-                final = dict(attempts[-1], round=rnd + 1, reruns=len(attempts) - 1, attempts=attempts[:-1])
-                rounds[name].append(final)
-            log(f"round {rnd + 1}/{args.rounds}: " + "  ".join(
-                f"{n} {rounds[n][-1]['ratio']:.3f}" for n, _, _ in ops))
-
-    rows = []
-    for name, spec, refop in ops:
-        rs = rounds[name]
-        ratios = [r["ratio"] for r in rs]
-        med = statistics.median(ratios)
-        rows.append({
-            "operation": name, "opcost_spec": spec, "ref_op": refop,
-            "opcost_median_ns": statistics.median(r["opcost_ns"] for r in rs),
-            "ref_median_ns": statistics.median(r["ref_ns"] for r in rs),
-            "ratio": med, "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "pass": lo <= med <= hi, "reruns": sum(r["reruns"] for r in rs),
-            "disturbed_kept": sum(r["disturbed"] for r in rs), "rounds": rs,
-        })
-
-    head = ("operation", "opcost ns", "reference ns", "opcost/ref", "per-round min-max", "reruns", "")
-    table = [head] + [(r["operation"], fmt_ns(r["opcost_median_ns"]), fmt_ns(r["ref_median_ns"]),
-                       f"{r['ratio']:.3f}", f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}",
-                       f"{r['reruns']}" + (f" ({r['disturbed_kept']} kept)" if r["disturbed_kept"] else ""),
-                       "PASS" if r["pass"] else "FAIL") for r in rows]
-    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
-    for k, t in enumerate(table):
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(t, widths))).rstrip())
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
-    print(f"\nmedians over {args.rounds} rounds on CPU {cpu}; ratio = median of per-round "
-          f"opcost/ref; band {lo:g}-{hi:g}; {time.monotonic() - t_start:.0f} s")
-    print(f"reruns: pairs run again because a side's CPU time was under {args.min_share:g} of its wall time "
-          f"(another task on CPU {cpu}); 'kept': still disturbed after --retries {args.retries}")
-
-    if args.json:
-        doc = {
-            "schema": "opcost.validation-overhead/1",
-            "opcost": cmd_desc, "cc": args.cc, "ref_cflags": ["-O2", *ref_cflags],
-            "cpu": cpu, "rounds": args.rounds, "seed": seed,
-            "warmup": WARMUP, "samples": SAMPLES, "band": [lo, hi],
-            "retries": args.retries, "min_share": args.min_share,
-            "machine": {"node": platform.node(), "kernel": platform.release(), "arch": platform.machine()},
-            "operations": rows,
-        }
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-    failed = [r["operation"] for r in rows if not r["pass"]]
-    return 1 if (args.check and failed) else 0
-
+    return compare_main(argv, doc=__doc__, here=HERE, ops=OPS, band="0.97,1.03", schema="opcost.validation-overhead/1",
+                        opcost_command=opcost_command)
 
 if __name__ == "__main__":
     try:
