@@ -89,22 +89,30 @@ def opcost_share(samples: list[dict]) -> float | None:
     return cpu / wall if wall > 0 else None
 
 
-def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dict:
-    argv = [str(exe), op, str(iters), str(WARMUP + SAMPLES), str(cpu)]
-    env = dict(os.environ)
-    env["OPCOST_PAD"] = "x" * rng.randrange(0, 4097)  # same layout randomisation as opcost's runner
-    # Processes run one at a time, so the change in RUSAGE_CHILDREN is this
-    # process (and its reaped helper child): its CPU time, for cpu_share.
+def run_timed(argv: list[str], *, env: dict[str, str] | None = None, preexec_fn=None,
+              timeout: float = TIMEOUT_S) -> tuple[subprocess.CompletedProcess, float, float | None]:
+    """Run one program to its end, output captured: (completed, wall seconds,
+    CPU share). The scripts run one process at a time, so the change in
+    RUSAGE_CHILDREN is this program with all its reaped tasks; CPU share is
+    that CPU time over the wall time, about 1 when nothing else took the CPU."""
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     try:
         cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-                            timeout=TIMEOUT_S)
+                            timeout=timeout, preexec_fn=preexec_fn)
     except subprocess.TimeoutExpired:
-        raise Failure(f"{' '.join(argv)}: no answer within {TIMEOUT_S} s") from None
+        raise Failure(f"{' '.join(argv)}: no answer within {timeout:g} s") from None
     wall = time.monotonic() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return cp, wall, (cpu / wall if wall > 0 else None)
+
+
+def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dict:
+    argv = [str(exe), op, str(iters), str(WARMUP + SAMPLES), str(cpu)]
+    env = dict(os.environ)
+    env["OPCOST_PAD"] = "x" * rng.randrange(0, 4097)  # same layout randomisation as opcost's runner
+    cp, wall, share = run_timed(argv, env=env)
     if cp.returncode != 0:
         raise Failure(f"{' '.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
     try:
@@ -121,7 +129,7 @@ def run_ref(exe: Path, op: str, iters: int, cpu: int, rng: random.Random) -> dic
         flush = statistics.median(r[1] for r in rows[WARMUP:])
     median = statistics.median(measured)
     return {"median_ns": median, "iters": iters, "batches_ns": measured, "flush_ns": flush,
-            "cpu_share": cpu / wall if wall > 0 else None}
+            "cpu_share": share}
 
 
 def fmt_ns(x: float) -> str:

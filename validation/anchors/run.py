@@ -77,7 +77,6 @@ import os
 import platform
 import random
 import re
-import resource
 import shlex
 import shutil
 import statistics
@@ -94,14 +93,8 @@ REPO = HERE.parents[1]
 TIMEOUT_S = 300
 RATIO_MAX = 1.03
 LMBENCH_NOT_PACKAGED = "lmbench not packaged in Debian"
-
-
-class Failure(Exception):
-    pass
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+sys.path.insert(0, str(HERE.parent))
+from loops import Failure, log, opcost_share, run_timed  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -375,16 +368,7 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whol
     if out.exists():
         out.unlink()
     argv = [*cmd, "run", spec, *extra, "--cpu", str(cpu), "--no-store", "--no-progress", "--json", str(out)]
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-                            timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise Failure(f"{shlex.join(argv)}: no answer within {TIMEOUT_S} s") from None
-    wall = time.monotonic() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    tree_share = ((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)) / wall if wall > 0 else None
+    cp, wall, tree_share = run_timed(argv, env=env, timeout=TIMEOUT_S)
     try:
         r = json.loads(out.read_text())["results"][0]
     except (OSError, ValueError, KeyError, IndexError, TypeError):
@@ -397,24 +381,10 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whol
         s = r["summary"]
         return {"ns_per_op": float(s["median_ns"]), "cv_processes": s.get("cv"), "wall_s": wall,
                 "op": r.get("op"),
-                "cpu_share": tree_share if whole_process_share else opcost_share(r.get("processes") or [])}
+                "cpu_share": tree_share if whole_process_share else opcost_share(
+                    [x for p in r.get("processes") or [] for x in p.get("samples") or []])}
     except (KeyError, TypeError, ValueError) as e:
         raise Failure(f"opcost {spec}: no summary.median_ns in {out}: {e!r}") from None
-
-
-def opcost_share(processes: list[dict]) -> float | None:
-    """CPU time of the probe (+ its helpers) over wall time, summed over the
-    measured batches of every process: about 1 when nothing else ran on the CPU."""
-    cpu = wall = 0
-    try:
-        for p in processes:
-            for s in p["samples"]:
-                h = s.get("helper") or {}
-                cpu += s["user_ns"] + s["sys_ns"] + h.get("user_ns", 0) + h.get("sys_ns", 0)
-                wall += s["wall_ns"]
-    except (KeyError, TypeError):
-        return None
-    return cpu / wall if wall > 0 else None
 
 
 def pin_prefix(cpu: int) -> list[str]:
@@ -426,18 +396,7 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     prefix = pin_prefix(cpu)
     argv = [*prefix, *anchor.argv]
     pre = None if prefix else (lambda: os.sched_setaffinity(0, {cpu}))
-    # Processes run one at a time, so the change in RUSAGE_CHILDREN is this
-    # anchor with all its (reaped) tasks, every one of them on the CPU.
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    try:
-        cp = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=TIMEOUT_S,
-                            preexec_fn=pre)
-    except subprocess.TimeoutExpired:
-        raise Failure(f"{shlex.join(argv)}: no answer within {TIMEOUT_S} s") from None
-    wall = time.monotonic() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    cp, wall, share = run_timed(argv, preexec_fn=pre, timeout=TIMEOUT_S)
     if cp.returncode != 0:
         raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stdout + cp.stderr)}")
     text = {"stdout": cp.stdout, "stderr": cp.stderr}.get(anchor.stream, cp.stdout + "\n" + cp.stderr)
@@ -446,7 +405,7 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     except ValueError as e:
         raise Failure(f"{shlex.join(argv)}: {e}; output:\n{tail(cp.stdout + cp.stderr)}") from None
     got["wall_s"] = wall
-    got["cpu_share"] = cpu_s / wall if wall > 0 else None
+    got["cpu_share"] = share
     return got
 
 
