@@ -26,9 +26,7 @@ extern const struct bench *const bench_table[];
 int cmd_cpuid(int fd);
 int cmd_time(int argc, char **argv); /* timecmd.c */
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
-
-static void die(int code, const char *fmt, ...)
+void die(int code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -317,16 +315,6 @@ static uint64_t ops_per_iter(const struct bench_ctx *ctx)
 static int has_aux(const struct run *R)
 {
 	return R->ctx.b->aux_run && R->ctx.aux && R->o.fake_ns <= 0;
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
 }
 
 static struct usage self_usage(void)
@@ -851,7 +839,7 @@ static int cmd_placement(int argc, char **argv)
 	return EXIT_OK;
 }
 
-static long parse_count(const char *opt, const char *v, long min)
+long parse_count(const char *opt, const char *v, long min)
 {
 	char *end;
 	errno = 0;

@@ -8,6 +8,25 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Exit codes of the probe (the Python side reads them). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
+/* "opcost-probe: MESSAGE" on stderr, then exit(code) (main.c). */
+void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+/* Option opt's integer value v, at least min; anything else is a usage
+ * error: die(EXIT_USAGE) (main.c). */
+long parse_count(const char *opt, const char *v, long min);
+
+/* xorshift64, for the fake clock's jitter; a zero state is seeded. */
+static inline uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
 #define PROBE_VERSION "0.1.0"
 #define MAX_PARAMS 12
 #define MAX_CPUS 8

@@ -32,8 +32,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { T_OK = 0, T_FAIL = 1, T_USAGE = 2 };
-
 struct topts {
 	long samples, warmup;
 	int cpu; /* -1: not pinned */
@@ -42,27 +40,6 @@ struct topts {
 	int check;
 	char **prog; /* argv of the program */
 };
-
-static void tdie(int code, const char *fmt, const char *a, const char *b)
-{
-	fprintf(stderr, "opcost-probe: ");
-	fprintf(stderr, fmt, a, b);
-	fputc('\n', stderr);
-	exit(code);
-}
-
-static long tcount(const char *opt, const char *v, long min)
-{
-	char *end;
-	errno = 0;
-	long n = strtol(v, &end, 10);
-	if (errno || *end || end == v || n < min) {
-		char m[32];
-		snprintf(m, sizeof(m), "%ld", min);
-		tdie(T_USAGE, "%s: expected an integer >= %s", opt, m);
-	}
-	return n;
-}
 
 struct prun {
 	uint64_t wall_ns, ticks;
@@ -98,10 +75,10 @@ static void run_program(const struct topts *o, struct prun *r)
 {
 	int errfd = memfd_create("opcost-program-stderr", MFD_CLOEXEC);
 	if (errfd < 0)
-		tdie(T_FAIL, "memfd_create: %s%s", strerror(errno), "");
+		die(EXIT_FAIL, "memfd_create: %s", strerror(errno));
 	int execpipe[2]; /* reports an exec failure; closed by a successful exec */
 	if (pipe2(execpipe, O_CLOEXEC) != 0)
-		tdie(T_FAIL, "pipe: %s%s", strerror(errno), "");
+		die(EXIT_FAIL, "pipe: %s", strerror(errno));
 	pid_t parent = getpid();
 
 	r->cpu_before = sched_getcpu();
@@ -122,7 +99,7 @@ static void run_program(const struct topts *o, struct prun *r)
 		_exit(127);
 	}
 	if (pid < 0)
-		tdie(T_FAIL, "fork: %s%s", strerror(errno), "");
+		die(EXIT_FAIL, "fork: %s", strerror(errno));
 	int status;
 	struct rusage ru;
 	pid_t w;
@@ -133,12 +110,12 @@ static void run_program(const struct topts *o, struct prun *r)
 	uint64_t w1 = mono_raw_ns();
 	r->cpu_after = sched_getcpu();
 	if (w < 0)
-		tdie(T_FAIL, "wait4: %s%s", strerror(errno), "");
+		die(EXIT_FAIL, "wait4: %s", strerror(errno));
 
 	close(execpipe[1]);
 	int e = 0;
 	if (read(execpipe[0], &e, sizeof(e)) == (ssize_t)sizeof(e))
-		tdie(T_FAIL, "cannot run %s: %s", o->prog[0], strerror(e));
+		die(EXIT_FAIL, "cannot run %s: %s", o->prog[0], strerror(e));
 	close(execpipe[0]);
 
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -151,7 +128,7 @@ static void run_program(const struct topts *o, struct prun *r)
 			snprintf(what, sizeof(what), "exited with status %d", WEXITSTATUS(status));
 		fprintf(stderr, "opcost-probe: program %s %s%s%s\n", o->prog[0], what, tail[0] ? "; its stderr ends: " : "",
 			tail);
-		exit(T_FAIL);
+		exit(EXIT_FAIL);
 	}
 	close(errfd);
 	r->wall_ns = w1 - w0;
@@ -160,16 +137,6 @@ static void run_program(const struct topts *o, struct prun *r)
 	r->sys_ns = tvns(ru.ru_stime);
 	r->nvcsw = ru.ru_nvcsw;
 	r->nivcsw = ru.ru_nivcsw;
-}
-
-static uint64_t txorshift(uint64_t *s)
-{
-	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
 }
 
 static void emit_run(long idx, int warm, const struct prun *r)
@@ -272,45 +239,45 @@ int cmd_time(int argc, char **argv)
 			o.check = 1;
 			continue;
 		} else if (!v) {
-			tdie(T_USAGE, "time: %s needs a value%s", a, "");
+			die(EXIT_USAGE, "time: %s needs a value", a);
 		} else if (strcmp(a, "--samples") == 0)
-			o.samples = tcount(a, v, 1);
+			o.samples = parse_count(a, v, 1);
 		else if (strcmp(a, "--warmup") == 0)
-			o.warmup = tcount(a, v, 0);
+			o.warmup = parse_count(a, v, 0);
 		else if (strcmp(a, "--cpu") == 0)
-			o.cpu = (int)tcount(a, v, 0);
+			o.cpu = (int)parse_count(a, v, 0);
 		else if (strcmp(a, "--seed") == 0)
 			o.seed = strtoull(v, NULL, 0);
 		else if (strcmp(a, "--fake-clock") == 0) {
 			char *end;
 			o.fake_ns = strtod(v, &end);
 			if (*end || !(o.fake_ns > 0) || o.fake_ns > 1e12)
-				tdie(T_USAGE, "--fake-clock %s: expected the fake cost of one run in ns (0 < NS <= 1e12)%s", v, "");
+				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one run in ns (0 < NS <= 1e12)", v);
 		} else
-			tdie(T_USAGE, "time: unexpected argument '%s' (usage: opcost-probe time [options] -- PROGRAM [ARGS])%s", a, "");
+			die(EXIT_USAGE, "time: unexpected argument '%s' (usage: opcost-probe time [options] -- PROGRAM [ARGS])", a);
 		i++;
 	}
 	if (i >= argc)
-		tdie(T_USAGE, "time: which program? (opcost-probe time [options] -- PROGRAM [ARGS])%s%s", "", "");
+		die(EXIT_USAGE, "time: which program? (opcost-probe time [options] -- PROGRAM [ARGS])");
 	o.prog = &argv[i];
 
 	pid_t parent = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
-		return T_FAIL;
+		return EXIT_FAIL;
 	if (o.cpu >= 0) {
 		int rc = pin_self(o.cpu); /* the program inherits the affinity */
 		if (rc < 0) {
 			char c[16];
 			snprintf(c, sizeof(c), "%d", o.cpu);
-			tdie(T_USAGE, "--cpu %s: cannot pin there: %s", c, strerror(-rc));
+			die(EXIT_USAGE, "--cpu %s: cannot pin there: %s", c, strerror(-rc));
 		}
 	}
 	struct prun r;
 	if (o.check) {
 		run_program(&o, &r);
 		emit_simple("check");
-		return T_OK;
+		return EXIT_OK;
 	}
 	double tsc_hz = o.fake_ns > 0 ? 2e9 : clock_calibrate_hz();
 	emit_theader(&o, tsc_hz, argc, argv);
@@ -319,7 +286,7 @@ int cmd_time(int argc, char **argv)
 		run_program(&o, &r);
 		if (o.fake_ns > 0) {
 			/* Deterministic model: fake_ns per run +-1%, a quarter user, three quarters system. */
-			double jit = ((double)(txorshift(&rng) % 2001) - 1000.0) / 100000.0;
+			double jit = ((double)(xorshift(&rng) % 2001) - 1000.0) / 100000.0;
 			double ns = o.fake_ns * (1.0 + jit);
 			r.wall_ns = (uint64_t)ns;
 			r.ticks = (uint64_t)(ns * tsc_hz / 1e9);
@@ -340,5 +307,5 @@ int cmd_time(int argc, char **argv)
 	jb_obj_end(&j);
 	jb_emit(&j, 1);
 	jb_free(&j);
-	return T_OK;
+	return EXIT_OK;
 }

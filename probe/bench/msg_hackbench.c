@@ -231,11 +231,8 @@ static void abort_start(struct state *s, int nw)
 		/* the threads wake at the barrier, see `aborting` and return */
 		char c = 'x';
 		s->aborting = 1;
-		if (write(s->wake[1], &c, 1) != 1) {
-			fprintf(stderr, "opcost-probe: msg.hackbench: cannot release the started threads: %s\n",
-				strerror(errno));
-			_exit(1);
-		}
+		if (write(s->wake[1], &c, 1) != 1)
+			die(EXIT_FAIL, "msg.hackbench: cannot release the started threads: %s", strerror(errno));
 	}
 	reap(s, nw);
 	s->aborting = 0;
