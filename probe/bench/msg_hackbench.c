@@ -55,7 +55,6 @@ struct state {
 	int ready[2], wake[2]; /* workers report ready on one pipe, wait for a byte on the other */
 	int nw;                /* workers started by prepare() for the next run */
 	volatile int aborting; /* thread mode: a failed start releases its threads with this set */
-	int thread_fds_open;   /* thread mode: the groups' fds stay open until the next prepare */
 	uint64_t failed;
 	pthread_attr_t attr;
 };
@@ -195,10 +194,8 @@ static void close_run(struct state *s)
 {
 	close_pair(s->ready);
 	close_pair(s->wake);
-	if (s->thread_fds_open)
-		for (int g = 0; g < s->groups; g++)
-			close_group(s, g);
-	s->thread_fds_open = 0;
+	for (int g = 0; g < s->groups; g++)
+		close_group(s, g); /* only thread mode still has them: closed ones are -1 */
 }
 
 /* Wait for the first nw workers; -1 if one failed. */
@@ -258,7 +255,6 @@ static int start_workers(struct state *s, char *why, size_t whylen)
 			abort_start(s, nw);
 			return -1;
 		}
-		s->thread_fds_open = s->thread;
 		for (int k = 0; k < 2 * s->fds; k++) {
 			int is_sender = k >= s->fds, idx = k % s->fds;
 			int err = 0;
