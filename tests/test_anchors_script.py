@@ -263,3 +263,24 @@ def test_summary_leaves_out_disturbed_runs():
     s = A.summarise(row, res, [run(100, 100), run(200, 101, True)], 1)
     assert s["n_used"] == 2 and not s["pass"] and any("CV" in w for w in s["fail_reasons"])
     assert "(1 kept, used)" in A.markdown([s])
+
+
+def test_cv_larger_p_tells_a_real_gap_from_noise():
+    import math
+    # Same spread on both sides: p = 0.5 exactly (F = 1).
+    same = [100.0, 101.0, 99.0, 100.5, 99.5]
+    assert A.cv_larger_p(same, [2 * x for x in same]) == pytest.approx(0.5)
+    # opcost ten times as spread (CV ~10x): clearly real.
+    wide = [100 * math.exp(10 * math.log(x / 100)) for x in same]
+    assert A.cv_larger_p(wide, same) < 0.01
+    # opcost tighter: p near 1.
+    assert A.cv_larger_p(same, wide) > 0.99
+    assert A.cv_larger_p([1.0], same) is None and A.cv_larger_p([5.0, 5.0], same) is None
+
+
+def test_cv_fail_reason_says_whether_the_gap_is_distinguishable():
+    ok, why = A.verdict(1.0, 0.004, 0.003, cv_p=0.31)
+    assert not ok and "p=0.31" in why[0] and "not distinguishable" in why[0]
+    ok, why = A.verdict(1.0, 0.04, 0.003, cv_p=0.001)
+    assert not ok and "real difference" in why[0]
+    assert A.verdict(1.0, 0.002, 0.003, cv_p=0.9) == (True, [])
