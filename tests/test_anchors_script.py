@@ -5,6 +5,7 @@ says why there is none, its verdict, --help and bad input."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -284,3 +285,24 @@ def test_cv_fail_reason_says_whether_the_gap_is_distinguishable():
     ok, why = A.verdict(1.0, 0.04, 0.003, cv_p=0.001)
     assert not ok and "real difference" in why[0]
     assert A.verdict(1.0, 0.002, 0.003, cv_p=0.9) == (True, [])
+
+
+def test_footprint_of_a_running_process():
+    me = A.footprint(os.getpid())
+    assert me["vmas"] > 5 and me["anon_bytes"] > 0
+    assert A.footprint(2 ** 22 + 12345) is None  # no such pid
+
+
+def test_anchor_footprint_samples_the_anchor_while_it_runs():
+    # A stand-in anchor holding 64 MiB of touched anonymous memory for a moment.
+    code = "import time; b = bytearray(64 << 20); time.sleep(0.4)"
+    fp = A.anchor_footprint(A.Anchor("x", [sys.executable, "-c", code], A.parse_lmbench), cpu=min(os.sched_getaffinity(0)))
+    assert fp is not None and fp["anon_bytes"] >= 64 << 20 and fp["vmas"] > 5
+
+
+def test_size_like_adds_what_the_probe_lacks():
+    got = A.size_like({"anon_bytes": 3_411_968, "vmas": 321}, {"anon_bytes": 110_000, "vmas": 12})
+    assert got == {"resident": str((3_411_968 - 110_000) // 4096 * 4096), "mappings": str(321 - 12 - 1)}
+    # A probe already larger than the anchor gets nothing added.
+    assert A.size_like({"anon_bytes": 1000, "vmas": 5}, {"anon_bytes": 9000, "vmas": 12}) == \
+        {"resident": "0", "mappings": "0"}

@@ -249,6 +249,7 @@ class Row:
     anchor_desc: str                # shown when the anchor is not here
     long: bool = False              # one iteration is a whole run: opcost gets --opcost-args-long
     children: bool = False          # the work runs in children the samples' usage leaves out
+    sized_like_anchor: bool = False  # give the probe the anchor process's footprint (resident=, mappings=)
 
     def spec(self, declared: set[str] | None = None) -> str:
         ps = {k: v for k, v in self.params.items() if declared is None or k in declared}
@@ -329,7 +330,7 @@ def make_rows(cfg: Config) -> list[Row]:
             anchor_sched_pipe(True), "perf bench sched pipe -T"),
         Row("signal.catch", "signal.catch", {}, "signal", anchor_signal_catch, "lmbench: `lat_sig catch`"),
         Row("proc.fork", "proc.fork", {}, "fork", anchor_proc_fork,
-            "perf bench syscall fork / lmbench lat_proc fork", children=True),
+            "perf bench syscall fork / lmbench lat_proc fork", children=True, sized_like_anchor=True),
     ]
     for ipc, mode in (("socket", "process"), ("pipe", "thread")):
         rows.append(Row(f"msg.hackbench {ipc} {mode}", "msg.hackbench",
@@ -439,6 +440,67 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     return got
 
 
+def footprint(pid: int) -> dict | None:
+    """A running process's anonymous resident bytes (RssAnon) and mapping
+    count (lines of /proc/PID/maps); None once it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            vmas = sum(1 for _ in f)
+        with open(f"/proc/{pid}/status") as f:
+            anon = next((int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if anon is None else {"anon_bytes": anon, "vmas": vmas}
+
+
+def anchor_footprint(anchor: Anchor, cpu: int, interval: float = 0.02) -> dict | None:
+    """Run the anchor once, untimed, and sample its process until it exits:
+    the largest anonymous resident size and mapping count seen (its steady
+    state in the measuring loop; the first samples may still be taskset or
+    the loader). None if it exited before a sample."""
+    prefix = pin_prefix(cpu)
+    pre = None if prefix else (lambda: os.sched_setaffinity(0, {cpu}))
+    proc = subprocess.Popen([*prefix, *anchor.argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=pre)
+    best: dict | None = None
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(interval)
+            got = footprint(proc.pid)
+            if got:
+                best = got if best is None else {k: max(best[k], got[k]) for k in best}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return best
+
+
+def size_like(anchor_fp: dict, probe_fp: dict, page: int = 4096) -> dict[str, str]:
+    """Parameters that give the probe's parent the anchor's footprint:
+    resident= the anonymous memory it lacks (whole pages), mappings= the
+    mappings it lacks (less the one the resident= area adds)."""
+    resident = max(0, anchor_fp["anon_bytes"] - probe_fp["anon_bytes"]) // page * page
+    mappings = max(0, anchor_fp["vmas"] - probe_fp["vmas"] - (1 if resident else 0))
+    return {"resident": str(resident), "mappings": str(mappings)}
+
+
+def opcost_parent(cmd, env, spec: str, cpu: int, work: Path) -> dict | None:
+    """The probe's own parent footprint for SPEC (header 'parent' of one
+    tiny untimed run), or None when this opcost does not report it."""
+    out = work / "parent.json"
+    argv = [*cmd, "run", spec, "-p", "1", "-n", "1", "-w", "0", "--iters", "1", "--cpu", str(cpu), "--no-store",
+            "--no-progress", "--json", str(out)]
+    cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+    try:
+        par = json.loads(out.read_text())["results"][0]["processes"][0]["header"]["parent"]
+        return {"anon_bytes": int(par["anon_bytes"]), "vmas": int(par["vmas"])}
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        log(f"{spec}: no parent footprint in opcost's header (exit {cp.returncode}): not sized")
+        return None
+
+
 def shown_command(anchor: Anchor, cpu: int) -> str:
     argv = [Path(anchor.argv[0]).name, *anchor.argv[1:]]
     return shlex.join(["taskset", "-c", str(cpu), *argv])
@@ -461,7 +523,7 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
            "why": res["why"], "dropped_params": res["dropped_params"],
            "anchor_tool": res["anchor"].tool if res["anchor"] else None,
            "anchor_command": shown_command(res["anchor"], cpu) if res["anchor"] else None,
-           "anchor_desc": row.anchor_desc, "runs": runs}
+           "anchor_desc": row.anchor_desc, "sized_like_anchor": res.get("sized"), "runs": runs}
     if res["status"] != "ok":
         return out
     errors = [r["error"] for r in runs if "error" in r]
@@ -586,6 +648,21 @@ def main(argv: list[str] | None = None) -> int:
         if res["status"] != "ok":
             log(f"{r.name}: {res['why']}")
     active = [r for r in rows if resolved[r.name]["status"] == "ok"]
+    with tempfile.TemporaryDirectory(prefix="opcost-anchors-size-") as tmp:
+        for r in active:
+            res = resolved[r.name]
+            if not (r.sized_like_anchor and {"resident", "mappings"} <= benches.get(r.bench, set())):
+                continue
+            afp = anchor_footprint(res["anchor"], cpu)
+            pfp = opcost_parent(cmd, env, res["spec"], cpu, Path(tmp))
+            if afp and pfp:
+                params = size_like(afp, pfp)
+                res["spec"] = Row(r.name, r.bench, {**r.params, **params}, r.unit, r.find_anchor,
+                                  r.anchor_desc).spec(benches[r.bench])
+                res["sized"] = {"anchor": afp, "probe": pfp, "params": params}
+                log(f"{r.name}: parent sized like {res['anchor'].tool}'s process ({afp['anon_bytes'] >> 10} KiB "
+                    f"anonymous, {afp['vmas']} mappings; the bare probe: {pfp['anon_bytes'] >> 10} KiB, "
+                    f"{pfp['vmas']}): {res['spec']}")
     log(f"opcost: {cmd_desc} run SPEC {args.opcost_args} --cpu {cpu}; anchors under taskset -c {cpu}; "
         f"{args.runs} runs; seed {seed}; {len(active)} of {len(rows)} operations comparable")
 
