@@ -689,6 +689,8 @@ static void emit_header(struct run *R, uint64_t iters, int argc, char **argv)
 			   "reported in the sample (aux_ticks_per_iter, aux_ns_per_op)");
 		jb_obj_end(&j);
 	}
+	if (R->ctx.header_extra)
+		R->ctx.header_extra(&R->ctx, &j);
 	jb_uint(&j, "iters", iters);
 	jb_str(&j, "iters_source", R->o.iters > 0 ? "requested" : "calibrated to target_ms");
 	jb_int(&j, "samples", R->o.samples);

@@ -45,6 +45,8 @@ struct bench_param {
 	long min, max;              /* PT_INT: inclusive range */
 };
 
+struct jb; /* json.h: the probe's JSON emitter */
+
 /* Per-run state handed to every callback. `priv` is the benchmark's own
  * state, built from the parameters in setup(); no option globals. */
 struct bench_ctx {
@@ -69,6 +71,10 @@ struct bench_ctx {
 	char placement_how[256];         /* how it was resolved */
 	const char *aux;                 /* set by setup when aux_run applies: what it does */
 	const char *prepare;             /* set by setup with prepare(): what it does, untimed */
+	/* Set by setup when the header should describe more of the run (e.g.
+	 * the parent's footprint, bench/footprint.c): called while the header
+	 * is written, after setup and calibration, to add members to it. */
+	void (*header_extra)(struct bench_ctx *ctx, struct jb *j);
 };
 
 /* Return values of setup(). */

@@ -2,8 +2,10 @@
  * operation is fork(2) (or vfork(2), via=) + execve of a tiny static program
  * whose _start only calls exit (probe/tiny.S, no libc start-up) + waitpid(2).
  * The program lives in a memfd (bench/tinyexe.c) and is run with fexecve(3)
- * (execveat(fd, "", AT_EMPTY_PATH)): no file on disk. */
+ * (execveat(fd, "", AT_EMPTY_PATH)): no file on disk. resident= and
+ * mappings= (bench/footprint.c) size the parent that forks. */
 #include "../probe.h"
+#include "footprint.h"
 #include "tinyexe.h"
 
 #include <errno.h>
@@ -17,6 +19,7 @@ static const char *const via_choices[] = {"fork", "vfork", NULL};
 static const struct bench_param params[] = {
 	{"via", PT_ENUM, "create the child with fork(2) or vfork(2), then fexecve the tiny program", "fork", via_choices,
 	 0, 0},
+	FOOTPRINT_PARAMS,
 	{NULL, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -58,15 +61,21 @@ static int setup(struct bench_ctx *ctx)
 	memset(s, 0, sizeof(*s));
 	ctx->priv = s;
 	s->use_vfork = param_is(ctx, "via", "vfork");
+	int rc = footprint_setup(ctx);
+	if (rc != BENCH_OK)
+		return rc;
 	s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
-	if (s->fd < 0)
+	if (s->fd < 0) {
+		footprint_teardown();
 		return BENCH_UNSUPPORTED;
+	}
 	int status = 0;
 	if (one(s, &status) != 0) {
 		snprintf(ctx->err, sizeof(ctx->err),
 			 "the tiny program in a memfd cannot be executed (wait status 0x%x; 127: exec failed: vm.memfd_noexec, or a foreign architecture without binfmt_misc)",
 			 status);
 		close(s->fd);
+		footprint_teardown();
 		return BENCH_UNSUPPORTED;
 	}
 	return BENCH_OK;
@@ -86,6 +95,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	close(s->fd);
+	footprint_teardown();
 	if (s->failed)
 		fprintf(stderr, "opcost-probe: proc.exec: %llu executions failed\n", (unsigned long long)s->failed);
 }

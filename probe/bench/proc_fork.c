@@ -1,8 +1,10 @@
 /* proc.fork: create a process that exits at once, and reap it (lmbench
  * lat_proc fork). One operation is fork(2) + the child's _exit(2) +
- * waitpid(2) in the parent: creation and teardown of a copy of the probe (a
- * small static binary, so few pages to copy). */
+ * waitpid(2) in the parent: creation and teardown of a copy of the parent.
+ * By default the parent is the probe (a small static binary, so few pages to
+ * copy); resident= and mappings= (bench/footprint.c) make it bigger. */
 #include "../probe.h"
+#include "footprint.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,9 +14,13 @@
 
 static int setup(struct bench_ctx *ctx)
 {
+	int rc = footprint_setup(ctx);
+	if (rc != BENCH_OK)
+		return rc;
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(ctx->err, sizeof(ctx->err), "fork: %s", strerror(errno));
+		footprint_teardown();
 		return BENCH_FAIL;
 	}
 	if (pid == 0)
@@ -36,13 +42,19 @@ static void run_fork(struct bench_ctx *ctx, uint64_t iters)
 	});
 }
 
-static const struct bench_param no_params[] = {{NULL, 0, NULL, NULL, NULL, 0, 0}};
+static void teardown(struct bench_ctx *ctx)
+{
+	footprint_teardown();
+}
+
+static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NULL, NULL, 0, 0}};
 
 const struct bench bench_proc_fork = {
 	.name = "proc.fork",
 	.summary = "fork(2) a child that _exit(2)s at once, waitpid(2) it (lmbench lat_proc fork)",
 	.op = "fork+exit+wait",
-	.params = no_params,
+	.params = params,
 	.setup = setup,
 	.run = run_fork,
+	.teardown = teardown,
 };

@@ -2,8 +2,11 @@
  * spawns with clone(CLONE_VM|CLONE_VFORK), so no address space is copied.
  * The program (probe/tiny.S: _start calls exit) lives in a memfd, spawned
  * through its /proc/self/fd/N path (bench/tinyexe.c). One operation is the
- * spawn, the program's exec and exit, and the wait. */
+ * spawn, the program's exec and exit, and the wait. resident= and mappings=
+ * (bench/footprint.c) size the parent: with no copy, they should matter
+ * little (compare proc.fork). */
 #include "../probe.h"
+#include "footprint.h"
 #include "tinyexe.h"
 
 #include <errno.h>
@@ -42,9 +45,14 @@ static int setup(struct bench_ctx *ctx)
 	struct state *s = &st;
 	memset(s, 0, sizeof(*s));
 	ctx->priv = s;
+	int rc = footprint_setup(ctx);
+	if (rc != BENCH_OK)
+		return rc;
 	s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
-	if (s->fd < 0)
+	if (s->fd < 0) {
+		footprint_teardown();
 		return BENCH_UNSUPPORTED;
+	}
 	int status = 0;
 	if (one(s, &status) != 0) {
 		if (status < 0)
@@ -54,6 +62,7 @@ static int setup(struct bench_ctx *ctx)
 				 "the tiny program spawned from %s did not exit 0 (wait status 0x%x; 127: exec failed)", s->path,
 				 status);
 		close(s->fd);
+		footprint_teardown();
 		return BENCH_UNSUPPORTED;
 	}
 	return BENCH_OK;
@@ -73,17 +82,18 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	close(s->fd);
+	footprint_teardown();
 	if (s->failed)
 		fprintf(stderr, "opcost-probe: proc.spawn: %llu spawns failed\n", (unsigned long long)s->failed);
 }
 
-static const struct bench_param no_params[] = {{NULL, 0, NULL, NULL, NULL, 0, 0}};
+static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NULL, NULL, 0, 0}};
 
 const struct bench bench_proc_spawn = {
 	.name = "proc.spawn",
 	.summary = "posix_spawn(3) of a tiny static program + waitpid (vfork-style clone, no page-table copy)",
 	.op = "spawn+exec+exit+wait",
-	.params = no_params,
+	.params = params,
 	.setup = setup,
 	.run = run,
 	.teardown = teardown,

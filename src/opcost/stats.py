@@ -169,6 +169,12 @@ def summarize(processes: list[dict]) -> dict:
         if nominal:
             summary["nominal_ns"] = median(nominal)
             summary["overshoot_ns"] = summary["median_ns"] - summary["nominal_ns"]
+        parents = [h["parent"] for h in headers if isinstance(h.get("parent"), dict)]
+        if parents:
+            # What the measuring process really was after setup (the parent
+            # of proc.fork & co.: resident=, mappings=), median per field.
+            summary["parent"] = {k: round(median([p[k] for p in parents if isinstance(p.get(k), (int, float))]))
+                                 for k in parents[0] if any(isinstance(p.get(k), (int, float)) for p in parents)}
         places = sorted({h["placement"]["name"] for h in headers if h.get("placement")})
         if places:
             summary["placement"] = places
