@@ -44,6 +44,31 @@ def build_ref(ref_c: Path, build_dir: Path, cc: str, extra: list[str]) -> Path:
     return exe
 
 
+def checkout_opcost(repo: Path, probe: bool = False) -> tuple[list[str], dict[str, str], str]:
+    """`python -m opcost` from the checkout at repo (its src/ first on
+    PYTHONPATH; probe: also its probe/opcost-probe, via OPCOST_PROBE):
+    (argv prefix, env, description)."""
+    env = dict(os.environ)
+    src = str(repo / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if probe:
+        env["OPCOST_PROBE"] = str(repo / "probe" / "opcost-probe")
+    return [sys.executable, "-m", "opcost"], env, f"{Path(sys.executable).name} -m opcost (PYTHONPATH={src})"
+
+
+def script_main(main) -> None:
+    """Run a validation script's main(): exit with its code; a Failure is
+    one line and exit 2, ^C exit 130."""
+    try:
+        sys.exit(main())
+    except Failure as e:
+        log(f"run.py: {e}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        log("run.py: interrupted")
+        sys.exit(130)
+
+
 def tail(text: str, n: int = 8) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[-n:])

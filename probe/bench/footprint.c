@@ -16,7 +16,7 @@ static struct {
 	long nmaps;
 } fp;
 
-void footprint_teardown(void)
+void footprint_teardown(struct bench_ctx *ctx)
 {
 	if (fp.anon)
 		munmap(fp.anon, fp.anon_len);
@@ -98,19 +98,19 @@ int footprint_setup(struct bench_ctx *ctx)
 		fp.maps = calloc((size_t)mappings, sizeof(*fp.maps));
 		if (!fp.maps) {
 			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: out of memory", mappings);
-			footprint_teardown();
+			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		int fd = memfd_create("opcost-mapping", MFD_CLOEXEC);
 		if (fd < 0) {
 			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: memfd_create: %s", mappings, strerror(errno));
-			footprint_teardown();
+			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		if (ftruncate(fd, (off_t)page) < 0 || pwrite(fd, "x", 1, 0) != 1) {
 			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: memfd of one page: %s", mappings, strerror(errno));
 			close(fd);
-			footprint_teardown();
+			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		/* Every mapping at file offset 0: two neighbours never continue
@@ -121,7 +121,7 @@ int footprint_setup(struct bench_ctx *ctx)
 				snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: mmap number %ld: %s (vm.max_map_count?)",
 					 mappings, i + 1, strerror(errno));
 				close(fd);
-				footprint_teardown();
+				footprint_teardown(ctx);
 				return BENCH_UNSUPPORTED;
 			}
 			fp.maps[fp.nmaps++] = p;

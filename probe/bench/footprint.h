@@ -31,7 +31,8 @@
  * header report it. BENCH_OK, or BENCH_UNSUPPORTED with ctx->err set (all
  * undone). */
 int footprint_setup(struct bench_ctx *ctx);
-/* From the bench's teardown() (and its failing setup): unmap everything. */
-void footprint_teardown(void);
+/* The teardown() of a bench with no state of its own (or called from its
+ * teardown and failing setup): unmap everything. */
+void footprint_teardown(struct bench_ctx *ctx);
 
 #endif

@@ -66,7 +66,7 @@ static int setup(struct bench_ctx *ctx)
 		return rc;
 	s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
 	if (s->fd < 0) {
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_UNSUPPORTED;
 	}
 	int status = 0;
@@ -75,7 +75,7 @@ static int setup(struct bench_ctx *ctx)
 			 "the tiny program in a memfd cannot be executed (wait status 0x%x; 127: exec failed: vm.memfd_noexec, or a foreign architecture without binfmt_misc)",
 			 status);
 		close(s->fd);
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_UNSUPPORTED;
 	}
 	return BENCH_OK;
@@ -95,7 +95,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	close(s->fd);
-	footprint_teardown();
+	footprint_teardown(ctx);
 	if (s->failed)
 		fprintf(stderr, "opcost-probe: proc.exec: %llu executions failed\n", (unsigned long long)s->failed);
 }

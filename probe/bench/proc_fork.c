@@ -20,7 +20,7 @@ static int setup(struct bench_ctx *ctx)
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(ctx->err, sizeof(ctx->err), "fork: %s", strerror(errno));
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_FAIL;
 	}
 	if (pid == 0)
@@ -42,11 +42,6 @@ static void run_fork(struct bench_ctx *ctx, uint64_t iters)
 	});
 }
 
-static void teardown(struct bench_ctx *ctx)
-{
-	footprint_teardown();
-}
-
 static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NULL, NULL, 0, 0}};
 
 const struct bench bench_proc_fork = {
@@ -56,5 +51,5 @@ const struct bench bench_proc_fork = {
 	.params = params,
 	.setup = setup,
 	.run = run_fork,
-	.teardown = teardown,
+	.teardown = footprint_teardown,
 };

@@ -50,7 +50,7 @@ static int setup(struct bench_ctx *ctx)
 		return rc;
 	s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
 	if (s->fd < 0) {
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_UNSUPPORTED;
 	}
 	int status = 0;
@@ -62,7 +62,7 @@ static int setup(struct bench_ctx *ctx)
 				 "the tiny program spawned from %s did not exit 0 (wait status 0x%x; 127: exec failed)", s->path,
 				 status);
 		close(s->fd);
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_UNSUPPORTED;
 	}
 	return BENCH_OK;
@@ -82,7 +82,7 @@ static void teardown(struct bench_ctx *ctx)
 {
 	struct state *s = ctx->priv;
 	close(s->fd);
-	footprint_teardown();
+	footprint_teardown(ctx);
 	if (s->failed)
 		fprintf(stderr, "opcost-probe: proc.spawn: %llu spawns failed\n", (unsigned long long)s->failed);
 }

@@ -39,16 +39,11 @@ static int setup(struct bench_ctx *ctx)
 	pid_t pid = do_vfork();
 	if (pid < 0) {
 		snprintf(ctx->err, sizeof(ctx->err), "vfork: %s", strerror(errno));
-		footprint_teardown();
+		footprint_teardown(ctx);
 		return BENCH_FAIL;
 	}
 	waitpid(pid, NULL, 0);
 	return BENCH_OK;
-}
-
-static void teardown(struct bench_ctx *ctx)
-{
-	footprint_teardown();
 }
 
 static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NULL, NULL, 0, 0}};
@@ -60,5 +55,5 @@ const struct bench bench_proc_vfork = {
 	.params = params,
 	.setup = setup,
 	.run = run_vfork,
-	.teardown = teardown,
+	.teardown = footprint_teardown,
 };

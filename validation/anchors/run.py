@@ -93,7 +93,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -103,7 +103,7 @@ TIMEOUT_S = 300
 RATIO_MAX = 1.03
 LMBENCH_NOT_PACKAGED = "lmbench not packaged in Debian"
 sys.path.insert(0, str(HERE.parent))
-from loops import Failure, log, opcost_share, run_timed  # noqa: E402
+from loops import Failure, checkout_opcost, log, opcost_share, run_timed, script_main, tail  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -366,26 +366,19 @@ def resolve(row: Row, benches: dict[str, set[str]], tools: Tools, cfg: Config) -
 
 def opcost_command() -> tuple[list[str], dict[str, str], str]:
     """`python -m opcost` from this checkout (the code under test), else opcost on PATH."""
-    env = dict(os.environ)
-    src = REPO / "src"
-    if (src / "opcost").is_dir():
-        env["PYTHONPATH"] = str(src) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        return [sys.executable, "-m", "opcost"], env, f"{Path(sys.executable).name} -m opcost (PYTHONPATH={src})"
+    if (REPO / "src" / "opcost").is_dir():
+        return checkout_opcost(REPO)
     exe = shutil.which("opcost")
     if not exe:
         raise Failure("no opcost: neither src/opcost in this checkout nor opcost on PATH")
-    return [exe], env, exe
-
-
-def tail(text: str, n: int = 6) -> str:
-    return "\n".join(text.strip().splitlines()[-n:])
+    return [exe], dict(os.environ), exe
 
 
 def opcost_benches(cmd: list[str], env: dict[str, str]) -> dict[str, set[str]]:
     argv = [*cmd, "list", "--json"]
     cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
     if cp.returncode != 0:
-        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
+        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr, 6)}")
     try:
         doc = json.loads(cp.stdout)
         generic = {p["name"] for p in doc.get("generic_params", [])}
@@ -412,7 +405,7 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whol
     if r is not None and r.get("status") not in (None, "ok"):
         raise Failure(f"opcost {spec}: {r.get('status')}: {r.get('reason') or tail(cp.stderr, 2)}")
     if cp.returncode != 0 or r is None:
-        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr)}")
+        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr, 6)}")
     try:
         s = r["summary"]
         return {"ns_per_op": float(s["median_ns"]), "cv_processes": s.get("cv"), "wall_s": wall,
@@ -434,12 +427,12 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     pre = None if prefix else (lambda: os.sched_setaffinity(0, {cpu}))
     cp, wall, share = run_timed(argv, preexec_fn=pre, timeout=TIMEOUT_S)
     if cp.returncode != 0:
-        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stdout + cp.stderr)}")
+        raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stdout + cp.stderr, 6)}")
     text = {"stdout": cp.stdout, "stderr": cp.stderr}.get(anchor.stream, cp.stdout + "\n" + cp.stderr)
     try:
         got = anchor.parse(text)
     except ValueError as e:
-        raise Failure(f"{shlex.join(argv)}: {e}; output:\n{tail(cp.stdout + cp.stderr)}") from None
+        raise Failure(f"{shlex.join(argv)}: {e}; output:\n{tail(cp.stdout + cp.stderr, 6)}") from None
     got["wall_s"] = wall
     got["cpu_share"] = share
     return got
@@ -662,8 +655,7 @@ def main(argv: list[str] | None = None) -> int:
             pfp = opcost_parent(cmd, env, res["spec"], cpu, Path(tmp))
             if afp and pfp:
                 params = size_like(afp, pfp)
-                res["spec"] = Row(r.name, r.bench, {**r.params, **params}, r.unit, r.find_anchor,
-                                  r.anchor_desc).spec(benches[r.bench])
+                res["spec"] = replace(r, params={**r.params, **params}).spec(benches[r.bench])
                 res["sized"] = {"anchor": afp, "probe": pfp, "params": params}
                 log(f"{r.name}: parent sized like {res['anchor'].tool}'s process ({afp['anon_bytes'] >> 10} KiB "
                     f"anonymous, {afp['vmas']} mappings; the bare probe: {pfp['anon_bytes'] >> 10} KiB, "
@@ -756,11 +748,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Failure as e:
-        log(f"run.py: {e}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        log("run.py: interrupted")
-        sys.exit(130)
+    script_main(main)

@@ -61,14 +61,13 @@ Usage: validation/instructions/run.py [--rounds 10] [--cpu N] [--json OUT] [--ch
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from loops import Failure, compare_main, log  # noqa: E402
+from loops import checkout_opcost, compare_main, script_main  # noqa: E402
 
 # (name shown, opcost spec, ref OP)
 OPS = [
@@ -88,11 +87,7 @@ OPS = [
 def opcost_command() -> tuple[list[str], dict[str, str], str]:
     """`python -m opcost` from this checkout, with this checkout's probe
     (an installed opcost may predate the instruction benchmarks)."""
-    env = dict(os.environ)
-    src = str(REPO / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["OPCOST_PROBE"] = str(REPO / "probe" / "opcost-probe")
-    return [sys.executable, "-m", "opcost"], env, f"{sys.executable} -m opcost (PYTHONPATH={src})"
+    return checkout_opcost(REPO, probe=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,11 +95,4 @@ def main(argv: list[str] | None = None) -> int:
                         opcost_command=opcost_command, aux_fields=True)
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Failure as e:
-        log(f"run.py: {e}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        log("run.py: interrupted")
-        sys.exit(130)
+    script_main(main)

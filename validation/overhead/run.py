@@ -62,7 +62,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from loops import Failure, compare_main, log  # noqa: E402
+from loops import checkout_opcost, compare_main, script_main  # noqa: E402
 
 # (name shown, opcost spec, ref OP)
 OPS = [
@@ -75,13 +75,10 @@ OPS = [
 
 def opcost_command() -> tuple[list[str], dict[str, str], str]:
     """The opcost CLI: on PATH, else `python -m opcost` from this checkout."""
-    env = dict(os.environ)
     exe = shutil.which("opcost")
     if exe:
-        return [exe], env, exe
-    src = str(REPO / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return [sys.executable, "-m", "opcost"], env, f"{sys.executable} -m opcost (PYTHONPATH={src})"
+        return [exe], dict(os.environ), exe
+    return checkout_opcost(REPO)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,11 +86,4 @@ def main(argv: list[str] | None = None) -> int:
                         opcost_command=opcost_command)
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Failure as e:
-        log(f"run.py: {e}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        log("run.py: interrupted")
-        sys.exit(130)
+    script_main(main)
