@@ -399,7 +399,11 @@ def test_v1_store_upgrades_and_keeps_its_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:1])
     monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", 1)
     with SqliteStore(path) as old:
-        run_id = old.create_run(label="before", env={}, argv=["opcost"], opcost_version="0.0.1")
+        # the run row as the first release wrote it (no owner column then)
+        run_id = old._execute("creating a run",
+                              "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) "
+                              "VALUES ('2024-01-01T00:00:00Z', 'before', 'run', 'running', '0.0.1', "
+                              "'[\"opcost\"]', '{}')").lastrowid
         rid = old._execute("adding a result",
                            "INSERT INTO results (run_id, position, bench, params, op, unit, status) "
                            "VALUES (?, 0, 'syscall.null', '{}', 'system call', 'ns', 'ok')", (run_id,)).lastrowid

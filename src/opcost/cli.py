@@ -112,7 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = ps.add_parser("list", help="which architectures have a probe here, and how they run")
     ls.add_argument("--json", action="store_true", help="JSON on stdout")
 
-    s = sub.add_parser("history", help="list stored runs")
+    s = sub.add_parser("history", help="list stored runs; `history clean` marks runs whose opcost is gone",
+                       description="A run still shown as running whose opcost process is gone (killed, "
+                       "rebooted) reads as abandoned; `opcost history clean` stores that status for "
+                       "them (their measurements stay).")
+    s.add_argument("action", nargs="?", choices=["clean"], metavar="clean",
+                   help="store status 'abandoned' for runs left running by an opcost that is gone")
     s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     s.add_argument("--limit", type=_number(int), default=None, metavar="N", help="newest N runs")
     s.add_argument("--json", action="store_true", help="JSON on stdout")
@@ -173,6 +178,9 @@ def _glue_flag_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import interrupts
+
+    interrupts.install()   # first: Ctrl-C, SIGTERM, SIGHUP end a run cleanly from here on
     argv = sys.argv[1:] if argv is None else argv
     argv = _glue_flag_values(list(argv))
     try:
@@ -186,8 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opcost: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("opcost: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        # Stopped before a run existed (checking input, starting up): nothing
+        # was stored. 128 + the signal: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP).
+        interrupts.hold()
+        try:
+            print("opcost: interrupted before anything was measured", file=sys.stderr)
+        except OSError:
+            pass
+        return interrupts.exit_code(EXIT_INTERRUPTED)
     except BrokenPipeError:
         return 0
 

@@ -121,19 +121,19 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, 
     """The measuring sequence of `run` and `ab`: check the output paths and the
     store, preflight every variant (so bad input fails before anything is
     stored), then run with a progress bar, recording after every process."""
-    from .export.json_result import check_writable
+    from . import output
     from .progress import make_progress
     from .record import Recorder
     from .runner import RunOptions, Runner
 
     plan = check_counters(args.counters, probe.benchmark_table()["counters"])
-    if args.json:
-        check_writable(args.json)
+    if args.json is not None:
+        output.check_target(args.json)
     store = None
     if not args.no_store:
         from .store import open_store
 
-        store = open_store(args.store)
+        store = open_store(args.store, on_wait=_warn)
     opts = RunOptions(processes=args.processes, samples=args.samples, warmup=args.warmup,
                       target_ms=args.target_ms, iters=args.iters,
                       counters=plan.probe_list() if plan else None, derived=plan.derived if plan else [],
@@ -142,8 +142,12 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, 
     runner = (runner_cls or Runner)(variants, opts, warn=_warn)
     try:
         runner.preflight()
+        # The statistics are imported now, before the run exists: finishing a
+        # run (even after Ctrl-C) must never be the first to import numpy.
+        from . import stats  # noqa: F401
+
         runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
-                                   argv=["opcost", *argv], label=args.label, kind=kind)
+                                   argv=["opcost", *argv], label=args.label, kind=kind, warn=_warn)
         total = len(variants) * args.processes * (args.warmup + args.samples) * (1 + (opts.parallel if opts.parallel > 1 else 0))
         with make_progress(total, enabled=False if args.no_progress else None) as prog:
             runner.progress = prog
@@ -154,14 +158,55 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, 
     return runner.recorder, outcome
 
 
-def _finish(recorder, outcome, label: str | None) -> int:
-    if recorder.run_id is not None:
-        print(f"\nstored as run {recorder.run_id}" + (f" ({label})" if label else ""), file=sys.stderr)
+def _finish(recorder, outcome, label: str | None, store_url: str | None = None) -> int:
+    """Where the run went and how it ended, on stderr; the exit code."""
+    lines = []
+    if recorder.run_id is not None and recorder.store_error is None:
+        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({label})" if label else "")
+                     + f" in {_store_name(store_url)}")
+    elif recorder.store_error is not None:
+        lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
+                     + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
+                     + f"everything measured is in {recorder.json_path or recorder.rescue_path}")
     if outcome.status == "interrupted":
-        print("opcost: interrupted; everything measured so far was kept", file=sys.stderr)
+        lines.append(f"opcost: interrupted ({_signal_name(outcome.signum)}); everything measured so far was kept")
     elif outcome.error is not None:
-        print(f"opcost: {outcome.error}", file=sys.stderr)
-    return outcome.exit_code
+        lines.append(f"opcost: {outcome.error}")
+    _emit(lines, sys.stderr)
+    code = outcome.exit_code
+    if recorder.store_error is not None and code == 0:
+        code = recorder.store_error.exit_code
+    return code
+
+
+def _signal_name(signum: int | None) -> str:
+    import signal
+
+    return signal.Signals(signum or signal.SIGINT).name
+
+
+def _store_name(url: str | None) -> str:
+    """The store as a user would type it: ~ for the home directory."""
+    from .store import default_store_path
+
+    text = str(default_store_path()) if url is None else url
+    home = os.path.expanduser("~")
+    return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
+
+
+def _emit(lines: list[str], stream) -> None:
+    """Print at the end of a run: a closed terminal (SIGHUP) or pipe must not
+    turn a finished run into a traceback."""
+    try:
+        for line in lines:
+            print(line, file=stream, flush=True)
+    except OSError:
+        pass
+
+
+def _table_stream(json_path: str | None):
+    """`--json -` puts the document on stdout; the table then goes to stderr."""
+    return sys.stderr if json_path == "-" else sys.stdout
 
 
 def cmd_run(args, argv) -> int:
@@ -182,8 +227,8 @@ def cmd_run(args, argv) -> int:
             _warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
                   f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     recorder, outcome = _measure(args, argv, variants, kind="run", result_json=args.json)
-    print(format_results([vr.to_json() for vr in outcome.results]))
-    return _finish(recorder, outcome, args.label)
+    _emit([format_results([vr.to_json() for vr in outcome.results])], _table_stream(args.json))
+    return _finish(recorder, outcome, args.label, args.store)
 
 
 def _warn(msg: str) -> None:
@@ -196,6 +241,11 @@ def cmd_history(args, argv) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
+    if args.action == "clean":
+        with open_store(args.store, on_wait=_warn) as store:
+            gone = store.clean_abandoned()
+        print(f"marked {len(gone)} abandoned run(s)" + (f": {', '.join(map(str, gone))}" if gone else ""))
+        return EXIT_OK
     with open_store(args.store) as store:
         runs = store.list_runs(args.limit)
     if args.json:
@@ -209,20 +259,41 @@ def cmd_show(args, argv) -> int:
     from .report import format_results
     from .store import open_store
 
+    if args.json is not None and args.json != "-":
+        from . import output
+
+        output.check_target(args.json)
     with open_store(args.store) as store:
         doc = store.load_run(args.run)
+    fill_summaries(doc)
     if args.json == "-":
         dump_json(doc)
         return EXIT_OK
     if args.json:
-        from .export.json_result import check_writable, serialize, write_atomic
+        from .export.json_result import serialize
 
-        check_writable(args.json)
-        write_atomic(args.json, serialize(doc))
+        output.write(args.json, serialize(doc))
     print(f"run {doc['run_id']}" + (f" ({doc['label']})" if doc.get("label") else "") +
           f", {doc.get('created', '')}, {doc.get('status', '')}")
     print(format_results(doc["results"]))
     return EXIT_OK
+
+
+def fill_summaries(doc: dict) -> None:
+    """A stored run's summaries are computed from the processes it holds: a
+    run that never finished (killed, abandoned) has none yet, and one that
+    was interrupted between storing a process and summarizing it is behind."""
+    from .runner import summarize_variant
+
+    for r in doc.get("results", []):
+        procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        s = r.get("summary") or {}
+        if procs and s.get("n_processes") != len(procs):
+            fresh = summarize_variant(procs)
+            for keep in ("derived", "parallel"):   # need the run's plan: kept as stored
+                if keep in s:
+                    fresh[keep] = s[keep]
+            r["summary"] = fresh
 
 
 def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:
@@ -254,8 +325,8 @@ def _switches(bench: str) -> int:
 
 
 def cmd_ab(args, argv) -> int:
-    from . import comparison
-    from .export.json_comparison import serialize, write_atomic
+    from . import comparison, output
+    from .export.json_comparison import serialize
     from .report import format_comparison
 
     check_run_options(args)
@@ -273,25 +344,25 @@ def cmd_ab(args, argv) -> int:
                               a={"params": args.a, "run_id": recorder.run_id},
                               b={"params": args.b, "run_id": recorder.run_id}, aa=aa, env=recorder.env)
     if args.json:
-        write_atomic(args.json, serialize(doc))
-    print(format_comparison(doc, color=sys.stdout.isatty()))
-    return _finish(recorder, outcome, args.label)
+        output.write(args.json, serialize(doc))
+    out = _table_stream(args.json)
+    _emit([format_comparison(doc, color=out.isatty())], out)
+    return _finish(recorder, outcome, args.label, args.store)
 
 
 _IDENTITY_FIELDS = ("arch", "cpu_model_name")
 
 
 def cmd_compare(args, argv) -> int:
-    from . import comparison
+    from . import comparison, output
     from .env import differences
-    from .export.json_comparison import serialize, write_atomic
-    from .export.json_result import check_writable
+    from .export.json_comparison import serialize
     from .report import format_comparison, result_key
     from .store import open_store
 
     delta = comparison.parse_delta(args.delta)
-    if args.json:
-        check_writable(args.json)
+    if args.json is not None:
+        output.check_target(args.json)
     with open_store(args.store) as store:
         id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
         if id_a == id_b:
@@ -322,9 +393,10 @@ def cmd_compare(args, argv) -> int:
         b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
         env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
         env_a=run_a.get("env"), env_b=run_b.get("env"))
-    if args.json:
-        write_atomic(args.json, serialize(doc))
-    print(format_comparison(doc, color=sys.stdout.isatty()))
+    if args.json is not None:
+        output.write(args.json, serialize(doc))
+    out = _table_stream(args.json)
+    _emit([format_comparison(doc, color=out.isatty())], out)
     return EXIT_OK
 
 

@@ -33,3 +33,14 @@ class ProbeError(OpcostError):
 
 class ProbeTimeout(OpcostError):
     exit_code = EXIT_TIMEOUT
+
+
+class StoreLocked(OpcostError):
+    """Another program holds the store's lock longer than opcost waits: not
+    bad input (exit 1); the run goes on without the store."""
+    exit_code = EXIT_BENCH_FAILED
+
+
+class NothingMeasured(OpcostError):
+    """Every variant was unsupported here or failed: not a success (exit 1)."""
+    exit_code = EXIT_BENCH_FAILED

@@ -55,8 +55,12 @@ def format_history(runs: list[dict], width: int = 100) -> str:
     for run, row in zip(runs, rows):
         lines.append((cells(row) + _SEP + _benches(list(run.get("benches") or []), bench_width))
                      .rstrip())
+    legend = []
     if any(r.get("status") == "running" for r in runs):
-        lines.append("")
-        lines.append("running: still in progress, or opcost died before finishing it "
-                     "(what it measured is stored)")
+        legend.append("running: its opcost is still measuring (on this host, or on another one sharing the store)")
+    if any(r.get("status") == "abandoned" for r in runs):
+        legend.append("abandoned: the opcost that ran it is gone (killed, or the machine restarted); what it "
+                     "measured is stored (`opcost history clean` records the status)")
+    if legend:
+        lines += [""] + legend
     return "\n".join(lines)

@@ -1,62 +1,165 @@
-"""Keeps what was measured: the store and the --json file, updated after every
-probe process so that an interruption or a later failure loses nothing."""
+"""Keeps what was measured: the store and the --json file, updated as the run
+goes so that an interruption or a later failure loses nothing.
+
+- The store gets every probe process as soon as it is measured (one
+  transaction each). If the store fails or stays locked by another program
+  longer than opcost waits, the run goes on without it: the --json file (or,
+  without one, a rescue file next to the store) gets everything, the store
+  keeps what it had, and the run ends with exit 1 saying so.
+- A regular --json file is rewritten after a process whenever that costs
+  little next to measuring (at most about a tenth of the time since the
+  last write), so the front end's cost per process stays constant however
+  long the run; streams (`-`, a FIFO, a device) get the document once, at
+  the end. The final write happens on every way a run ends.
+"""
 
 from __future__ import annotations
 
-from . import __version__
+import datetime as _dt
+import os
+import time
+
+from . import __version__, output
+from .errors import OpcostError, StoreLocked
 from .export import json_result
+
+# A regular export is rewritten when the time since the last write is at
+# least this many times what the last write took.
+_WRITE_SPACING = 10.0
 
 
 class Recorder:
     def __init__(self, *, store, json_path: str | None, env: dict, argv: list[str], label: str | None,
-                 kind: str = "run"):
+                 kind: str = "run", warn=None):
         self.store = store
         self.json_path = json_path
         self.env = env
         self.argv = argv
         self.label = label
         self.kind = kind
+        self.warn = warn or (lambda msg: None)
         self.run_id: int | None = None
         self.result_ids: dict[int, int] = {}
         self.results = []
         self.status = "running"
+        self.store_error: OpcostError | None = None   # why the store was given up
+        self.store_missed = 0                         # processes measured after that
+        self.rescue_path: str | None = None
+        self._lost_store = None
+        self._last_write = 0.0
+        self._write_cost = 0.0
+
+    # --- the run's life ----------------------------------------------------------
 
     def start(self, results) -> None:
         self.results = results
         if self.store:
-            self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
-                                                opcost_version=__version__, kind=self.kind)
-            for pos, vr in enumerate(results):
-                v = vr.variant
-                self.result_ids[id(vr)] = self.store.add_result(
-                    self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
-                    key=v.key())
-        self._write_json()
+            try:
+                self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
+                                                    opcost_version=__version__, kind=self.kind)
+                for pos, vr in enumerate(results):
+                    v = vr.variant
+                    self.result_ids[id(vr)] = self.store.add_result(
+                        self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
+                        key=v.key())
+            except OpcostError as e:
+                self._lose_store(e)
+        self._write(final=False, force=True)
 
     def process_done(self, vr, proc: dict) -> None:
         if self.store:
-            self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
-                                   samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
-                                   meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s")})
-        self._write_json()
+            try:
+                self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
+                                       samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
+                                       meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s")})
+            except OpcostError as e:
+                self._lose_store(e)
+        if self.store is None and self.store_error is not None:
+            self.store_missed += 1
+        self._write(final=False)
 
     def variant_updated(self, vr) -> None:
-        if self.store:
-            self.store.set_result(self.result_ids[id(vr)], status=vr.status, reason=vr.reason,
-                                  summary=vr.summary)
-        self._write_json()
+        """A variant's status changed (unsupported, failed) during the run."""
+        self._store_result(vr)
+        self._write(final=False)
 
     def finish(self, status: str) -> None:
+        """Final statuses and summaries into the store, then every export."""
         self.status = status
+        for vr in self.results:
+            self._store_result(vr)
         if self.store:
-            self.store.finish_run(self.run_id, status)
-        self._write_json()
+            try:
+                self.store.finish_run(self.run_id, status)
+            except OpcostError as e:
+                self._lose_store(e)
+        elif self._lost_store is not None and not isinstance(self.store_error, StoreLocked):
+            # One try to give the run a final status in a store that failed
+            # (not one that is locked: we waited for it already).
+            try:
+                self._lost_store.finish_run(self.run_id, "failed")
+            except OpcostError:
+                pass
+        self._write(final=True, force=True)
+
+    # --- documents and files -----------------------------------------------------
 
     def document(self) -> dict:
-        return json_result.build(env=self.env, results=[vr.to_json() for vr in self.results],
-                                 version=__version__, run_id=self.run_id, label=self.label,
-                                 status=self.status, argv=self.argv)
+        doc = json_result.build(env=self.env, results=[vr.to_json() for vr in self.results],
+                                version=__version__, run_id=self.run_id, label=self.label,
+                                status=self.status, argv=self.argv)
+        if self.store_error is not None:
+            doc["store_missed"] = {"reason": str(self.store_error), "processes": self.store_missed}
+        return doc
 
-    def _write_json(self) -> None:
-        if self.json_path:
-            json_result.write_atomic(self.json_path, json_result.serialize(self.document()))
+    def _targets(self, final: bool) -> list[str]:
+        paths = [p for p in (self.json_path, self.rescue_path) if p]
+        return paths if final else [p for p in paths if not output.is_stream(p)]
+
+    def _write(self, final: bool, force: bool = False) -> None:
+        targets = self._targets(final)
+        if not targets:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_write < _WRITE_SPACING * self._write_cost:
+            return
+        data = json_result.serialize(self.document())
+        for path in targets:
+            try:
+                output.write(path, data)
+            except OSError as e:
+                if final:
+                    raise OpcostError(f"cannot write {path} ({e.strerror or e})") from None
+                self.warn(f"cannot write {path} ({e.strerror or e}); will try again")
+        self._last_write = time.monotonic()
+        self._write_cost = self._last_write - now
+
+    # --- when the store fails ----------------------------------------------------
+
+    def _store_result(self, vr) -> None:
+        if self.store and id(vr) in self.result_ids:
+            try:
+                self.store.set_result(self.result_ids[id(vr)], status=vr.status, reason=vr.reason,
+                                      summary=vr.summary)
+            except OpcostError as e:
+                self._lose_store(e)
+
+    def _lose_store(self, err: OpcostError) -> None:
+        store, self.store, self.store_error = self.store, None, err
+        self.warn(f"{err}")
+        if self.json_path and not output.is_stream(self.json_path):
+            self.warn(f"the store misses the rest of this run; {self.json_path} gets all of it")
+        else:
+            self.rescue_path = _rescue_path(store)
+            self.warn(f"the store misses the rest of this run; all of it goes to {self.rescue_path} "
+                      "(a result document, opcost.result/1)")
+        self._lost_store = store if self.run_id is not None else None
+
+
+def _rescue_path(store) -> str:
+    base = getattr(store, "path", None)
+    folder = os.path.dirname(os.fspath(base)) if base is not None else "."
+    if not folder or not os.access(folder, os.W_OK):
+        folder = "."
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")

@@ -9,10 +9,11 @@ a difference between them. After every process the result is saved (store and
 from __future__ import annotations
 
 import random
+import signal
 from dataclasses import dataclass, field
 
-from . import probe
-from .errors import OpcostError, ProbeError, ProbeTimeout, UsageError
+from . import interrupts, probe
+from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
 from .spec import Variant
 
 
@@ -42,9 +43,12 @@ class VariantResult:
     parallel_rounds: list[dict] = field(default_factory=list)   # --parallel: one entry per round
 
     def to_json(self) -> dict:
+        # While the run goes on, a variant with processes has no summary yet
+        # (null): statistics are computed once, when the run ends.
+        summary = self.summary if self.summary is not None else (None if self.processes else {"n_processes": 0})
         d = {"bench": self.variant.bench, "key": self.variant.key(), "params": self.variant.all_params(),
              "op": self.op, "unit": "ns", "status": self.status, "reason": self.reason,
-             "processes": self.processes, "summary": self.summary or {"n_processes": 0}}
+             "processes": self.processes, "summary": summary}
         if self.summary and "parallel" in self.summary:
             d["parallel"] = self.summary["parallel"]
         return d
@@ -55,11 +59,12 @@ class Outcome:
     results: list[VariantResult]
     status: str                     # complete | interrupted | failed
     error: OpcostError | None = None
+    signum: int | None = None       # interrupted: by which signal (SIGINT, SIGTERM, SIGHUP)
 
     @property
     def exit_code(self) -> int:
         if self.status == "interrupted":
-            return 130
+            return 128 + (self.signum or signal.SIGINT)
         if self.error is not None:
             return self.error.exit_code
         return 1 if any(r.status == "failed" for r in self.results) else 0
@@ -70,6 +75,29 @@ def process_timeout(opts: RunOptions) -> float:
         return opts.timeout
     # Generous: calibration plus every batch at ten times its target length.
     return 30.0 + (opts.warmup + opts.samples + 8) * opts.target_ms / 1000.0 * 10
+
+
+def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
+                      copies: int = 1) -> dict:
+    """The `summary` of one variant from its processes (and derived counter
+    metrics, --parallel rounds): what a run stores at its end and what
+    `show` computes for a run that never got there."""
+    from .stats import summarize
+
+    summary = summarize(processes)
+    if summary.get("n_processes"):
+        from .counters import derive, running_fractions
+
+        if derived:
+            summary["derived"] = derive(processes, derived)
+        running = running_fractions(processes)
+        if running:
+            summary["counters_running"] = running
+        if parallel_rounds:
+            from .parallel import summarize_parallel
+
+            summary["parallel"] = summarize_parallel(parallel_rounds, processes, copies)
+    return summary
 
 
 class Runner:
@@ -103,28 +131,18 @@ class Runner:
             seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin)
 
     def _summarize(self, vr: VariantResult) -> dict:
-        from .stats import summarize
-
-        summary = summarize(vr.processes)
-        if summary.get("n_processes"):
-            from .counters import derive, running_fractions
-
-            if self.opts.derived:
-                summary["derived"] = derive(vr.processes, self.opts.derived)
-            running = running_fractions(vr.processes)
-            if running:
-                summary["counters_running"] = running
-            if vr.parallel_rounds:
-                from .parallel import summarize_parallel
-
-                summary["parallel"] = summarize_parallel(vr.parallel_rounds, vr.processes, self.opts.parallel)
-        return summary
+        return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)
 
     def run(self) -> Outcome:
-        if self.recorder:
-            self.recorder.start(self.results)
-        status, error = "complete", None
+        """Every round, then the end: from the first signal on (Ctrl-C, SIGTERM,
+        SIGHUP) measuring stops, and finishing (summaries from exactly the
+        processes recorded, final statuses, the final writes) cannot be cut
+        short by a second one."""
+        status, error, signum = "complete", None, None
         try:
+            with interrupts.deferred():
+                if self.recorder:
+                    self.recorder.start(self.results)
             for rnd in range(self.opts.processes):
                 order = list(range(len(self.results)))
                 self.rng.shuffle(order)
@@ -142,24 +160,27 @@ class Runner:
                         error = error if isinstance(error, ProbeTimeout) else err
                         vr.status, vr.reason = "failed", str(err)
                         self.warn(f"{vr.variant.key()}: {err}")
-                    else:
-                        vr.summary = self._summarize(vr)
-                    if self.recorder:
-                        self.recorder.variant_updated(vr)
-        except KeyboardInterrupt:
-            status = "interrupted"
-        except UsageError as e:
+                        if self.recorder:
+                            self.recorder.variant_updated(vr)
+                if self.progress:
+                    self.progress.round_done(rnd + 1, self.opts.processes)
+        except KeyboardInterrupt as e:
+            status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
+        except OpcostError as e:
             status, error = "failed", e
+        except Exception as e:   # a bug must not leave the run "running": finish it, then say what broke
+            status, error = "failed", OpcostError(f"internal error, the run was stopped: {e!r}")
+        interrupts.hold()
         for vr in self.results:
             if vr.status == "pending":
                 vr.status = "ok" if vr.processes else ("failed" if status == "complete" else "pending")
-                if vr.status == "ok" and vr.summary is None:
-                    vr.summary = self._summarize(vr)
+            # From exactly the processes kept (and recorded): never one fewer.
+            vr.summary = self._summarize(vr) if vr.processes else None
+        if status == "complete" and error is None and not any(vr.processes for vr in self.results):
+            error = NothingMeasured("nothing was measured: no variant produced a result (the reasons are above)")
         if self.recorder:
-            for vr in self.results:
-                self.recorder.variant_updated(vr)
             self.recorder.finish(status if status != "complete" or error is None else "failed")
-        return Outcome(self.results, status, error)
+        return Outcome(self.results, status, error, signum)
 
     def _copies_per_round(self) -> int:
         return 1 + (self.opts.parallel if self.opts.parallel > 1 else 0)
@@ -237,7 +258,8 @@ class Runner:
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), "header": res.header, "samples": res.samples,
                 "warmup": res.warmup, "trailer": res.trailer}
-        vr.processes.append(proc)
-        if self.recorder:
-            self.recorder.process_done(vr, proc)
+        with interrupts.deferred():   # kept and recorded together, or neither
+            vr.processes.append(proc)
+            if self.recorder:
+                self.recorder.process_done(vr, proc)
         return None

@@ -24,7 +24,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -347,7 +346,7 @@ def run_variants(args, argv) -> int:
     the comparisons), print, --json, store."""
     from . import comparison
     from .commands import check_run_options
-    from .export.json_result import check_writable
+    from .output import check_target
     from .spec import check_cpu_list, default_cpu
 
     source = check_source(args.source)
@@ -367,29 +366,21 @@ def run_variants(args, argv) -> int:
             raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
     else:
         cpu = str(default_cpu())
-    if args.json:
-        check_writable(args.json)
+    if args.json is not None:
+        check_target(args.json)
 
-    # SIGTERM like Ctrl-C: measuring stops, what was measured is kept, and the
-    # build directory is removed on the way out.
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        return _build_and_measure(args, argv, source=source, defines=defines, cc=cc, cflags=cflags, delta=delta,
-                                  cpu=cpu, given=given)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+    # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
+    # stops, what was measured is kept, the build directory is removed on the way out.
+    return _build_and_measure(args, argv, source=source, defines=defines, cc=cc, cflags=cflags, delta=delta,
+                              cpu=cpu, given=given)
 
 
 def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, given) -> int:
     import sys
 
-    from . import comparison, probe
-    from .commands import _finish, _measure
-    from .export.json_comparison import serialize, write_atomic
+    from . import comparison, output, probe
+    from .commands import _emit, _finish, _measure, _table_stream
+    from .export.json_comparison import serialize
 
     with make_workdir() as tmp:
         b = build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
@@ -429,9 +420,10 @@ def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, g
                               b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": recorder.run_id},
                               aa=False, env=recorder.env, variants=info)
     if args.json:
-        write_atomic(args.json, serialize(doc))
-    print(format_variants(doc, res, color=sys.stdout.isatty()))
-    return _finish(recorder, outcome, args.label)
+        output.write(args.json, serialize(doc))
+    out = _table_stream(args.json)
+    _emit([format_variants(doc, res, color=out.isatty())], out)
+    return _finish(recorder, outcome, args.label, args.store)
 
 
 def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:

@@ -15,8 +15,8 @@ History of the format (readers ignore unknown fields):
 
 from __future__ import annotations
 
-from .json_result import serialize, write_atomic  # same encoding and atomic write
+from .json_result import serialize  # same encoding
 
 SCHEMA = "opcost.comparison/1"
 
-__all__ = ["SCHEMA", "serialize", "write_atomic"]
+__all__ = ["SCHEMA", "serialize"]

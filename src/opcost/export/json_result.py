@@ -17,11 +17,6 @@ History of the format (readers ignore unknown fields):
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
-
-from ..errors import UsageError
 
 SCHEMA = "opcost.result/1"
 
@@ -34,38 +29,3 @@ def build(*, env: dict, results: list[dict], version: str, run_id: int | None, l
 
 def serialize(doc: dict) -> bytes:
     return (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode()
-
-
-def check_writable(path: str) -> None:
-    """Fail before measuring, not after: try what write_atomic will do (a new
-    file beside the target), without touching the target itself, so a usage
-    error found later leaves neither an empty file nor a truncated one."""
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--json {path} is a directory; give a file path")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=_dir_of(p))
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as e:
-        raise UsageError(f"--json {path} cannot be written ({e.strerror}); give a writable file path") from None
-
-
-def _dir_of(p: Path) -> Path | str:
-    return p.parent if str(p.parent) else "."
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Write beside the target and rename, so a reader never sees half a file."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=_dir_of(p))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

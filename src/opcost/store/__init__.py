@@ -37,6 +37,8 @@ class Store(Protocol):
 
     def load_run(self, ref: str | int) -> dict: ...
 
+    def clean_abandoned(self) -> list[int]: ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> "Store": ...
@@ -66,11 +68,13 @@ def _supported() -> str:
     return "; ".join(f"{scheme} ({cls.url_help})" for scheme, cls in BACKENDS.items())
 
 
-def open_store(url: str | None) -> Store:
+def open_store(url: str | None, on_wait=None) -> Store:
     """Open (creating if needed) the store at `url`: None for the default path, a
-    plain path, or `scheme://rest`. Raises StoreError if it cannot be used."""
+    plain path, or `scheme://rest`. Raises StoreError if it cannot be used,
+    StoreLocked if another program holds it too long. `on_wait(message)` is
+    told once when a write has to wait for another program's lock."""
     if url is None:
-        return SqliteStore(default_store_path())
+        return SqliteStore(default_store_path(), on_wait=on_wait)
     if not url.strip():
         raise StoreError(f"--store needs a path or URL; supported: {_supported()}")
     m = _URL.match(url)
@@ -85,4 +89,4 @@ def open_store(url: str | None) -> Store:
     if not rest:
         raise StoreError(f"--store {scheme}:// needs a path after '{scheme}://'; "
                          f"supported: {_supported()}")
-    return backend(rest)
+    return backend(rest, on_wait=on_wait)

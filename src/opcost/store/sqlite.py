@@ -16,10 +16,13 @@ import datetime as _dt
 import json
 import os
 import pathlib
+import socket
 import sqlite3
+import time
 from typing import Any, Callable, Iterator, Union
 
-from ..errors import StoreError, UnknownRun
+from .. import interrupts
+from ..errors import StoreError, StoreLocked, UnknownRun
 
 RESULT_SCHEMA = "opcost.result/1"
 
@@ -28,8 +31,15 @@ RESULT_SCHEMA = "opcost.result/1"
 # database that happens to have a user_version.
 APPLICATION_ID = 0x6F70636F
 
-RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+RUN_STATUSES = ("running", "complete", "interrupted", "failed", "abandoned")
 FINAL_RUN_STATUSES = RUN_STATUSES[1:]
+# "abandoned" is what a reader sees of a run left "running" by an opcost that is
+# gone (killed -9, machine rebooted); `opcost history clean` stores it.
+
+# How long a write waits for a store locked by another program before opcost
+# gives up on the store for the rest of the run (OPCOST_STORE_WAIT, seconds).
+DEFAULT_LOCK_WAIT_S = 60.0
+_BUSY_SLICE_S = 0.5   # SQLite's own busy wait per try; between tries we say so and check for Ctrl-C
 RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -104,9 +114,16 @@ ALTER TABLE results ADD COLUMN key TEXT;
 ALTER TABLE processes ADD COLUMN meta TEXT;
 """
 
+# Version 3: who runs a run (host, pid and the pid's start time), so a run left
+# "running" by an opcost that is gone reads as abandoned.
+_V3 = """
+ALTER TABLE runs ADD COLUMN owner TEXT;
+"""
+
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _V1),
     (2, _V2),
+    (3, _V3),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -136,6 +153,44 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22):
+    with the pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat.rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner_here() -> dict:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _start_ticks(pid)}
+
+
+def owner_alive(owner: dict | None) -> bool | None:
+    """True/False when we can tell (the owner ran on this host), None otherwise."""
+    if not owner or owner.get("host") != socket.gethostname():
+        return None
+    return owner.get("start") is not None and _start_ticks(int(owner["pid"])) == owner["start"]
+
+
+def shown_status(status: str, owner: dict | None) -> str:
+    """A stored "running" whose owner is gone is "abandoned", never running."""
+    if status == "running" and owner_alive(owner) is False:
+        return "abandoned"
+    return status
+
+
+def lock_wait_s() -> float:
+    try:
+        v = float(os.environ.get("OPCOST_STORE_WAIT", DEFAULT_LOCK_WAIT_S))
+    except ValueError:
+        return DEFAULT_LOCK_WAIT_S
+    return v if v >= 0 else DEFAULT_LOCK_WAIT_S
+
+
 class SqliteStore:
     """A result store in one SQLite file. Opening creates the parent directory and
     the file if needed and brings the schema up to date, so that an unusable
@@ -144,7 +199,8 @@ class SqliteStore:
     scheme = "sqlite"
     url_help = "a plain path, sqlite:///abs/path or sqlite://rel/path"
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], on_wait: Callable[[str], None] | None = None):
+        self.on_wait = on_wait
         raw = os.fspath(path)
         if not raw:
             raise StoreError(f"empty store path: {_HINT}")
@@ -158,11 +214,11 @@ class SqliteStore:
             # own; single statements autocommit, multi-statement writes use
             # _transaction(). The default rollback journal is kept (not WAL): WAL
             # needs a writable directory even to read, and we have one writer.
-            self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+            self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_SLICE_S)
         try:
             with self._guard(None):
                 self._conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
+            self._retry("opening", self._migrate)
         except BaseException:
             self.close()
             raise
@@ -256,8 +312,9 @@ class SqliteStore:
             elif "unable to open" in low:
                 what, hint = "cannot be opened", _HINT
             elif "locked" in low or "busy" in low:
-                what, hint = "is locked by another process", \
-                    "retry when it has finished, or use another --store"
+                during = f" while {doing}" if doing else ""
+                raise StoreLocked(f"store {self.path} is locked by another program{during}: "
+                                  "retry when it has finished, or use another --store") from None
             elif "disk" in low or "full" in low:
                 what, hint = "cannot be written", "free disk space, or use --no-store"
             else:
@@ -271,20 +328,49 @@ class SqliteStore:
         so an interrupted write leaves nothing half-stored and the connection usable
         for finish_run(..., 'interrupted')."""
         db = self._db
-        with self._guard(doing):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
+
+        def begin() -> None:
+            with self._guard(doing):
+                db.execute("BEGIN IMMEDIATE")
+        def commit() -> None:
+            with self._guard(doing):
                 db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                raise
+
+        self._retry(doing, begin)
+        try:
+            with self._guard(doing):
+                yield db
+            self._retry(doing, commit)   # a reader may hold the file a little longer
+        except BaseException:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
 
     def _execute(self, doing: str, sql: str, args: tuple = ()) -> sqlite3.Cursor:
-        with self._guard(doing):
-            return self._db.execute(sql, args)
+        def once() -> sqlite3.Cursor:
+            with self._guard(doing):
+                return self._db.execute(sql, args)
+        return self._retry(doing, once)
+
+    def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
+        """Run fn, waiting while another program holds the store's lock: say so
+        once, keep trying up to OPCOST_STORE_WAIT seconds, stop early when a
+        signal is pending (the run is being stopped), then raise StoreLocked."""
+        budget = lock_wait_s()
+        t0 = time.monotonic()
+        said = False
+        while True:
+            try:
+                return fn()
+            except StoreLocked:
+                waited = time.monotonic() - t0
+                if waited >= budget or interrupts.pending():
+                    raise
+                if not said and self.on_wait:
+                    self.on_wait(f"store {self.path} is locked by another program; waiting up to "
+                                 f"{budget:g} s while {doing} (OPCOST_STORE_WAIT)")
+                    said = True
 
     # --- writing ----------------------------------------------------------------
 
@@ -292,9 +378,9 @@ class SqliteStore:
                    opcost_version: str, kind: str = "run") -> int:
         cur = self._execute(
             "creating a run",
-            "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?)",
-            (_now(), label, kind, opcost_version, _dumps(list(argv)), _dumps(env)))
+            "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+            (_now(), label, kind, opcost_version, _dumps(list(argv)), _dumps(env), _dumps(owner_here())))
         return int(cur.lastrowid)
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
@@ -357,7 +443,7 @@ class SqliteStore:
         with self._guard("listing runs"):
             rows = self._db.execute(
                 "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
-                " (SELECT count(*) FROM results x WHERE x.run_id = r.id)"
+                " (SELECT count(*) FROM results x WHERE x.run_id = r.id), " + self._owner_column("r") +
                 " FROM runs r ORDER BY r.id DESC LIMIT ?", (lim,)).fetchall()
             # Distinct bench names per run, in the order they first appear in the run.
             bench_rows = self._db.execute(
@@ -369,10 +455,28 @@ class SqliteStore:
             benches.setdefault(run_id, []).append(bench)
         return [
             {"id": rid, "created": created, "finished": finished, "label": label, "kind": kind,
-             "status": status, "opcost_version": version, "n_results": n,
+             "status": shown_status(status, _loads(owner)), "opcost_version": version, "n_results": n,
              "benches": benches.get(rid, [])}
-            for rid, created, finished, label, kind, status, version, n in rows
+            for rid, created, finished, label, kind, status, version, n, owner in rows
         ]
+
+    def _owner_column(self, alias: str) -> str:
+        """`alias.owner`, or NULL in a store from before schema version 3."""
+        cols = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        return f"{alias}.owner" if "owner" in cols else "NULL"
+
+    def clean_abandoned(self) -> list[int]:
+        """Store "abandoned" for every run left "running" by an opcost that is
+        gone (its processes stay). Returns their ids."""
+        with self._guard("listing running runs"):
+            rows = self._db.execute("SELECT id, " + self._owner_column("runs") +
+                                    " FROM runs WHERE status = 'running'").fetchall()
+        gone = [rid for rid, owner in rows if shown_status("running", _loads(owner)) == "abandoned"]
+        for rid in gone:
+            self._execute("marking a run abandoned",
+                          "UPDATE runs SET status = 'abandoned', finished = ? WHERE id = ? AND status = 'running'",
+                          (_now(), rid))
+        return gone
 
     def resolve(self, ref: str) -> int:
         """A run id, or a label meaning the most recent run with that label. All
@@ -399,8 +503,8 @@ class SqliteStore:
         with self._guard("loading a run"):
             db = self._db
             run = db.execute(
-                "SELECT created, finished, label, kind, status, opcost_version, argv, env"
-                " FROM runs WHERE id = ?", (run_id,)).fetchone()
+                "SELECT created, finished, label, kind, status, opcost_version, argv, env, " +
+                self._owner_column("runs") + " FROM runs WHERE id = ?", (run_id,)).fetchone()
             results = db.execute(
                 "SELECT id, bench, params, op, unit, status, reason, summary, key FROM results"
                 " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
@@ -425,7 +529,8 @@ class SqliteStore:
         for pid, warmup, data in samples:
             procs_by_id[pid]["warmup" if warmup else "samples"].append(_loads(data))
 
-        created, finished, label, kind, status, version, argv, env = run
+        created, finished, label, kind, status, version, argv, env, owner = run
+        status = shown_status(status, _loads(owner))
         return {
             "schema": RESULT_SCHEMA,
             "opcost_version": version,
