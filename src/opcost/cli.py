@@ -181,6 +181,20 @@ def main(argv: list[str] | None = None) -> int:
     from . import interrupts
 
     interrupts.install()   # first: Ctrl-C, SIGTERM, SIGHUP end a run cleanly from here on
+    try:
+        return _main(argv)
+    finally:
+        # The answer is decided: a signal now must not kill the interpreter on
+        # its way out (it resets the handlers while finalizing) and turn a
+        # finished run's exit 0 into "killed by SIGINT".
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
+
+
+def _main(argv: list[str] | None) -> int:
+    from . import interrupts
+
     argv = sys.argv[1:] if argv is None else argv
     argv = _glue_flag_values(list(argv))
     try:
