@@ -20,7 +20,7 @@ import os
 import time
 
 from . import __version__, output
-from .errors import OpcostError, StoreLocked
+from .errors import OpcostError
 from .export import json_result
 
 # A regular export is rewritten when the time since the last write is at
@@ -93,12 +93,14 @@ class Recorder:
                 self.store.finish_run(self.run_id, status)
             except OpcostError as e:
                 self._lose_store(e)
-        elif self._lost_store is not None and not isinstance(self.store_error, StoreLocked):
-            # One try to give the run a final status in a store that failed
-            # (not one that is locked: we waited for it already).
+        elif self._lost_store is not None:
+            # One quick try to give the run a final status in the store it
+            # lost (we waited for a locked one already): "failed", as it misses
+            # processes; else `history` shows it abandoned once we are gone.
             try:
+                self._lost_store.lock_wait = 0
                 self._lost_store.finish_run(self.run_id, "failed")
-            except OpcostError:
+            except (OpcostError, AttributeError):
                 pass
         self._write(final=True, force=True)
 

@@ -57,6 +57,13 @@ def format_results(results: list[dict]) -> str:
     head = ["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "user/op", "sys/op", "cpus", "n"]
     rows = [head]
     notes, counters, parallel = [], [], []
+    disturbed, measured = disturbed_rounds(results)
+    if disturbed:
+        counts = set(disturbed.values())
+        which = (f"{'rounds' if len(disturbed) > 1 else 'round'} {', '.join(str(r + 1) for r in disturbed)} "
+                 f"{'were' if len(disturbed) > 1 else 'was'} an outlier in {counts.pop()}" if len(counts) == 1 else
+                 "rounds " + ", ".join(f"{r + 1} ({n})" for r, n in disturbed.items()) + " were outliers in that many")
+        notes.append(f"  {which} of {measured} benchmarks: the machine was disturbed then, not one benchmark")
     for r in results:
         s = r.get("summary") or {}
         name = result_key(r)
@@ -84,6 +91,8 @@ def format_results(results: list[dict]) -> str:
         if s.get("nominal_ns") is not None:
             notes.append(f"  {name}: requested {fmt_ns(s['nominal_ns'])}, overshoot {fmt_ns(s['overshoot_ns'])} per op")
         for f in s.get("flags", []):
+            if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
+                continue   # said once above, for the whole run
             notes.append(f"  {name}: {f['flag']}: {f['detail']}")
         if status == "failed":
             notes.append(f"  {name}: failed after {s['n_processes']} process(es): {reason}")
@@ -106,6 +115,23 @@ def format_results(results: list[dict]) -> str:
     if notes:
         out.append("notes:\n" + "\n".join(notes))
     return "\n\n".join(out)
+
+
+def disturbed_rounds(results: list[dict]) -> tuple[dict[int, int], int]:
+    """Rounds that were outliers in most of a run's benchmarks (at least 3,
+    and at least half of those measured): the machine, not a benchmark, was
+    slow then. {round: benchmarks it was an outlier in}, and how many
+    benchmarks were measured."""
+    measured = [r for r in results if (r.get("summary") or {}).get("n_processes")]
+    count: dict[int, int] = {}
+    for r in measured:
+        for f in r["summary"].get("flags", []):
+            if f["flag"] == "outliers":
+                for rnd in set(f.get("rounds") or []):
+                    if rnd is not None:
+                        count[rnd] = count.get(rnd, 0) + 1
+    need = max(3, (len(measured) + 1) // 2)
+    return {rnd: n for rnd, n in sorted(count.items()) if n >= need}, len(measured)
 
 
 _MOD_COLS = {"": "all", "u": "u", "k": "k"}

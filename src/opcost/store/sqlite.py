@@ -201,6 +201,7 @@ class SqliteStore:
 
     def __init__(self, path: str | os.PathLike[str], on_wait: Callable[[str], None] | None = None):
         self.on_wait = on_wait
+        self.lock_wait = lock_wait_s()   # seconds a write waits for another program's lock
         raw = os.fspath(path)
         if not raw:
             raise StoreError(f"empty store path: {_HINT}")
@@ -357,7 +358,7 @@ class SqliteStore:
         """Run fn, waiting while another program holds the store's lock: say so
         once, keep trying up to OPCOST_STORE_WAIT seconds, stop early when a
         signal is pending (the run is being stopped), then raise StoreLocked."""
-        budget = lock_wait_s()
+        budget = self.lock_wait
         t0 = time.monotonic()
         said = False
         while True:
