@@ -102,8 +102,10 @@ REPO = HERE.parents[1]
 TIMEOUT_S = 300
 RATIO_MAX = 1.03
 LMBENCH_NOT_PACKAGED = "lmbench not packaged in Debian"
-sys.path.insert(0, str(HERE.parent))
-from loops import Failure, checkout_opcost, log, opcost_share, run_timed, script_main, tail  # noqa: E402
+sys.path.insert(0, str(REPO))
+from validation.harness.checkout import checkout_opcost  # noqa: E402
+from validation.harness.cpushare import opcost_share, run_timed  # noqa: E402
+from validation.harness.script import Failure, log, script_main, tail  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -367,7 +369,7 @@ def resolve(row: Row, benches: dict[str, set[str]], tools: Tools, cfg: Config) -
 def opcost_command() -> tuple[list[str], dict[str, str], str]:
     """`python -m opcost` from this checkout (the code under test), else opcost on PATH."""
     if (REPO / "src" / "opcost").is_dir():
-        return checkout_opcost(REPO)
+        return checkout_opcost()
     exe = shutil.which("opcost")
     if not exe:
         raise Failure("no opcost: neither src/opcost in this checkout nor opcost on PATH")
