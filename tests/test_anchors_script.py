@@ -1,25 +1,28 @@
-"""validation/anchors/run.py: its parsers on captured outputs of perf bench,
-hackbench and lmbench (nothing is run for those), how it picks an anchor or
-says why there is none, its verdict, --help and bad input."""
+"""validation/anchors/run.py and its parts (parsers, catalogue, sizing,
+summary): the parsers on captured outputs of perf bench, hackbench and
+lmbench (nothing is run for those), how it picks an anchor or says why there
+is none, its verdict, --help and bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "validation" / "anchors" / "run.py"
 
-spec = importlib.util.spec_from_file_location("anchors_run", SCRIPT)
-A = importlib.util.module_from_spec(spec)
-sys.modules["anchors_run"] = A  # dataclasses look their module up
-spec.loader.exec_module(A)
+sys.path.insert(0, str(ROOT))
+from validation.anchors import catalogue, parsers, sizing, summary  # noqa: E402
+
+# The script's parts under one name, as when they were all in run.py.
+A = SimpleNamespace(**{k: v for m in (parsers, catalogue, sizing, summary) for k, v in vars(m).items()
+                       if not k.startswith("_")})
 
 # Captured on this project's VM (perf 6.1.192, rt-tests 2.4).
 PERF_PIPE = """# Running 'sched/pipe' benchmark:

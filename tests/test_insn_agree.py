@@ -1,6 +1,7 @@
 """Instruction agreement (validation/instructions): the per-batch aux cost in
-opcost's summary, the reference's per-batch flush subtraction (validation/
-loops.py), and the reference program itself (built and run briefly)."""
+opcost's summary, the reference's per-batch flush subtraction
+(validation/harness/reference.py), and the reference program itself (built
+and run briefly)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import pytest
 from opcost import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "validation"))
-import loops  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from validation.harness import reference as loops  # noqa: E402
 
 REF_C = ROOT / "validation" / "instructions" / "ref.c"
 

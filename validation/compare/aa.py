@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from common import ab
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from validation.harness.checkout import ab  # noqa: E402
 
 
 def main() -> int:

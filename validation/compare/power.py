@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from common import ab, probe_header
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from validation.harness.checkout import ab, probe_header  # noqa: E402
 
 
 def spin_for(target: float, base_ns: float, cpu: str) -> tuple[int, float, float]:

@@ -1,0 +1,57 @@
+"""Parsers: the text of one anchor run -> ns per operation (perf bench,
+rt-tests hackbench, lmbench). Pure functions: tests/test_anchors_script.py
+feeds them captured outputs."""
+
+from __future__ import annotations
+
+import re
+
+_NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
+
+
+def parse_perf_bench(text: str) -> dict:
+    """perf bench (sched pipe, syscall basic|fork|execve), default format:
+    '# Executed N <what>' ... 'X usecs/op'. Returns ns_per_op and count."""
+    m = re.search(r"^\s*" + _NUM + r"\s+usecs/op\s*$", text, re.M)
+    if not m:
+        raise ValueError("no 'usecs/op' line in perf bench output")
+    n = re.search(r"#\s*Executed\s+([0-9]+)\s+(.*?)\s*$", text, re.M)
+    return {"ns_per_op": float(m.group(1)) * 1000.0,
+            "count": int(n.group(1)) if n else None,
+            "what": n.group(2) if n else None}
+
+
+def parse_perf_bench_list(text: str) -> list[str]:
+    """`perf bench syscall` with no benchmark lists '<name>: <summary>' lines."""
+    return [m.group(1) for m in re.finditer(r"^\s+([a-z0-9_-]+):\s", text, re.M) if m.group(1) != "all"]
+
+
+def parse_hackbench(text: str) -> dict:
+    """rt-tests hackbench: 'Running in process mode with G groups using 2F file
+    descriptors each (== T tasks)', 'Each sender will pass L messages of S
+    bytes', 'Time: SECONDS'. Messages delivered = G*F*F*L (each of the F
+    senders in a group sends L messages to each of its F receivers)."""
+    t = re.search(r"^Time:\s*" + _NUM, text, re.M)
+    if not t:
+        raise ValueError("no 'Time:' line in hackbench output")
+    h = re.search(r"Running in (\w+) mode with ([0-9]+) groups using ([0-9]+) file descriptors", text)
+    e = re.search(r"Each sender will pass ([0-9]+) messages of ([0-9]+) bytes", text)
+    if not (h and e):
+        raise ValueError("no 'Running in ... mode with G groups using N file descriptors' / "
+                         "'Each sender will pass L messages of S bytes' lines in hackbench output")
+    groups, fds2, loops, size = int(h.group(2)), int(h.group(3)), int(e.group(1)), int(e.group(2))
+    if fds2 % 2:
+        raise ValueError(f"hackbench reports {fds2} file descriptors per group, expected an even number")
+    fds = fds2 // 2
+    messages = groups * fds * fds * loops
+    seconds = float(t.group(1))
+    return {"ns_per_op": seconds * 1e9 / messages, "seconds": seconds, "messages": messages,
+            "mode": h.group(1), "groups": groups, "fds": fds, "loops": loops, "size": size}
+
+
+def parse_lmbench(text: str) -> dict:
+    """lmbench lat_*: '<what>: X microseconds' (on stderr)."""
+    m = re.search(r"^(.*?):\s*" + _NUM + r"\s+microseconds\s*$", text, re.M)
+    if not m:
+        raise ValueError("no '<what>: X microseconds' line in lmbench output")
+    return {"ns_per_op": float(m.group(2)) * 1000.0, "what": m.group(1).strip()}

@@ -1,0 +1,147 @@
+"""From the runs of one row to what the report says: the figures (medians
+over the runs no other task disturbed), opcost/anchor, each side's CV
+across runs, the verdict, and the markdown table."""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from pathlib import Path
+
+from validation.anchors.catalogue import Anchor, Row
+
+RATIO_MAX = 1.03
+
+
+def cv(xs: list[float]) -> float | None:
+    """Coefficient of variation (sample stdev / mean); None for < 2 values."""
+    if len(xs) < 2:
+        return None
+    mean = statistics.fmean(xs)
+    return statistics.stdev(xs) / mean if mean else None
+
+
+def cv_larger_p(opcost: list[float], anchor: list[float]) -> float | None:
+    """One-sided F-test that opcost's run-to-run spread is larger than the
+    anchor's: P(F(n_o-1, n_a-1) >= var(log opcost) / var(log anchor)) under
+    equal spread (logs: the variance of a log is the squared CV, whatever the
+    scale). Small p: opcost really is less repeatable; large p: the two CVs
+    are closer than this many runs can tell apart (from 5 runs a CV is known
+    to about +-35%, so CVs 2.5x apart are still p ~ 0.05). None below 2 runs
+    a side or with a zero spread."""
+    import math
+
+    if len(opcost) < 2 or len(anchor) < 2 or min(opcost + anchor) <= 0:
+        return None
+    vo = statistics.variance([math.log(x) for x in opcost])
+    va = statistics.variance([math.log(x) for x in anchor])
+    if vo == 0 or va == 0:
+        return None
+    from scipy.stats import f  # lazy: the parsers and --help need no scipy
+
+    return float(f.sf(vo / va, len(opcost) - 1, len(anchor) - 1))
+
+
+def verdict(ratio: float, cv_opcost: float | None, cv_anchor: float | None,
+            ratio_max: float = RATIO_MAX, cv_p: float | None = None) -> tuple[bool, list[str]]:
+    """PASS when ratio <= ratio_max and opcost's CV <= the anchor's (the
+    must-hold, as written). A CV failure says how likely so large a gap is
+    when both tools are equally repeatable (cv_p, cv_larger_p): the verdict
+    is not softened, the reader sees whether the gap is distinguishable."""
+    why = []
+    if not ratio <= ratio_max:
+        why.append(f"ratio {ratio:.3f} > {ratio_max:g}")
+    if cv_opcost is not None and cv_anchor is not None and cv_opcost > cv_anchor:
+        why.append(f"opcost CV {cv_opcost:.2%} > anchor CV {cv_anchor:.2%}"
+                   + ("" if cv_p is None else f", F-test p={cv_p:.2f}"
+                      + (": a real difference" if cv_p < 0.05 else ": not distinguishable in these runs")))
+    return (not why), why
+
+
+def shown_command(anchor: Anchor, cpu: int) -> str:
+    argv = [Path(anchor.argv[0]).name, *anchor.argv[1:]]
+    return shlex.join(["taskset", "-c", str(cpu), *argv])
+
+
+def fmt_ns(x: float) -> str:
+    if x >= 10_000:
+        return f"{x / 1000:,.2f} us"
+    if x >= 1_000:
+        return f"{x / 1000:.3f} us"
+    return f"{x:.1f} ns"
+
+
+def fmt_cv(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
+    out = {"operation": row.name, "unit": row.unit, "opcost_spec": res["spec"], "status": res["status"],
+           "why": res["why"], "dropped_params": res["dropped_params"],
+           "anchor_tool": res["anchor"].tool if res["anchor"] else None,
+           "anchor_command": shown_command(res["anchor"], cpu) if res["anchor"] else None,
+           "anchor_desc": row.anchor_desc, "sized_like_anchor": res.get("sized"), "runs": runs}
+    if res["status"] != "ok":
+        return out
+    errors = [r["error"] for r in runs if "error" in r]
+    ok = [r for r in runs if "error" not in r]
+    if errors:
+        out["status"] = "error"
+        out["why"] = errors[0]
+    if not ok:
+        return out
+    # Figures, ratio and CVs from the runs no other task disturbed (kept
+    # after --retries), when at least two are left; else from all of them.
+    clean = [r for r in ok if not r.get("disturbed")]
+    used = clean if len(clean) >= 2 else ok
+    o = [r["opcost_ns"] for r in used]
+    a = [r["anchor_ns"] for r in used]
+    ratios = [r["ratio"] for r in used]
+    out.update({
+        "n_runs": len(ok), "n_used": len(used), "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
+        "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "opcost_cv": cv(o), "anchor_cv": cv(a),
+        "reruns": sum(r.get("reruns", 0) for r in ok), "disturbed_kept": sum(bool(r.get("disturbed")) for r in ok),
+    })
+    out["cv_larger_p"] = cv_larger_p(o, a)
+    out["pass"], out["fail_reasons"] = verdict(out["ratio"], out["opcost_cv"], out["anchor_cv"],
+                                               cv_p=out["cv_larger_p"])
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| operation | anchor (command) | opcost | anchor | opcost/anchor | CV opcost | CV anchor | reruns | |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cmd = (f"{r['anchor_tool']}: `{r['anchor_command']}`" if r.get("anchor_command")
+               else r.get("anchor_desc") or "-")
+        if "ratio" in r:
+            unit = f"/{r['unit']}"
+            res = "PASS" if r["pass"] else "FAIL (" + "; ".join(r["fail_reasons"]) + ")"
+            if r["status"] == "error":
+                res += f" ({r['n_runs']} runs; error: {r['why'].splitlines()[0]})"
+            lines.append(f"| `{r['opcost_spec']}` | {cmd} | {fmt_ns(r['opcost_ns'])}{unit} | "
+                         f"{fmt_ns(r['anchor_ns'])}{unit} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
+                         f"{r['ratio_max']:.3f}) | {fmt_cv(r['opcost_cv'])} | {fmt_cv(r['anchor_cv'])} | "
+                         f"{r.get('reruns', 0)}" + (f" ({r['disturbed_kept']} kept, "
+                                                    + ("left out" if r["n_used"] < r["n_runs"] else "used") + ")"
+                                                    if r.get("disturbed_kept") else "")
+                         + f" | {res} |")
+        else:
+            name = f"`{r['opcost_spec']}`"
+            why = (r["why"] or r["status"]).splitlines()[0].replace("|", "\\|")
+            lines.append(f"| {name} | {cmd} | - | - | - | - | - | - | {why} |")
+    return "\n".join(lines)
+
+
+def attempt(first: str, got: dict[str, dict], disturbed: bool) -> dict:
+    """What --json keeps of one attempt at a pair (interleave.Record)."""
+    o, a = got["opcost"], got["anchor"]
+    return {
+        "first": first, "opcost_ns": o["ns_per_op"], "anchor_ns": a["ns_per_op"],
+        "ratio": o["ns_per_op"] / a["ns_per_op"], "opcost_wall_s": o["wall_s"],
+        "anchor_wall_s": a["wall_s"], "opcost_cpu_share": o.get("cpu_share"),
+        "anchor_cpu_share": a.get("cpu_share"), "disturbed": disturbed,
+        "opcost_cv_processes": o.get("cv_processes"),
+        "anchor_detail": {k: v for k, v in a.items() if k not in ("ns_per_op", "wall_s", "cpu_share")},
+    }
