@@ -29,9 +29,10 @@ def _start(tmp_path, *args, wait: float):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _lock_after_first_processes(db, proc):
+def _lock_after_first_processes(db, proc, before: int = 1):
+    """Lock once the new run has stored 2 processes (the store held `before`)."""
     deadline = time.monotonic() + 60
-    while _processes(db) < 2 and time.monotonic() < deadline and proc.poll() is None:
+    while _processes(db) < before + 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     conn = sqlite3.connect(db, isolation_level=None, timeout=10)
     conn.execute("BEGIN EXCLUSIVE")

@@ -12,6 +12,10 @@ History of the format (readers ignore unknown fields):
     summary.parallel) with --parallel N: {copies, cpus, wrapped,
     single_ops_per_s, per_copy_ops_per_s, total_ops_per_s, efficiency,
     efficiency_range, overlap, flags, rounds[]}.
+  extended (issue 11): store_missed {reason, processes} when the store was
+    lost during the run; summary is null while status is running (computed
+    once at the end); run status may read "abandoned" (from a store: its
+    opcost is gone); an outliers flag carries processes[] and rounds[].
 """
 
 from __future__ import annotations
