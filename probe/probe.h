@@ -72,7 +72,7 @@ struct bench_ctx {
 	const char *aux;                 /* set by setup when aux_run applies: what it does */
 	const char *prepare;             /* set by setup with prepare(): what it does, untimed */
 	/* Set by setup when the header should describe more of the run (e.g.
-	 * the parent's footprint, bench/footprint.c): called while the header
+	 * the parent's footprint, lib/footprint.c): called while the header
 	 * is written, after setup and calibration, to add members to it. */
 	void (*header_extra)(struct bench_ctx *ctx, struct jb *j);
 };

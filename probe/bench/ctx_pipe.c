@@ -4,7 +4,7 @@
  * fp= makes either side execute one FP/vector instruction per iteration so
  * the switch has live extended state to save and restore. */
 #include "../probe.h"
-#include "fpstate.h"
+#include "../lib/fpstate.h"
 #include "../topology.h"
 
 #include <errno.h>
