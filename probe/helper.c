@@ -1,6 +1,5 @@
-/* Helper processes and threads: pinned, tied to the probe's life, and able to
- * report their own CPU time so a benchmark can show both sides' user/sys. */
-#include "probe.h"
+/* See helper.h. */
+#include "helper.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -5,6 +5,7 @@
  *   0 ok, 1 benchmark failed, 2 usage error, 3 operation unsupported here. */
 #include "clock.h"
 #include "counters.h"
+#include "helper.h"
 #include "json.h"
 #include "probe.h"
 #include "topology.h"

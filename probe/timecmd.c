@@ -16,6 +16,7 @@
  * probe's usual header / sample / trailer JSON lines (schema opcost.probe/1,
  * op "program run", iters 1 per sample). */
 #include "clock.h"
+#include "helper.h"
 #include "json.h"
 #include "probe.h"
 
