@@ -20,8 +20,6 @@ struct helper_shm {
 	volatile int valid;      /* usage has been published at least once */
 };
 
-/* Pin the calling thread to one CPU; 0 or -errno. */
-int pin_self(int cpu);
 /* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
  * the benchmark's `placement` parameter) before setup() runs. */
 static inline int helper_cpu(const struct bench_ctx *ctx) { return ctx->cpus[1]; }

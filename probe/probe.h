@@ -1,33 +1,39 @@
 /* The benchmark interface. A benchmark is one file in bench/ exporting a
- * `const struct bench`; bench/table.c lists them all. The harness (main.c,
- * harness.c) owns clocks, calibration, counters, pinning and output; a
- * benchmark owns only its setup, its measured loop and its teardown. */
+ * `const struct bench`; bench/table.c lists them all. A benchmark owns only
+ * its setup, its measured loop and its teardown; the rest of the probe owns
+ * everything else:
+ *   main.c      the command line: which command, its options
+ *   harness.c   `run`: clock, overhead and batch calibration, the warm-up
+ *               and measured batches around setup and teardown
+ *   timecmd.c   `time`: a whole program as the operation
+ *   emit.c      every protocol line, for `run` and `time` alike (json.c
+ *               escapes and writes them)
+ *   params.c    parameters as data: lookup, key=value validation
+ *   cpus.c      cpu= and placement= resolved (topology.c), pinning
+ *   helper.c    the second party of two-party benchmarks (helper.h)
+ *   counters.c  perf_event_open counters; clock.c the batch clock (clock.h)
+ *   spin.c      spin=N, a known injected cost; cpuid.c `opcost-probe cpuid`
+ *   util.c      exit codes, die, option integers
+ *   lib/        what several benchmarks share: footprint, fpstate, tinyexe
+ *   user_op.c   benchmark user.op, built only for `opcost variants --mode op` */
 #ifndef OPCOST_PROBE_H
 #define OPCOST_PROBE_H
+
+#include "util.h"
 
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Exit codes of the probe (the Python side reads them). */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
-/* "opcost-probe: MESSAGE" on stderr, then exit(code) (main.c). */
-void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-/* Option opt's integer value v, at least min; anything else is a usage
- * error: die(EXIT_USAGE) (main.c). */
-long parse_count(const char *opt, const char *v, long min);
-
-/* xorshift64, for the fake clock's jitter; a zero state is seeded. */
-static inline uint64_t xorshift(uint64_t *s)
-{
-	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
 #define PROBE_VERSION "0.1.0"
+#if defined(__x86_64__)
+#define PROBE_ARCH "x86_64"
+#elif defined(__i386__)
+#define PROBE_ARCH "i386"
+#elif defined(__aarch64__)
+#define PROBE_ARCH "aarch64"
+#else
+#define PROBE_ARCH "unknown"
+#endif
 #define MAX_PARAMS 12
 #define MAX_CPUS 8
 
@@ -77,6 +83,12 @@ struct bench_ctx {
 	void (*header_extra)(struct bench_ctx *ctx, struct jb *j);
 };
 
+/* Operations in one run() iteration (ops_per_iter; 0 means 1). */
+static inline uint64_t ctx_ops_per_iter(const struct bench_ctx *ctx)
+{
+	return ctx->ops_per_iter ? ctx->ops_per_iter : 1;
+}
+
 /* Return values of setup(). */
 /* BENCH_BADPARAM: the parameters contradict each other (usage error). */
 enum { BENCH_OK = 0, BENCH_FAIL = 1, BENCH_UNSUPPORTED = 2, BENCH_BADPARAM = 3 };
@@ -119,7 +131,10 @@ struct bench {
 	int (*prepare)(struct bench_ctx *ctx);
 };
 
-/* Parameter access (names must exist in the table; checked at startup). */
+/* bench/table.c: every benchmark, NULL-terminated. */
+extern const struct bench *const bench_table[];
+
+/* Parameter access (params.c; names must exist in the table; checked at startup). */
 const char *param_str(const struct bench_ctx *ctx, const char *name);
 long param_long(const struct bench_ctx *ctx, const char *name);
 int param_is(const struct bench_ctx *ctx, const char *name, const char *value);
