@@ -1,7 +1,7 @@
 /* The benchmark interface. A benchmark is one file in bench/ exporting a
- * `const struct bench`; bench/table.c lists them all. A benchmark owns only
- * its setup, its measured loop and its teardown; the rest of the probe owns
- * everything else:
+ * `const struct bench`; bench/table.c lists them all, one line each. A
+ * benchmark owns only its setup, its measured loop and its teardown; the
+ * rest of the probe owns everything else:
  *   main.c      the command line: which command, its options
  *   harness.c   `run`: clock, overhead and batch calibration, the warm-up
  *               and measured batches around setup and teardown
