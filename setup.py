@@ -60,7 +60,8 @@ class BuildProbe(build_py):
 
 def probe_sources(probe: Path) -> list[Path]:
     """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
-    return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in ("*.c", "*.h", "*.S", "bench/*.c", "bench/*.h")
+    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]")
+    return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in patterns
                                        for p in probe.glob(pat) if not p.name.endswith("-tiny.c"))  # generated
 
 

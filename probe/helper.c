@@ -1,6 +1,6 @@
-/* Helper processes and threads: pinned, tied to the probe's life, and able to
- * report their own CPU time so a benchmark can show both sides' user/sys. */
-#include "probe.h"
+/* See helper.h. */
+#include "helper.h"
+#include "cpus.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,19 +13,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-int pin_self(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
-}
-
-static int64_t tv_ns(struct timeval tv)
-{
-	return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000LL;
-}
 
 void helper_publish(struct bench_ctx *ctx)
 {

@@ -1,33 +1,39 @@
 /* The benchmark interface. A benchmark is one file in bench/ exporting a
- * `const struct bench`; bench/table.c lists them all. The harness (main.c,
- * harness.c) owns clocks, calibration, counters, pinning and output; a
- * benchmark owns only its setup, its measured loop and its teardown. */
+ * `const struct bench`; bench/table.c lists them all, one line each. A
+ * benchmark owns only its setup, its measured loop and its teardown; the
+ * rest of the probe owns everything else:
+ *   main.c      the command line: which command, its options
+ *   harness.c   `run`: clock, overhead and batch calibration, the warm-up
+ *               and measured batches around setup and teardown
+ *   timecmd.c   `time`: a whole program as the operation
+ *   emit.c      every protocol line, for `run` and `time` alike (json.c
+ *               escapes and writes them)
+ *   params.c    parameters as data: lookup, key=value validation
+ *   cpus.c      cpu= and placement= resolved (topology.c), pinning
+ *   helper.c    the second party of two-party benchmarks (helper.h)
+ *   counters.c  perf_event_open counters; clock.c the batch clock (clock.h)
+ *   spin.c      spin=N, a known injected cost; cpuid.c `opcost-probe cpuid`
+ *   util.c      exit codes, die, option integers
+ *   lib/        what several benchmarks share: footprint, fpstate, tinyexe
+ *   user_op.c   benchmark user.op, built only for `opcost variants --mode op` */
 #ifndef OPCOST_PROBE_H
 #define OPCOST_PROBE_H
+
+#include "util.h"
 
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Exit codes of the probe (the Python side reads them). */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 3 };
-/* "opcost-probe: MESSAGE" on stderr, then exit(code) (main.c). */
-void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-/* Option opt's integer value v, at least min; anything else is a usage
- * error: die(EXIT_USAGE) (main.c). */
-long parse_count(const char *opt, const char *v, long min);
-
-/* xorshift64, for the fake clock's jitter; a zero state is seeded. */
-static inline uint64_t xorshift(uint64_t *s)
-{
-	uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
 #define PROBE_VERSION "0.1.0"
+#if defined(__x86_64__)
+#define PROBE_ARCH "x86_64"
+#elif defined(__i386__)
+#define PROBE_ARCH "i386"
+#elif defined(__aarch64__)
+#define PROBE_ARCH "aarch64"
+#else
+#define PROBE_ARCH "unknown"
+#endif
 #define MAX_PARAMS 12
 #define MAX_CPUS 8
 
@@ -72,10 +78,16 @@ struct bench_ctx {
 	const char *aux;                 /* set by setup when aux_run applies: what it does */
 	const char *prepare;             /* set by setup with prepare(): what it does, untimed */
 	/* Set by setup when the header should describe more of the run (e.g.
-	 * the parent's footprint, bench/footprint.c): called while the header
+	 * the parent's footprint, lib/footprint.c): called while the header
 	 * is written, after setup and calibration, to add members to it. */
 	void (*header_extra)(struct bench_ctx *ctx, struct jb *j);
 };
+
+/* Operations in one run() iteration (ops_per_iter; 0 means 1). */
+static inline uint64_t ctx_ops_per_iter(const struct bench_ctx *ctx)
+{
+	return ctx->ops_per_iter ? ctx->ops_per_iter : 1;
+}
 
 /* Return values of setup(). */
 /* BENCH_BADPARAM: the parameters contradict each other (usage error). */
@@ -119,52 +131,13 @@ struct bench {
 	int (*prepare)(struct bench_ctx *ctx);
 };
 
-/* Parameter access (names must exist in the table; checked at startup). */
+/* bench/table.c: every benchmark, NULL-terminated. */
+extern const struct bench *const bench_table[];
+
+/* Parameter access (params.c; names must exist in the table; checked at startup). */
 const char *param_str(const struct bench_ctx *ctx, const char *name);
 long param_long(const struct bench_ctx *ctx, const char *name);
 int param_is(const struct bench_ctx *ctx, const char *name, const char *value);
-
-/* ---- helpers (helper.c) ---- */
-
-/* Shared between the measuring side and its helper. A helper publishes its
- * own getrusage(RUSAGE_THREAD) and CPU when `cmd` asks for it, between
- * operations, never inside the measured region of the main side. */
-struct helper_shm {
-	volatile int cmd;        /* 1: publish usage; helper clears it */
-	volatile int stop;       /* helper exits its loop */
-	volatile int ready;
-	volatile int cpu;        /* CPU the helper last ran on */
-	volatile int64_t user_ns, sys_ns;
-	volatile int64_t nvcsw, nivcsw;
-	volatile int valid;      /* usage has been published at least once */
-};
-
-/* Pin the calling thread to one CPU; 0 or -errno. */
-int pin_self(int cpu);
-/* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
- * the benchmark's `placement` parameter) before setup() runs. */
-static inline int helper_cpu(const struct bench_ctx *ctx) { return ctx->cpus[1]; }
-struct helper {
-	int thread;
-	pid_t pid;
-	unsigned long tid;
-};
-/* Run fn as the benchmark's helper, a thread or a process, pinned to
- * helper_cpu(ctx), and wait until it sets ctx->shm->ready. A helper process
- * dies with the probe (PR_SET_PDEATHSIG). BENCH_OK, or BENCH_FAIL with
- * ctx->err set. */
-int helper_start(struct bench_ctx *ctx, struct helper *h, int thread, void (*fn)(struct bench_ctx *));
-/* A process is killed and reaped; a thread is joined (the benchmark has made
- * its fn return first). */
-void helper_stop(struct helper *h);
-/* Called by helpers between operations (helper_poll_inline): one load,
- * and on request publishes the helper's own usage into ctx->shm. */
-void helper_publish(struct bench_ctx *ctx);
-static inline void helper_poll_inline(struct bench_ctx *ctx)
-{
-	if (__builtin_expect(ctx->shm->cmd != 0, 0))
-		helper_publish(ctx);
-}
 
 /* Compiler barrier: keep an operation's result alive, keep loops honest. */
 #define BARRIER() __asm__ volatile("" ::: "memory")

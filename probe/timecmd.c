@@ -15,9 +15,10 @@
  * Python side uses it to fail before anything is measured. Output: the
  * probe's usual header / sample / trailer JSON lines (schema opcost.probe/1,
  * op "program run", iters 1 per sample). */
+#include "timecmd.h"
 #include "clock.h"
-#include "json.h"
-#include "probe.h"
+#include "cpus.h"
+#include "emit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,25 +33,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-struct topts {
-	long samples, warmup;
-	int cpu; /* -1: not pinned */
-	double fake_ns;
-	unsigned long long seed;
-	int check;
-	char **prog; /* argv of the program */
+/* `time`'s operation, described as a benchmark's is, so that emit.c writes
+ * this command's lines as it writes `run`'s. It is in no table: nothing runs
+ * it. */
+static const struct bench_param program_params[] = {
+	{"program", PT_STR, "the program run", NULL, NULL, 0, 0},
+	{NULL, 0, NULL, NULL, NULL, 0, 0},
 };
-
-struct prun {
-	uint64_t wall_ns, ticks;
-	int64_t user_ns, sys_ns, nvcsw, nivcsw;
-	int cpu_before, cpu_after;
+static const struct bench program_bench = {
+	.name = "program",
+	.summary = "a whole program, run like time(1)",
+	.op = "program run",
+	.params = program_params,
 };
-
-static int64_t tvns(struct timeval tv)
-{
-	return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000LL;
-}
 
 /* The last line of what the program wrote to stderr, for the failure line. */
 static void stderr_tail(int fd, char *out, size_t len)
@@ -71,7 +66,7 @@ static void stderr_tail(int fd, char *out, size_t len)
 	snprintf(out, len, "%s", line ? line + 1 : buf);
 }
 
-static void run_program(const struct topts *o, struct prun *r)
+static void run_program(const struct time_opts *o, struct batch *r)
 {
 	int errfd = memfd_create("opcost-program-stderr", MFD_CLOEXEC);
 	if (errfd < 0)
@@ -132,180 +127,63 @@ static void run_program(const struct topts *o, struct prun *r)
 	}
 	close(errfd);
 	r->wall_ns = w1 - w0;
-	r->ticks = t1 - t0;
-	r->user_ns = tvns(ru.ru_utime);
-	r->sys_ns = tvns(ru.ru_stime);
-	r->nvcsw = ru.ru_nvcsw;
-	r->nivcsw = ru.ru_nivcsw;
+	r->raw_ticks = r->net_ticks = (double)(t1 - t0);
+	r->self = (struct usage){tv_ns(ru.ru_utime), tv_ns(ru.ru_stime), ru.ru_nvcsw, ru.ru_nivcsw};
 }
 
-static void emit_run(long idx, int warm, const struct prun *r)
+int time_run(const struct time_opts *o, int argc, char **argv)
 {
-	struct jb j;
-	jb_init(&j);
-	jb_obj_begin(&j, NULL);
-	jb_str(&j, "type", "sample");
-	jb_int(&j, "i", idx);
-	jb_bool(&j, "warmup", warm);
-	jb_uint(&j, "iters", 1);
-	jb_num(&j, "raw_ticks", (double)r->ticks);
-	jb_num(&j, "ticks", (double)r->ticks);
-	jb_num(&j, "ns", (double)r->wall_ns);
-	jb_uint(&j, "wall_ns", r->wall_ns);
-	jb_num(&j, "ns_per_op", (double)r->wall_ns);
-	jb_num(&j, "tsc_per_op", (double)r->ticks);
-	jb_int(&j, "user_ns", r->user_ns);
-	jb_int(&j, "sys_ns", r->sys_ns);
-	jb_num(&j, "user_ns_per_op", (double)r->user_ns);
-	jb_num(&j, "sys_ns_per_op", (double)r->sys_ns);
-	jb_int(&j, "nvcsw", r->nvcsw);
-	jb_int(&j, "nivcsw", r->nivcsw);
-	jb_int(&j, "cpu_before", r->cpu_before);
-	jb_int(&j, "cpu_after", r->cpu_after);
-	jb_obj_end(&j);
-	jb_emit(&j, 1);
-	jb_free(&j);
-}
-
-static void emit_theader(const struct topts *o, double tsc_hz, int argc, char **argv)
-{
-	struct jb j;
-	jb_init(&j);
-	jb_obj_begin(&j, NULL);
-	jb_str(&j, "type", "header");
-	jb_str(&j, "schema", "opcost.probe/1");
-	jb_str(&j, "probe_version", PROBE_VERSION);
-	jb_str(&j, "compiler", "gcc " __VERSION__);
-	jb_int(&j, "pid", getpid());
-	jb_str(&j, "bench", "program");
-	jb_str(&j, "op", "program run");
-	jb_obj_begin(&j, "params");
-	jb_str(&j, "program", o->prog[0]);
-	jb_obj_end(&j);
-	jb_arr_begin(&j, "cpus");
-	jb_int(&j, NULL, o->cpu >= 0 ? o->cpu : sched_getcpu());
-	jb_arr_end(&j);
-	jb_bool(&j, "pinned", o->cpu >= 0);
-	jb_str(&j, "clock", o->fake_ns > 0 ? "fake" : "monotonic_raw");
-	jb_num(&j, "tsc_hz", tsc_hz);
-	jb_str(&j, "tsc_hz_source", o->fake_ns > 0 ? "fake clock (2 GHz)"
-			 : "calibrated against CLOCK_MONOTONIC_RAW over 20 ms at start-up");
-	jb_obj_begin(&j, "overhead");
-	jb_num(&j, "clock_ticks", 0);
-	jb_num(&j, "loop_ticks_per_iter", 0);
-	jb_num(&j, "clock_ns", 0);
-	jb_num(&j, "loop_ns_per_iter", 0);
-	jb_str(&j, "method", "none subtracted: like time(1), a run includes fork, exec, loading and exit");
-	jb_obj_end(&j);
-	jb_uint(&j, "iters", 1);
-	jb_str(&j, "iters_source", "one program run per sample");
-	jb_int(&j, "samples", o->samples);
-	jb_int(&j, "warmup", o->warmup);
-	jb_bool(&j, "fake_clock", o->fake_ns > 0);
-	jb_arr_begin(&j, "counters");
-	jb_arr_end(&j);
-	jb_arr_begin(&j, "argv");
-	for (int i = 0; i < argc; i++)
-		jb_str(&j, NULL, argv[i]);
-	jb_arr_end(&j);
-	jb_obj_end(&j);
-	jb_emit(&j, 1);
-	jb_free(&j);
-}
-
-static void emit_simple(const char *type)
-{
-	struct jb j;
-	jb_init(&j);
-	jb_obj_begin(&j, NULL);
-	jb_str(&j, "type", type);
-	jb_str(&j, "status", "ok");
-	jb_obj_end(&j);
-	jb_emit(&j, 1);
-	jb_free(&j);
-}
-
-int cmd_time(int argc, char **argv)
-{
-	struct topts o = {.samples = 1, .warmup = 0, .cpu = -1};
-	int i;
-	for (i = 2; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--") == 0) {
-			i++;
-			break;
-		} else if (strcmp(a, "--check") == 0) {
-			o.check = 1;
-			continue;
-		} else if (!v) {
-			die(EXIT_USAGE, "time: %s needs a value", a);
-		} else if (strcmp(a, "--samples") == 0)
-			o.samples = parse_count(a, v, 1);
-		else if (strcmp(a, "--warmup") == 0)
-			o.warmup = parse_count(a, v, 0);
-		else if (strcmp(a, "--cpu") == 0)
-			o.cpu = (int)parse_count(a, v, 0);
-		else if (strcmp(a, "--seed") == 0)
-			o.seed = strtoull(v, NULL, 0);
-		else if (strcmp(a, "--fake-clock") == 0) {
-			char *end;
-			o.fake_ns = strtod(v, &end);
-			if (*end || !(o.fake_ns > 0) || o.fake_ns > 1e12)
-				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one run in ns (0 < NS <= 1e12)", v);
-		} else
-			die(EXIT_USAGE, "time: unexpected argument '%s' (usage: opcost-probe time [options] -- PROGRAM [ARGS])", a);
-		i++;
-	}
-	if (i >= argc)
-		die(EXIT_USAGE, "time: which program? (opcost-probe time [options] -- PROGRAM [ARGS])");
-	o.prog = &argv[i];
-
-	pid_t parent = getppid();
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		return EXIT_FAIL;
-	if (o.cpu >= 0) {
-		int rc = pin_self(o.cpu); /* the program inherits the affinity */
+	if (o->cpu >= 0) {
+		int rc = pin_self(o->cpu); /* the program inherits the affinity */
 		if (rc < 0) {
 			char c[16];
-			snprintf(c, sizeof(c), "%d", o.cpu);
+			snprintf(c, sizeof(c), "%d", o->cpu);
 			die(EXIT_USAGE, "--cpu %s: cannot pin there: %s", c, strerror(-rc));
 		}
 	}
-	struct prun r;
-	if (o.check) {
-		run_program(&o, &r);
-		emit_simple("check");
+	struct batch r;
+	if (o->check) {
+		run_program(o, &r);
+		emit_check(NULL);
 		return EXIT_OK;
 	}
-	double tsc_hz = o.fake_ns > 0 ? 2e9 : clock_calibrate_hz();
-	emit_theader(&o, tsc_hz, argc, argv);
-	uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-	for (long k = 0; k < o.warmup + o.samples; k++) {
-		run_program(&o, &r);
-		if (o.fake_ns > 0) {
+	double tsc_hz = o->fake_ns > 0 ? 2e9 : clock_calibrate_hz();
+	struct bench_ctx ctx = {.b = &program_bench, .values = {o->prog[0]}};
+	ctx.cpus[0] = o->cpu >= 0 ? o->cpu : sched_getcpu();
+	struct run_info ri = {
+		.ctx = &ctx,
+		.pinned = o->cpu >= 0,
+		.clock = o->fake_ns > 0 ? "fake" : "monotonic_raw",
+		.tsc_hz = tsc_hz,
+		.fake = o->fake_ns > 0,
+		.loop_subtracted = -1,
+		.overhead_method = "none subtracted: like time(1), a run includes fork, exec, loading and exit",
+		.iters = 1,
+		.iters_source = "one program run per sample",
+		.samples = o->samples,
+		.warmup = o->warmup,
+	};
+	emit_header(&ri, argc, argv);
+	uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 1;
+	for (long k = 0; k < o->warmup + o->samples; k++) {
+		memset(&r, 0, sizeof(r));
+		r.iters = r.executed = 1;
+		r.steal = -1;
+		run_program(o, &r);
+		if (o->fake_ns > 0) {
 			/* Deterministic model: fake_ns per run +-1%, a quarter user, three quarters system. */
 			double jit = ((double)(xorshift(&rng) % 2001) - 1000.0) / 100000.0;
-			double ns = o.fake_ns * (1.0 + jit);
+			double ns = o->fake_ns * (1.0 + jit);
 			r.wall_ns = (uint64_t)ns;
-			r.ticks = (uint64_t)(ns * tsc_hz / 1e9);
-			r.user_ns = (int64_t)(ns * 0.25);
-			r.sys_ns = (int64_t)(ns * 0.75);
-			r.cpu_before = r.cpu_after = o.cpu >= 0 ? o.cpu : r.cpu_before;
+			r.raw_ticks = r.net_ticks = (double)(uint64_t)(ns * tsc_hz / 1e9);
+			r.self.user_ns = (int64_t)(ns * 0.25);
+			r.self.sys_ns = (int64_t)(ns * 0.75);
+			r.cpu_before = r.cpu_after = o->cpu >= 0 ? o->cpu : r.cpu_before;
 		}
-		int warm = k < o.warmup;
-		emit_run(warm ? k : k - o.warmup, warm, &r);
+		r.ns = (double)r.wall_ns; /* like time(1): nothing subtracted */
+		int warm = k < o->warmup;
+		emit_sample(&ri, warm ? k : k - o->warmup, warm, &r);
 	}
-	struct jb j;
-	jb_init(&j);
-	jb_obj_begin(&j, NULL);
-	jb_str(&j, "type", "trailer");
-	jb_str(&j, "status", "ok");
-	jb_int(&j, "samples", o.samples);
-	jb_int(&j, "warmup", o.warmup);
-	jb_obj_end(&j);
-	jb_emit(&j, 1);
-	jb_free(&j);
+	emit_trailer(o->samples, o->warmup);
 	return EXIT_OK;
 }

@@ -1,7 +1,7 @@
 /* ctx.eventfd: ping-pong over two eventfds between the measuring side and a
  * helper (process or thread): write(2) 1 to the helper's eventfd, read(2) the
  * answer from ours. One operation is one round trip: on one CPU, two switches. */
-#include "../probe.h"
+#include "../helper.h"
 #include "../topology.h"
 
 #include <errno.h>

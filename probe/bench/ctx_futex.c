@@ -4,7 +4,7 @@
  * helper, then FUTEX_WAITs until the helper has set turn=0 and woken it.
  * One operation is one round trip: two wakes, on one CPU two switches.
  * mode=thread uses private futexes; mode=process a shared page. */
-#include "../probe.h"
+#include "../helper.h"
 #include "../topology.h"
 
 #include <errno.h>

@@ -3,8 +3,8 @@
  * One operation is one round trip: on one CPU, two context switches.
  * fp= makes either side execute one FP/vector instruction per iteration so
  * the switch has live extended state to save and restore. */
-#include "../probe.h"
-#include "fpstate.h"
+#include "../helper.h"
+#include "../lib/fpstate.h"
 #include "../topology.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* ctx.unix: one byte ping-pong over an AF_UNIX stream socketpair between the
  * measuring side and a helper (process or thread), like ctx.pipe (lmbench
  * lat_unix). One operation is one round trip: on one CPU, two switches. */
-#include "../probe.h"
+#include "../helper.h"
 #include "../topology.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* ctx.yield: two tasks on one CPU calling sched_yield(2) (seed 001's ./yield).
  * One operation is one sched_yield() by the measuring side: it switches to
  * the helper, whose own yield switches back. */
-#include "../probe.h"
+#include "../helper.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /* proc.exec: start a new program and reap it (lmbench lat_proc exec). One
  * operation is fork(2) (or vfork(2), via=) + execve of a tiny static program
  * whose _start only calls exit (probe/tiny.S, no libc start-up) + waitpid(2).
- * The program lives in a memfd (bench/tinyexe.c) and is run with fexecve(3)
+ * The program lives in a memfd (lib/tinyexe.c) and is run with fexecve(3)
  * (execveat(fd, "", AT_EMPTY_PATH)): no file on disk. resident= and
- * mappings= (bench/footprint.c) size the parent that forks. */
+ * mappings= (lib/footprint.c) size the parent that forks. */
 #include "../probe.h"
-#include "footprint.h"
-#include "tinyexe.h"
+#include "../lib/footprint.h"
+#include "../lib/tinyexe.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * lat_proc fork). One operation is fork(2) + the child's _exit(2) +
  * waitpid(2) in the parent: creation and teardown of a copy of the parent.
  * By default the parent is the probe (a small static binary, so few pages to
- * copy); resident= and mappings= (bench/footprint.c) make it bigger. */
+ * copy); resident= and mappings= (lib/footprint.c) make it bigger. */
 #include "../probe.h"
-#include "footprint.h"
+#include "../lib/footprint.h"
 
 #include <errno.h>
 #include <stdio.h>

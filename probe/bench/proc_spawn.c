@@ -1,13 +1,13 @@
 /* proc.spawn: posix_spawn(3) of a tiny static program + waitpid(2). glibc
  * spawns with clone(CLONE_VM|CLONE_VFORK), so no address space is copied.
  * The program (probe/tiny.S: _start calls exit) lives in a memfd, spawned
- * through its /proc/self/fd/N path (bench/tinyexe.c). One operation is the
+ * through its /proc/self/fd/N path (lib/tinyexe.c). One operation is the
  * spawn, the program's exec and exit, and the wait. resident= and mappings=
- * (bench/footprint.c) size the parent: with no copy, they should matter
+ * (lib/footprint.c) size the parent: with no copy, they should matter
  * little (compare proc.fork). */
 #include "../probe.h"
-#include "footprint.h"
-#include "tinyexe.h"
+#include "../lib/footprint.h"
+#include "../lib/tinyexe.h"
 
 #include <errno.h>
 #include <spawn.h>

@@ -1,10 +1,10 @@
 /* proc.vfork: vfork(2) a child that _exit(2)s at once, and reap it. The child
  * borrows the parent's memory, so no page tables are copied: the difference
  * to proc.fork is the cost of copying the address space. One operation is
- * vfork + _exit + waitpid. resident= and mappings= (bench/footprint.c) size
+ * vfork + _exit + waitpid. resident= and mappings= (lib/footprint.c) size
  * the parent, as for proc.fork. */
 #include "../probe.h"
-#include "footprint.h"
+#include "../lib/footprint.h"
 
 #include <errno.h>
 #include <stdio.h>

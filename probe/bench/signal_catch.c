@@ -4,7 +4,7 @@
  * clean (vzeroall: SSE/AVX in init state), sse (xmm), avx (ymm upper
  * halves), avx512 (zmm). */
 #include "../probe.h"
-#include "fpstate.h"
+#include "../lib/fpstate.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,56 +1,56 @@
-/* The one list of benchmarks. Adding one: its file in bench/, a line here. */
+/* The one list of benchmarks, in `opcost-probe list` order. Adding one: its
+ * file in bench/ exporting `const struct bench bench_NAME`, and one X(NAME)
+ * line here. */
 #include "../probe.h"
 
 #include <stddef.h>
 
-extern const struct bench bench_syscall_null, bench_syscall_read, bench_syscall_write, bench_syscall_stat,
-	bench_syscall_fstat, bench_syscall_open, bench_ctx_pipe, bench_ctx_yield, bench_signal_catch,
-	bench_signal_install;
-extern const struct bench bench_msg_hackbench, bench_ctx_unix, bench_ctx_futex, bench_ctx_eventfd, bench_proc_fork,
-	bench_proc_vfork, bench_proc_exec, bench_proc_spawn, bench_thread_create, bench_mem_pagefault, bench_mem_mmap,
-	bench_mem_touch, bench_epoll_wait, bench_timer_nanosleep;
-extern const struct bench bench_xstate_xsave, bench_xstate_xsaveopt, bench_xstate_xsavec, bench_xstate_xrstor,
-	bench_xstate_fxsave, bench_xstate_fxrstor, bench_xstate_vzeroupper, bench_xstate_vzeroall, bench_insn_div,
-	bench_insn_chain;
-extern const struct bench bench_user_op;
+#define BENCHMARKS(X)           \
+	X(syscall_null)         \
+	X(syscall_read)         \
+	X(syscall_write)        \
+	X(syscall_stat)         \
+	X(syscall_fstat)        \
+	X(syscall_open)         \
+	X(ctx_pipe)             \
+	X(ctx_yield)            \
+	X(signal_catch)         \
+	X(signal_install)       \
+	X(msg_hackbench)        \
+	X(ctx_unix)             \
+	X(ctx_futex)            \
+	X(ctx_eventfd)          \
+	X(proc_fork)            \
+	X(proc_vfork)           \
+	X(proc_exec)            \
+	X(proc_spawn)           \
+	X(thread_create)        \
+	X(mem_pagefault)        \
+	X(mem_mmap)             \
+	X(mem_touch)            \
+	X(epoll_wait)           \
+	X(timer_nanosleep)      \
+	X(xstate_xsave)         \
+	X(xstate_xsaveopt)      \
+	X(xstate_xsavec)        \
+	X(xstate_xrstor)        \
+	X(xstate_fxsave)        \
+	X(xstate_fxrstor)       \
+	X(xstate_vzeroupper)    \
+	X(xstate_vzeroall)      \
+	X(insn_div)             \
+	X(insn_chain)           \
+	USER_OP(X)
 
-const struct bench *const bench_table[] = {
-	&bench_syscall_null,
-	&bench_syscall_read,
-	&bench_syscall_write,
-	&bench_syscall_stat,
-	&bench_syscall_fstat,
-	&bench_syscall_open,
-	&bench_ctx_pipe,
-	&bench_ctx_yield,
-	&bench_signal_catch,
-	&bench_signal_install,
-	&bench_msg_hackbench,
-	&bench_ctx_unix,
-	&bench_ctx_futex,
-	&bench_ctx_eventfd,
-	&bench_proc_fork,
-	&bench_proc_vfork,
-	&bench_proc_exec,
-	&bench_proc_spawn,
-	&bench_thread_create,
-	&bench_mem_pagefault,
-	&bench_mem_mmap,
-	&bench_mem_touch,
-	&bench_epoll_wait,
-	&bench_timer_nanosleep,
-	&bench_xstate_xsave,
-	&bench_xstate_xsaveopt,
-	&bench_xstate_xsavec,
-	&bench_xstate_xrstor,
-	&bench_xstate_fxsave,
-	&bench_xstate_fxrstor,
-	&bench_xstate_vzeroupper,
-	&bench_xstate_vzeroall,
-	&bench_insn_div,
-	&bench_insn_chain,
+/* opcost variants --mode op: ../user_op.c, built only with USER_OP= */
 #ifdef OPCOST_USER_OP
-	&bench_user_op, /* opcost variants --mode op: ../user_op.c */
+#define USER_OP(X) X(user_op)
+#else
+#define USER_OP(X)
 #endif
-	NULL,
-};
+
+#define DECLARE(name) extern const struct bench bench_##name;
+BENCHMARKS(DECLARE)
+
+#define ENTRY(name) &bench_##name,
+const struct bench *const bench_table[] = {BENCHMARKS(ENTRY) NULL};

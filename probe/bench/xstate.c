@@ -35,7 +35,7 @@
  * the core clock, so it is a cycle proxy only (exact when the core runs at
  * the TSC rate, as on this VM: no PMU to count real cycles). */
 #include "../probe.h"
-#include "fpstate.h"
+#include "../lib/fpstate.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 """The parent's footprint as a parameter of the process-creation benchmarks
-(bench/footprint.c): resident= (anonymous memory written before timing) and
+(lib/footprint.c): resident= (anonymous memory written before timing) and
 mappings= (extra one-page memfd VMAs) size the parent of proc.fork,
 proc.vfork, proc.exec and proc.spawn; the header reports what the parent
 really was ("parent": resident_bytes, anon_bytes, vmas), and the Python side

@@ -1,8 +1,9 @@
-"""Leak test: 200 start/SIGKILL cycles of the probe over the benchmarks that
-create helpers, processes, threads, memfds or temp files. Afterwards no
-process of theirs may be alive (zombies waiting for a slow PID 1 excepted),
-the test process holds no more fds than before, and the temp dir the probe
-was given is as it was."""
+"""Leak test: start/SIGKILL cycles of the probe over every benchmark of the
+table (and variants that create other helpers, processes, threads, memfds or
+temp files), 8 per benchmark and at least 200, half killed once measuring
+has begun, half anywhere in start-up. Afterwards no process of theirs may be
+alive (zombies waiting for a slow PID 1 excepted), the test process holds no
+more fds than before, and the temp dir the probe was given is as it was."""
 
 from __future__ import annotations
 
@@ -17,20 +18,21 @@ import uuid
 from pathlib import Path
 
 import pytest
+from benchtable import benchmarks, quick_args
 
 PROBE_DIR = Path(__file__).resolve().parents[1]
 PROBE = PROBE_DIR / "opcost-probe"
 
-CYCLES = 200
-BENCHES = [
-    ["ctx.pipe"], ["ctx.pipe", "-P", "mode=thread"], ["ctx.yield"], ["ctx.unix"], ["ctx.unix", "-P", "mode=thread"],
-    ["ctx.futex"], ["ctx.futex", "-P", "mode=process"], ["ctx.eventfd"], ["ctx.eventfd", "-P", "placement=core"],
-    ["proc.fork"], ["proc.vfork"], ["proc.exec"], ["proc.exec", "-P", "via=vfork"], ["proc.spawn"],
-    ["thread.create"], ["mem.touch", "-P", "size=262144"], ["mem.touch", "-P", "size=262144", "-P", "backing=tmpfile"],
-    ["mem.pagefault", "-P", "size=262144"], ["mem.mmap"], ["epoll.wait"], ["timer.nanosleep"],
-    ["msg.hackbench", "-P", "groups=2", "-P", "fds=4", "-P", "loops=20"],
-    ["msg.hackbench", "-P", "groups=2", "-P", "fds=4", "-P", "loops=20", "-P", "mode=thread", "-P", "ipc=pipe"],
+# Every benchmark at its defaults (QUICK ones made short), then variants
+# whose helpers, children or files differ from the defaults'.
+BENCHES = [[b["name"], *quick_args(b["name"])] for b in benchmarks()] + [
+    ["ctx.pipe", "-P", "mode=thread"], ["ctx.unix", "-P", "mode=thread"], ["ctx.futex", "-P", "mode=process"],
+    ["ctx.eventfd", "-P", "placement=core"], ["proc.exec", "-P", "via=vfork"],
+    ["mem.touch", "-P", "size=262144"], ["mem.touch", "-P", "size=262144", "-P", "backing=tmpfile"],
+    ["mem.pagefault", "-P", "size=262144"],
+    ["msg.hackbench", *quick_args("msg.hackbench"), "-P", "mode=thread", "-P", "ipc=pipe"],
 ]
+CYCLES = max(200, 8 * len(BENCHES))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -93,7 +95,7 @@ def test_start_kill_cycles_leave_nothing_behind(tmp_path):
     t0 = time.monotonic()
     waited_header = 0
     for i in range(CYCLES):
-        bench = BENCHES[i % len(BENCHES)]
+        bench = BENCHES[i // 2 % len(BENCHES)]  # each killed both ways (i % 2, below)
         p = subprocess.Popen([str(exe), "run", *bench, "--target-ms", "1", "--samples", "1000000"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                              env=env, start_new_session=True)

@@ -1,0 +1,69 @@
+/* Every line of the probe's protocol is written here and only here:
+ * opcost.probe/1 (header, sample, trailer, check, unsupported) for `run`
+ * and `time` alike, opcost.probe-list/1 (`list --json`) and the placement
+ * line. The callers measure and decide; this file says what a line holds, and
+ * json.c escapes and writes it. The protocol is a public contract
+ * (DESIGN.md): extend it, never change what is there. */
+#ifndef OPCOST_EMIT_H
+#define OPCOST_EMIT_H
+
+#include "counters.h"
+#include "probe.h"
+
+/* CPU time and context switches of a thread (or of a program and what it
+ * reaped). */
+struct usage {
+	int64_t user_ns, sys_ns, nvcsw, nivcsw;
+};
+
+/* One sample: a batch of `run`, or one program run of `time`. */
+struct batch {
+	uint64_t iters, executed;  /* executed: written when it differs (the fake clock runs fewer) */
+	double raw_ticks, net_ticks;
+	double ns;                 /* the batch's time: net_ticks in ns (run), the wall time (time) */
+	double aux_ticks; /* per iteration: the aux loop timed right after this batch */
+	int aux_valid;
+	uint64_t wall_ns;
+	uint64_t start_raw_ns; /* CLOCK_MONOTONIC_RAW at the batch start: lines up concurrent probes; 0: not written */
+	struct usage self, helper;
+	int helper_valid, helper_cpu;
+	int cpu_before, cpu_after;
+	long long steal; /* steal time during the batch (USER_HZ ticks); < 0: unknown, not written */
+	struct counter_snapshot c0, c1;
+};
+
+/* What the header says of a run, and what its samples share. */
+struct run_info {
+	struct bench_ctx *ctx;     /* the benchmark, its parameters and CPUs, what setup() said */
+	const char *arch;          /* NULL: not written (`time`'s header never had it) */
+	int pinned;                /* < 0: not written (`run`'s header never had it) */
+	const char *clock;
+	double tsc_hz;
+	int fake;                  /* --fake-clock */
+	double clock_ticks;        /* overhead of one clock pair */
+	double loop_ticks;         /* overhead of one empty loop iteration */
+	int loop_subtracted;       /* < 0: not written (`time` subtracts nothing) */
+	const char *overhead_method;
+	long spin;                 /* spin=N (0: none), and its cost measured alone */
+	double spin_ticks;
+	uint64_t iters;
+	const char *iters_source;
+	long samples, warmup;
+	double target_ms;          /* <= 0: not written */
+	const struct counter_set *cs; /* NULL: none */
+};
+
+void emit_header(const struct run_info *ri, int argc, char **argv);
+/* Sample i of the warm-up (warmup) or measured batches. */
+void emit_sample(const struct run_info *ri, long i, int warmup, const struct batch *B);
+void emit_trailer(long samples, long warmup);
+/* --check passed: the parameters as resolved (ctx NULL: none, `time`). */
+void emit_check(const struct bench_ctx *ctx);
+/* The operation cannot be measured here: ctx->err says why. */
+void emit_unsupported(const struct bench_ctx *ctx);
+/* `list --json`: the benchmark table, parameters as data, known counters. */
+void emit_list(void);
+/* `placement A B`: the class of a CPU pair and how it was decided. */
+void emit_placement(int a, int b, const char *name, const char *how);
+
+#endif

@@ -1,0 +1,381 @@
+/* See harness.h. The measured region of a batch is the benchmark's run()
+ * between clock_start() and clock_end(), nothing else; everything the
+ * sample also reports (usage, counters, steal, CPUs) is read outside it. */
+#include "harness.h"
+#include "clock.h"
+#include "counters.h"
+#include "cpus.h"
+#include "emit.h"
+#include "helper.h"
+#include "params.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+struct run {
+	struct run_opts o;
+	struct bench_ctx ctx;
+	struct counter_set cs;
+	double tsc_hz;
+	double clock_ovh; /* ticks for one start/end pair with nothing between */
+	double loop_ovh;  /* ticks per empty loop iteration */
+	double spin_ticks; /* cost of one spin_chain(spin), measured alone */
+	uint64_t fake_rng;
+	struct usage helper_prev;
+};
+
+/* The loop of a benchmark with nothing but spin_chain(spin) in it; with
+ * spin=0 it is the empty loop whose cost is the loop overhead. */
+static __attribute__((noinline)) void spin_loop(unsigned spin, uint64_t n)
+{
+	OP_LOOP(spin, n, BARRIER());
+}
+
+/* Minimum ticks over 50 batches of n iterations, clock overhead subtracted. */
+static double min_loop_ticks(const struct run *R, unsigned spin, uint64_t n)
+{
+	double best = 1e18;
+	for (int k = 0; k < 50; k++) {
+		uint64_t a = clock_start();
+		spin_loop(spin, n);
+		uint64_t b = clock_end();
+		if ((double)(b - a) < best)
+			best = (double)(b - a);
+	}
+	return best - R->clock_ovh;
+}
+
+static void calibrate_clock(struct run *R)
+{
+	if (R->o.fake_ns > 0) {
+		R->tsc_hz = 2e9;
+		R->clock_ovh = 40;
+		R->loop_ovh = 0.5;
+		R->spin_ticks = (double)R->o.spin; /* fake: one tick per add */
+		return;
+	}
+	R->tsc_hz = clock_calibrate_hz();
+	double mn = 1e18;
+	for (int k = 0; k < 2000; k++) {
+		uint64_t a = clock_start();
+		uint64_t b = clock_end();
+		if ((double)(b - a) < mn)
+			mn = (double)(b - a);
+	}
+	R->clock_ovh = mn;
+	R->loop_ovh = min_loop_ticks(R, 0, 20000) / 20000.0;
+	if (R->loop_ovh < 0)
+		R->loop_ovh = 0;
+	if (R->o.spin > 0)
+		R->spin_ticks = min_loop_ticks(R, (unsigned)R->o.spin, 2000) / 2000.0 - R->loop_ovh;
+}
+
+/* Loop overhead subtracted per iteration: none when the benchmark's chain
+ * hides the loop's bookkeeping (BENCH_LOOP_HIDDEN). */
+static double loop_subtracted(const struct run *R)
+{
+	return (R->ctx.b->flags & BENCH_LOOP_HIDDEN) ? 0.0 : R->loop_ovh;
+}
+
+/* How the overheads were measured and subtracted, for the header. */
+static const char *overhead_method(const struct run *R)
+{
+	if (R->ctx.b->flags & BENCH_LOOP_HIDDEN)
+		return "minimum of 2000 empty clock pairs, subtracted from every batch; the empty loop (minimum of 50 "
+		       "20000-iteration loops) is not subtracted: this operation is a dependent chain that hides the "
+		       "loop's bookkeeping";
+	if (R->ctx.b->prepare)
+		return "every iteration is timed alone after an untimed prepare step; minimum of 2000 empty clock pairs "
+		       "subtracted per iteration, and the empty loop's cost (minimum of 50 20000-iteration loops) per "
+		       "iteration";
+	return "minimum of 2000 empty clock pairs and of 50 empty 20000-iteration loops; both subtracted from every batch";
+}
+
+/* The benchmark's auxiliary loop (struct bench.aux_run) applies: timed
+ * alone right after every batch, with the same iteration count. */
+static int has_aux(const struct run *R)
+{
+	return R->ctx.b->aux_run && R->ctx.aux && R->o.fake_ns <= 0;
+}
+
+static struct usage self_usage(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	struct usage u = {tv_ns(ru.ru_utime), tv_ns(ru.ru_stime), ru.ru_nvcsw, ru.ru_nivcsw};
+	return u;
+}
+
+/* Steal time of one CPU from /proc/stat, in USER_HZ ticks; -1 if unknown. */
+static long long read_steal(int cpu)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f)
+		return -1;
+	char line[512], want[32];
+	snprintf(want, sizeof(want), "cpu%d ", cpu);
+	long long steal = -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, want, strlen(want)) == 0) {
+			long long v[8] = {0};
+			if (sscanf(line + strlen(want), "%lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2],
+				   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+				steal = v[7];
+			break;
+		}
+	}
+	fclose(f);
+	return steal;
+}
+
+static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu)
+{
+	*valid = 0;
+	if (!R->ctx.b->sync_helper)
+		return;
+	R->ctx.b->sync_helper(&R->ctx);
+	struct helper_shm *h = R->ctx.shm;
+	if (!h->valid)
+		return;
+	struct usage now = {h->user_ns, h->sys_ns, h->nvcsw, h->nivcsw};
+	out->user_ns = now.user_ns - R->helper_prev.user_ns;
+	out->sys_ns = now.sys_ns - R->helper_prev.sys_ns;
+	out->nvcsw = now.nvcsw - R->helper_prev.nvcsw;
+	out->nivcsw = now.nivcsw - R->helper_prev.nivcsw;
+	R->helper_prev = now;
+	*valid = 1;
+	*cpu = h->cpu;
+}
+
+/* A benchmark with prepare(): every iteration is its own timed segment,
+ * prepared outside it. Ticks, wall time, the measuring thread's usage and the
+ * counters are summed over the segments only (c0 stays zero, c1 collects the
+ * counts); *u0 and *u1 come out so that u1 - u0 is that sum. */
+static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struct usage *u1)
+{
+	struct usage sum = {0, 0, 0, 0};
+	memset(&B->c0, 0, sizeof(B->c0));
+	memset(&B->c1, 0, sizeof(B->c1));
+	B->raw_ticks = 0;
+	B->wall_ns = 0;
+	for (uint64_t i = 0; i < B->executed; i++) {
+		if (R->ctx.b->prepare(&R->ctx) != 0)
+			die(EXIT_FAIL, "%s: %s", R->ctx.b->name, R->ctx.err[0] ? R->ctx.err : "prepare failed");
+		struct counter_snapshot a, b;
+		struct usage ua = self_usage();
+		counters_read(&R->cs, &a);
+		uint64_t w = mono_raw_ns();
+		uint64_t t0 = clock_start();
+		R->ctx.b->run(&R->ctx, 1);
+		uint64_t t1 = clock_end();
+		B->wall_ns += mono_raw_ns() - w;
+		counters_read(&R->cs, &b);
+		struct usage ub = self_usage();
+		B->raw_ticks += (double)(t1 - t0);
+		for (int k = 0; k < R->cs.n; k++) {
+			B->c1.value[k] += b.value[k] - a.value[k];
+			B->c1.enabled[k] += b.enabled[k] - a.enabled[k];
+			B->c1.running[k] += b.running[k] - a.running[k];
+		}
+		sum.user_ns += ub.user_ns - ua.user_ns;
+		sum.sys_ns += ub.sys_ns - ua.sys_ns;
+		sum.nvcsw += ub.nvcsw - ua.nvcsw;
+		sum.nivcsw += ub.nivcsw - ua.nivcsw;
+	}
+	*u0 = (struct usage){0, 0, 0, 0};
+	*u1 = sum;
+}
+
+/* One batch of the operation; with_aux: then the aux loop alone with the
+ * same count (outside the batch's wall time, usage and counters), and its
+ * per-op cost subtracted from this batch. Timed per batch, next to the
+ * batch it belongs to, not once per process: its cost can drift during a
+ * run (a clflush of lines that have not been written for some tens of ms
+ * gets cheaper on this EPYC VM), and the loop it is subtracted from sees the
+ * same drift. */
+static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_aux)
+{
+	memset(B, 0, sizeof(*B));
+	B->iters = iters;
+	int fake = R->o.fake_ns > 0;
+	/* A fake clock still exercises the operation, briefly. */
+	B->executed = fake && iters > 64 ? 64 : iters;
+	B->steal = read_steal(R->ctx.cpus[0]);
+	B->cpu_before = sched_getcpu();
+	struct usage u0 = self_usage();
+	counters_read(&R->cs, &B->c0);
+	uint64_t w0 = mono_raw_ns();
+
+	uint64_t t0 = 0, t1 = 0;
+	struct usage u1;
+	if (R->ctx.b->prepare) {
+		run_prepared(R, B, &u0, &u1);
+	} else {
+		t0 = clock_start();
+		R->ctx.b->run(&R->ctx, B->executed);
+		t1 = clock_end();
+		B->wall_ns = mono_raw_ns() - w0;
+		counters_read(&R->cs, &B->c1);
+		u1 = self_usage();
+		B->raw_ticks = (double)(t1 - t0);
+	}
+	B->start_raw_ns = w0;
+	B->cpu_after = sched_getcpu();
+	long long s1 = read_steal(R->ctx.cpus[0]);
+	B->steal = (B->steal >= 0 && s1 >= 0) ? s1 - B->steal : -1;
+	B->self.user_ns = u1.user_ns - u0.user_ns;
+	B->self.sys_ns = u1.sys_ns - u0.sys_ns;
+	B->self.nvcsw = u1.nvcsw - u0.nvcsw;
+	B->self.nivcsw = u1.nivcsw - u0.nivcsw;
+	helper_sync(R, &B->helper, &B->helper_valid, &B->helper_cpu);
+
+	/* a prepared benchmark pays one clock pair per iteration */
+	double clocks = R->ctx.b->prepare ? (double)iters : 1.0;
+	if (fake) {
+		/* Deterministic model: per-op cost fake_ns, +-1% jitter per batch,
+		 * plus one tick per spin add; the usual overheads added, so their
+		 * subtraction is exercised too. */
+		double j = ((double)(xorshift(&R->fake_rng) % 2001) - 1000.0) / 100000.0;
+		double op_ticks = R->o.fake_ns * (double)ctx_ops_per_iter(&R->ctx) * R->tsc_hz / 1e9 * (1.0 + j) + R->spin_ticks;
+		B->raw_ticks = (double)iters * (op_ticks + R->loop_ovh) + R->clock_ovh * clocks;
+		double ns = (double)iters * op_ticks / R->tsc_hz * 1e9;
+		B->wall_ns = (uint64_t)ns;
+		B->self = (struct usage){(int64_t)(ns * 0.25), (int64_t)(ns * 0.75), 0, 0};
+		if (B->helper_valid)
+			B->helper = B->self;
+		B->cpu_before = B->cpu_after = R->ctx.cpus[0];
+		B->steal = 0;
+	}
+	B->net_ticks = B->raw_ticks - R->clock_ovh * clocks - loop_subtracted(R) * (double)iters;
+	if (with_aux && has_aux(R)) {
+		B->aux_valid = 1;
+		uint64_t a0 = clock_start();
+		R->ctx.b->aux_run(&R->ctx, B->executed);
+		uint64_t a1 = clock_end();
+		B->aux_ticks = ((double)(a1 - a0) - R->clock_ovh) / (double)B->executed - R->loop_ovh;
+		B->net_ticks -= B->aux_ticks * (double)iters;
+	}
+	B->ns = B->net_ticks / R->tsc_hz * 1e9;
+}
+
+static uint64_t calibrate_iters(struct run *R)
+{
+	if (R->o.iters > 0)
+		return (uint64_t)R->o.iters;
+	double target_ticks = R->o.target_ms * 1e-3 * R->tsc_hz;
+	if (R->o.fake_ns > 0) {
+		double n = R->o.target_ms * 1e6 / (R->o.fake_ns * (double)ctx_ops_per_iter(&R->ctx));
+		return n < 1 ? 1 : (uint64_t)n;
+	}
+	uint64_t n = 1;
+	struct batch B;
+	for (;;) {
+		run_batch(R, n, &B, 0);
+		double t = B.raw_ticks > 1 ? B.raw_ticks : 1;
+		if (t >= target_ticks / 8 || n >= (1ull << 40)) {
+			double scaled = (double)n * target_ticks / t;
+			return scaled < 1 ? 1 : (uint64_t)scaled;
+		}
+		/* grow fast while far away, then by the measured ratio */
+		double grow = target_ticks / 4 / t;
+		n = grow > 16 ? n * 16 : (uint64_t)((double)n * grow) + 1;
+	}
+}
+
+/* What the header says of this run, and what its samples share. */
+static void describe(struct run *R, uint64_t iters, struct run_info *ri)
+{
+	memset(ri, 0, sizeof(*ri));
+	ri->ctx = &R->ctx;
+	ri->arch = PROBE_ARCH;
+	ri->pinned = -1;
+	ri->clock = R->o.fake_ns > 0 ? "fake" : CLOCK_NAME;
+	ri->tsc_hz = R->tsc_hz;
+	ri->fake = R->o.fake_ns > 0;
+	ri->clock_ticks = R->clock_ovh;
+	ri->loop_ticks = R->loop_ovh;
+	ri->loop_subtracted = loop_subtracted(R) > 0 || R->loop_ovh == 0;
+	ri->overhead_method = overhead_method(R);
+	ri->spin = R->o.spin;
+	ri->spin_ticks = R->spin_ticks;
+	ri->iters = iters;
+	ri->iters_source = R->o.iters > 0 ? "requested" : "calibrated to target_ms";
+	ri->samples = R->o.samples;
+	ri->warmup = R->o.warmup;
+	ri->target_ms = R->o.target_ms;
+	ri->cs = &R->cs;
+}
+
+int harness_run(const struct run_opts *o, int argc, char **argv)
+{
+	struct run R;
+	memset(&R, 0, sizeof(R));
+	R.o = *o;
+	R.ctx.b = find_bench(R.o.bench);
+	for (int i = 0; R.ctx.b->params && R.ctx.b->params[i].name; i++)
+		R.ctx.values[i] = R.ctx.b->params[i].def;
+	for (int i = 0; i < R.o.nparams; i++)
+		set_param(&R.ctx, R.o.params[i]);
+
+	char err[2048];
+	if (counters_parse(R.o.counters, &R.cs, err, sizeof(err)) < 0)
+		die(EXIT_USAGE, "%s", err);
+
+	if (resolve_cpus(&R.ctx, R.o.cpus, R.ctx.err, sizeof(R.ctx.err)) < 0) {
+		emit_unsupported(&R.ctx);
+		return EXIT_UNSUPPORTED;
+	}
+	int rc = pin_self(R.ctx.cpus[0]);
+	if (rc < 0)
+		die(EXIT_FAIL, "cannot pin to CPU %d: %s", R.ctx.cpus[0], strerror(-rc));
+
+	R.ctx.spin = (unsigned)R.o.spin;
+	R.ctx.shm = mmap(NULL, sizeof(struct helper_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (R.ctx.shm == MAP_FAILED)
+		die(EXIT_FAIL, "mmap: %s", strerror(errno));
+	R.fake_rng = R.o.seed * 0x9E3779B97F4A7C15ull + 1;
+
+	/* before setup: a helper sharing our CPU must not disturb calibration */
+	if (!R.o.check)
+		calibrate_clock(&R);
+	int s = R.ctx.b->setup ? R.ctx.b->setup(&R.ctx) : BENCH_OK;
+	if (s == BENCH_UNSUPPORTED) {
+		emit_unsupported(&R.ctx);
+		return EXIT_UNSUPPORTED;
+	}
+	if (s == BENCH_BADPARAM)
+		die(EXIT_USAGE, "%s: %s", R.ctx.b->name, R.ctx.err);
+	if (s != BENCH_OK)
+		die(EXIT_FAIL, "%s: setup failed: %s", R.ctx.b->name, R.ctx.err[0] ? R.ctx.err : "unknown error");
+
+	if (R.o.check) {
+		if (R.ctx.b->teardown)
+			R.ctx.b->teardown(&R.ctx);
+		emit_check(&R.ctx);
+		return EXIT_OK;
+	}
+	counters_open(&R.cs);
+	int dummy_valid, dummy_cpu;
+	struct usage dummy;
+	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu); /* baseline */
+	uint64_t iters = calibrate_iters(&R);
+	struct run_info ri;
+	describe(&R, iters, &ri);
+	emit_header(&ri, argc, argv);
+
+	struct batch B;
+	for (long i = 0; i < R.o.warmup + R.o.samples; i++) {
+		int warm = i < R.o.warmup;
+		run_batch(&R, iters, &B, 1);
+		emit_sample(&ri, warm ? i : i - R.o.warmup, warm, &B);
+	}
+	counters_close(&R.cs);
+	if (R.ctx.b->teardown)
+		R.ctx.b->teardown(&R.ctx);
+	emit_trailer(R.o.samples, R.o.warmup);
+	return EXIT_OK;
+}
