@@ -66,11 +66,13 @@ def _supported() -> str:
     return "; ".join(f"{scheme} ({cls.url_help})" for scheme, cls in BACKENDS.items())
 
 
-def open_store(url: str | None) -> Store:
+def open_store(url: str | None, *, readonly: bool = False) -> Store:
     """Open (creating if needed) the store at `url`: None for the default path, a
-    plain path, or `scheme://rest`. Raises StoreError if it cannot be used."""
+    plain path, or `scheme://rest`. Raises StoreError if it cannot be used.
+    readonly: only to read (history, show, compare): nothing is created,
+    migrated or written; a missing default store reads as an empty one."""
     if url is None:
-        return SqliteStore(default_store_path())
+        return SqliteStore(default_store_path(), readonly=readonly, missing_ok=True)
     if not url.strip():
         raise StoreError(f"--store needs a path or URL; supported: {_supported()}")
     m = _URL.match(url)
@@ -85,4 +87,4 @@ def open_store(url: str | None) -> Store:
     if not rest:
         raise StoreError(f"--store {scheme}:// needs a path after '{scheme}://'; "
                          f"supported: {_supported()}")
-    return backend(rest)
+    return backend(rest, readonly=readonly)
