@@ -188,10 +188,9 @@ def cmd_history(args, argv) -> int:
 
 
 def cmd_show(args, argv) -> int:
-    from .report import format_results
     from .store import open_store
 
-    with open_store(args.store) as store:
+    with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run)
     if args.json == "-":
         dump_json(doc)
@@ -201,10 +200,46 @@ def cmd_show(args, argv) -> int:
 
         check_writable(args.json)
         write_atomic(args.json, serialize(doc))
-    print(f"run {doc['run_id']}" + (f" ({doc['label']})" if doc.get("label") else "") +
-          f", {doc.get('created', '')}, {doc.get('status', '')}")
-    print(format_results(doc["results"]))
+    print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
+          f", {doc.get('created', '')}, {doc.get('status', '')}" +
+          (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
+    print(format_stored(doc))
     return EXIT_OK
+
+
+def format_stored(doc: dict) -> str:
+    """A stored run as the command that measured it printed it: `ab` and
+    `variants` runs as their comparison (rebuilt from the stored results and
+    the stored command line), any other as the results table."""
+    from .report import format_comparison, format_results
+
+    args = _stored_args(doc)
+    res = doc["results"]
+    if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
+        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
+                                             run_id=doc["run_id"], env=doc.get("env")),
+                                 color=sys.stdout.isatty())
+    if doc.get("kind") == "variants" and args is not None and res:
+        from .variants import format_variants, variants_document
+
+        vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
+        return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
+                               [r for r in res if r["params"].get("reference")], color=sys.stdout.isatty())
+    return format_results(res)
+
+
+def _stored_args(doc: dict):
+    """The stored command line parsed again (ab's --a/--b/--delta), or None
+    when it does not parse (another version's options)."""
+    from .cli import build_parser, check_args
+
+    argv = doc.get("argv") or []
+    try:
+        args = build_parser().parse_args([str(a) for a in argv[1:]])
+        check_args(args)
+    except (UsageError, SystemExit):
+        return None
+    return args if args.command == doc.get("kind") else None
 
 
 def _ab_variants(bench: str, a: str, b: str, cpu: str | None) -> tuple:

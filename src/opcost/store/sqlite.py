@@ -429,7 +429,7 @@ class SqliteStore:
         """A run reference: `id:N` (the run with that id), `label:TEXT` (the
         most recent run with that label), or bare: all digits is tried as an
         id first, then as a label; anything else is a label."""
-        text = str(ref).strip()
+        text = str(ref)  # as given: `show 'base\n'` is not `show base`
         how, colon, rest = text.partition(":")
         kinds = (how,) if colon and how in ("id", "label") else ("id", "label")
         if kinds != ("id", "label"):
