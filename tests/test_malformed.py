@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli_argv, cli_env
+from conftest import cli_argv, cli_env
+from test_store import _v1_store, damage
 
 CORPUS = Path(__file__).with_name("data") / "malformed.txt"
 COMPILER_MESSAGES = "!compiler"
@@ -72,14 +73,6 @@ def snapshot(d: Path) -> dict[str, str]:
     return out
 
 
-def _damage(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big")
-    for off in range(page, len(data), page):
-        data[off:off + 8] = b"\xff" * 8
-    path.write_bytes(bytes(data))
-
-
 @pytest.fixture(scope="session")
 def template(tmp_path_factory, probe_bin) -> Path:
     """What every case starts from: a store with runs `base` and `other`, and the files the corpus names."""
@@ -97,12 +90,11 @@ def template(tmp_path_factory, probe_bin) -> Path:
     (t / "subdir").mkdir()
     (t / "garbage.db").write_bytes(b"this is not a database\n" * 50)
     shutil.copy(t / "opcost" / "opcost.db", t / "damaged.db")
-    _damage(t / "damaged.db")
+    damage(t / "damaged.db")
     conn = sqlite3.connect(t / "foreign.db")
     conn.execute("CREATE TABLE contacts (name TEXT)")
     conn.commit()
     conn.close()
-    from test_store import _v1_store
     _v1_store(t / "v1.db")
     return t
 

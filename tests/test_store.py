@@ -422,18 +422,22 @@ def test_v1_store_upgrades_and_keeps_its_runs(tmp_path, monkeypatch):
 
 # --- issue 11: wrong hints, run references, reading without writing -----------
 
-def _damaged_store(path: Path) -> bytes:
-    """A real store with runs, then every page after the header page
-    overwritten at its start: SQLite says 'database disk image is malformed'."""
-    with open_store(str(path)) as store:
-        for label in ("a", "b", "c"):
-            make_run(store, label=label, n_results=1, n_processes=1)
+def damage(path: Path) -> bytes:
+    """Every page of an SQLite file after the header page overwritten at its
+    start: SQLite then says 'database disk image is malformed'."""
     data = bytearray(path.read_bytes())
     page = int.from_bytes(data[16:18], "big")
     for off in range(page, len(data), page):
         data[off:off + 8] = b"\xff" * 8
     path.write_bytes(bytes(data))
     return bytes(data)
+
+
+def _damaged_store(path: Path) -> bytes:
+    with open_store(str(path)) as store:
+        for label in ("a", "b", "c"):
+            make_run(store, label=label, n_results=1, n_processes=1)
+    return damage(path)
 
 
 @pytest.mark.parametrize("readonly", [False, True])

@@ -37,10 +37,11 @@ class Bound:
     example: str = ""
 
     def range_text(self) -> str:
-        lo = f"more than {_num(self.low)}" if self.low_open else f"from {_num(self.low)}"
-        hi = (f"less than {_num(self.high)}" if self.high_open
-              else f"{'and at most' if self.low_open else 'to'} {_num(self.high)}")
-        return ("a whole number " if self.kind == "int" else "a number ") + f"{lo} {hi}"
+        lo, hi = _num(self.low), _num(self.high)
+        text = {(False, False): f"from {lo} to {hi}", (True, False): f"more than {lo} and at most {hi}",
+                (True, True): f"more than {lo} and less than {hi}",
+                (False, True): f"at least {lo} and less than {hi}"}[self.low_open, self.high_open]
+        return ("a whole number " if self.kind == "int" else "a number ") + text
 
     def short(self) -> str:
         """[1..1000], [>0..86400], [>0..<100]: the range in --help."""
