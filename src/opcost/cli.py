@@ -8,11 +8,10 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import dataclass
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpcostError, UsageError
-from .report import printable
+from .text import printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,17 +23,14 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-@dataclass(frozen=True)
 class Bound:
     """The range of one numeric option. `kind` is int, float or percent
     ("2" or "2%"); an open end is itself refused (a timeout of 0 s)."""
-    kind: str
-    low: float
-    high: float
-    what: str
-    low_open: bool = False
-    high_open: bool = False
-    example: str = ""
+
+    def __init__(self, kind: str, low: float, high: float, what: str, low_open: bool = False,
+                 high_open: bool = False, example: str = ""):
+        self.kind, self.low, self.high, self.what = kind, low, high, what
+        self.low_open, self.high_open, self.example = low_open, high_open, example
 
     def range_text(self) -> str:
         lo, hi = _num(self.low), _num(self.high)

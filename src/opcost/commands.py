@@ -10,7 +10,7 @@ import sys
 from . import probe
 from .cli import dump_json
 from .errors import EXIT_OK, UsageError
-from .report import printable
+from .text import printable
 
 
 def cmd_list(args, argv) -> int:

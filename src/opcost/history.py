@@ -5,7 +5,7 @@ the terminal."""
 
 from __future__ import annotations
 
-from .report import printable
+from .text import printable
 
 EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
 

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import math
 
-
-def printable(text) -> str:
-    """`text` with control characters and other unprintable ones escaped
-    (\\n, \\x1b, \\u202e), so that it prints on one line and cannot drive
-    the terminal: labels and parameters come from users and old stores."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+from .text import printable
 
 
 def fmt_ns(x: float | None) -> str:

@@ -21,7 +21,7 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Union
 
 from ..errors import StoreError, UnknownRun
-from ..report import printable
+from ..text import printable
 
 RESULT_SCHEMA = "opcost.result/1"
 
