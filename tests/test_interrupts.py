@@ -13,16 +13,13 @@ was stored or written then."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import sqlite3
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 
 from conftest import cli_argv, cli_env
 

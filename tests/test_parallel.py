@@ -41,7 +41,8 @@ def test_common_window_and_overlap():
 
 
 @pytest.mark.parametrize("value,needle", [("0", "--parallel 0"), ("-3", "--parallel -3"),
-                                          ("two", "'two' is not a number"), ("1.5", "'1.5' is not a number")])
+                                          ("two", "--parallel two: give the number of concurrent copies, a whole number"),
+                                          ("1.5", "--parallel 1.5: give"), ("1025", "from 1 to 1024")])
 def test_bad_parallel_is_one_line_exit_2(run_cli, value, needle):
     assert needle in one_line(run_cli("run", "syscall.null", *FAKE, "--parallel", value))
 

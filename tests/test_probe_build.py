@@ -92,3 +92,32 @@ def test_elf_arch_reads_the_header(tmp_path):
     f = tmp_path / "x"
     f.write_bytes(b"not an elf file at all")
     assert elf_arch(f) is None
+
+
+@pytest.mark.parametrize("out, words", [
+    ("{tmp}/afile/p", ["afile is a file, not a directory"]),
+    ("{tmp}/afile/sub/dir/p", ["afile is a file, not a directory"]),
+    ("{tmp}", ["is a directory", "opcost-probe-x86_64"]),
+])
+def test_out_path_is_checked_before_building(tmp_path, monkeypatch, out, words):
+    """A file where a directory should be is one line, before the build's
+    seconds are spent (the compiler is never started)."""
+    from opcost import probe_build
+    from opcost.errors import UsageError
+
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setattr(probe_build.subprocess, "run", lambda *a, **k: pytest.fail(f"started {a[0]}"))
+    monkeypatch.setattr(probe_build, "default_cc", lambda arch: ["cc"])
+    monkeypatch.setattr(probe_build.shutil, "which", lambda name: f"/usr/bin/{name}")
+    with pytest.raises(UsageError) as e:
+        probe_build.build("x86_64", None, True, Path(out.replace("{tmp}", str(tmp_path))))
+    assert all(w in str(e.value) for w in words), str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_unbalanced_cc_quote_is_a_usage_error():
+    from opcost import probe_build
+    from opcost.errors import UsageError
+
+    with pytest.raises(UsageError, match="No closing quotation"):
+        probe_build.build("x86_64", "'gcc -m32", True, None)

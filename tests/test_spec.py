@@ -70,3 +70,32 @@ def test_bad_specs(spec, msg):
     with pytest.raises(UsageError) as e:
         ex(spec)
     assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("written", ["16", "0x10", "0X10", "0o20", "0b10000", "+16", "1_6", " 16 "])
+def test_int_parameters_are_canonical_decimal(written):
+    (v,) = ex(f"spin:n={written},cpu=0")
+    assert v.params["n"] == "16" and v.key() == "spin:n=16,cpu=0"
+
+
+def test_int_spellings_of_one_value_are_one_variant():
+    vs = ex("spin:n=16|32,cpu=0")
+    assert [v.params["n"] for v in vs] == ["16", "32"]
+    assert ex("spin:n=0x10,spin=0x20,cpu=0")[0].spin == 32
+    assert ex("spin:n=0x10|16,cpu=0")[0].params == ex("spin:n=16|0x10,cpu=0")[1].params
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("syscall.null:", ["ends in ':'", "write syscall.null for the defaults"]),
+    ("syscall.null: ", ["ends in ':'"]),
+    ("spin:n=016", ["n=016", "decimal, or 0x"]),
+    ("spin:n=١٦", ["must be an integer"]),
+])
+def test_empty_parameter_list_and_odd_integers_are_refused(spec, words):
+    with pytest.raises(UsageError) as e:
+        ex(spec)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_spaces_around_value_list_entries_are_ignored():
+    assert [v.params["via"] for v in ex("syscall.null:via=libc | inline")] == ["libc", "inline"]

@@ -422,3 +422,136 @@ def test_v1_store_upgrades_and_keeps_its_runs(tmp_path, monkeypatch):
     assert again["results"][1]["key"] == "ctx.pipe:mode=thread"
     assert again["results"][1]["processes"][0]["round"] == 3
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == sqlite_backend.LATEST_VERSION
+
+
+# --- issue 11: wrong hints, run references, reading without writing -----------
+
+def damage(path: Path) -> bytes:
+    """Every page of an SQLite file after the header page overwritten at its
+    start: SQLite then says 'database disk image is malformed'."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for off in range(page, len(data), page):
+        data[off:off + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def _damaged_store(path: Path) -> bytes:
+    with open_store(str(path)) as store:
+        for label in ("a", "b", "c"):
+            make_run(store, label=label, n_results=1, n_processes=1)
+    return damage(path)
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_damaged_store_is_not_a_valid_store_not_a_full_disk(tmp_path, readonly):
+    path = tmp_path / "damaged.db"
+    before = _damaged_store(path)
+    with pytest.raises(StoreError) as e:
+        with open_store(str(path), readonly=readonly) as store:
+            store.list_runs()
+    msg = str(e.value)
+    assert "malformed" in msg                                  # SQLite's own words, in brackets
+    assert "not a valid opcost store" in msg and "disk space" not in msg
+    assert f"mv {path} {path}.damaged" in msg and "\n" not in msg
+    assert path.read_bytes() == before
+
+
+def test_store_errors_hinted_by_sqlite_code_not_by_wording(tmp_path):
+    store = SqliteStore(tmp_path / "x.db")
+    for code, text, want in ((13, "database or disk is full", "free disk space"),
+                             (11, "database disk image is malformed", "not a valid opcost store"),
+                             (26, "file is not a database", "not a valid opcost store"),
+                             (8, "attempt to write a readonly database", "is read-only")):
+        err = sqlite3.DatabaseError(text)
+        err.sqlite_errorcode = code
+        with pytest.raises(StoreError) as e:
+            with store._guard("testing"):
+                raise err
+        assert want in str(e.value), (code, str(e.value))
+    store.close()
+
+
+def test_run_reference_beyond_sqlite_integers_is_unknown_not_overflow(db):
+    with open_store(str(db)) as store:
+        make_run(store, n_results=1, n_processes=1)
+        for ref in ("99999999999999999999999", str(2**63), "id:" + "9" * 40):
+            with pytest.raises(UnknownRun):
+                store.resolve(ref)
+
+
+def test_explicit_id_and_label_references(db):
+    with open_store(str(db)) as store:
+        first, _ = make_run(store, label="2", n_results=1, n_processes=1)
+        second, _ = make_run(store, label="1", n_results=1, n_processes=1)
+        assert store.resolve("1") == first                 # bare digits: an id first
+        assert store.resolve("label:1") == second          # the run labelled 1
+        assert store.resolve("id:2") == second
+        assert store.resolve("label:2") == first
+        odd = store.create_run(label="id:2", env={}, argv=[], opcost_version="0.1.0")
+        assert store.resolve("label:id:2") == odd and store.resolve("id:2") == second
+        with pytest.raises(UnknownRun, match="label '3'"):
+            store.resolve("label:3")
+        with pytest.raises(UnknownRun, match="id '1000'"):
+            store.resolve("id:1000")
+        with pytest.raises(UnknownRun, match="an id is a number"):
+            store.resolve("id:x")
+        with pytest.raises(UnknownRun) as e:
+            store.resolve("nope")
+        assert "id:N" in str(e.value) and "label:TEXT" in str(e.value)
+
+
+def _v1_store(path: Path) -> int:
+    """A store as the first release wrote it, built from the v1 schema itself."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in sqlite_backend._split_sql(sqlite_backend._V1):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    run_id = conn.execute("INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) VALUES "
+                          "('2024-05-01T12:00:00Z', 'old', 'run', 'complete', '0.0.1', '[\"opcost\"]', '{}')"
+                          ).lastrowid
+    rid = conn.execute("INSERT INTO results (run_id, position, bench, params, op, unit, status, summary) "
+                       "VALUES (?, 0, 'syscall.null', '{\"via\":\"libc\"}', 'system call', 'ns', 'ok', "
+                       "'{\"n_processes\":1,\"median_ns\":95.0}')", (run_id,)).lastrowid
+    pid = conn.execute("INSERT INTO processes (result_id, idx, header) VALUES (?, 0, '{}')", (rid,)).lastrowid
+    conn.execute("INSERT INTO samples (process_id, idx, data) VALUES (?, 0, '{\"ns_per_op\":95.0}')", (pid,))
+    conn.close()
+    return run_id
+
+
+def test_v1_store_is_read_without_migrating(tmp_path):
+    path = tmp_path / "v1.db"
+    run_id = _v1_store(path)
+    before = path.read_bytes()
+    with open_store(str(path), readonly=True) as store:
+        assert [(r["id"], r["label"], r["benches"]) for r in store.list_runs()] == [(run_id, "old", ["syscall.null"])]
+        doc = store.load_run("old")
+    r = doc["results"][0]
+    assert r["bench"] == "syscall.null" and "key" not in r and r["summary"]["median_ns"] == 95.0
+    assert r["processes"][0]["samples"] == [{"ns_per_op": 95.0}]
+    assert path.read_bytes() == before                    # not migrated, not touched
+    assert not list(tmp_path.glob("v1.db-*"))             # no journal left either
+
+
+def test_read_only_store_cannot_write(db):
+    """mode=ro: even root, who ignores file permissions, cannot write through it."""
+    with open_store(str(db)) as store:
+        make_run(store, n_results=1, n_processes=1)
+    with open_store(str(db), readonly=True) as store:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._db.execute("CREATE TABLE x (a)")
+        with pytest.raises(StoreError, match="read-only"):
+            store.create_run(label=None, env={}, argv=[], opcost_version="0.1.0")
+
+
+def test_reading_a_missing_store_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    with open_store(None, readonly=True) as store:        # the default store, not there yet: empty
+        assert store.list_runs() == []
+        with pytest.raises(UnknownRun):
+            store.resolve("1")
+    missing = tmp_path / "no" / "such" / "opcost.db"
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(str(missing), readonly=True)
+    assert list(tmp_path.iterdir()) == []

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import re
 import sys
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpcostError, UsageError
+from .errors import EXIT_INTERRUPTED, OpcostError, UsageError
+from .text import printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,16 +19,113 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _number(kind):
-    def conv(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(v):  # nan and inf pass every range check and break timeouts and JSON
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+class Bound:
+    """The range of one numeric option. `kind` is int, float or percent
+    ("2" or "2%"); an open end is itself refused (a timeout of 0 s)."""
+
+    def __init__(self, kind: str, low: float, high: float, what: str, low_open: bool = False,
+                 high_open: bool = False, example: str = ""):
+        self.kind, self.low, self.high, self.what = kind, low, high, what
+        self.low_open, self.high_open, self.example = low_open, high_open, example
+
+    def range_text(self) -> str:
+        lo, hi = _num(self.low), _num(self.high)
+        text = {(False, False): f"from {lo} to {hi}", (True, False): f"more than {lo} and at most {hi}",
+                (True, True): f"more than {lo} and less than {hi}",
+                (False, True): f"at least {lo} and less than {hi}"}[self.low_open, self.high_open]
+        return ("a whole number " if self.kind == "int" else "a number ") + text
+
+    def short(self) -> str:
+        """[1..1000], [>0..86400], [>0..<100]: the range in --help."""
+        return (f"[{'>' if self.low_open else ''}{_num(self.low)}.."
+                f"{'<' if self.high_open else ''}{_num(self.high)}]")
+
+    def parse(self, flag: str, value):
+        if not isinstance(value, str):
+            return value  # a default
+        text = value.strip().removesuffix("%") if self.kind == "percent" else value.strip()
+        v = None
+        if text.isascii() and re.fullmatch(r"[+-]?[0-9]+" if self.kind == "int" else r"[+-]?[0-9.eE+-]+", text):
+            try:
+                v = int(text) if self.kind == "int" else float(text)
+            except ValueError:
+                v = None
+        if v is None or not (self.low < v if self.low_open else self.low <= v) \
+                or not (v < self.high if self.high_open else v <= self.high):
+            example = f", e.g. {flag} {self.example}" if self.example else ""
+            raise UsageError(f"{flag} {printable(value)}: give {self.what}, {self.range_text()}{example}")
         return v
-    return conv
+
+
+# Every numeric option of every subcommand, by its dest: one rule, applied by
+# check_args right after parsing (before any command runs or anything heavy is
+# imported), and each range shown in --help. The upper bounds keep a typo
+# (-p 18446744073709551616) from running for days, and every count within
+# what the probe's C `long` holds on each architecture (32 bits on i386).
+BOUNDS = {
+    "processes": Bound("int", 1, 1000, "the number of fresh probe processes per variant"),
+    "samples": Bound("int", 1, 10000, "the number of measured batches per process"),
+    "warmup": Bound("int", 0, 10000, "the number of warm-up batches per process"),
+    "iters": Bound("int", 1, 2**31 - 1, "the iterations per batch"),
+    "target_ms": Bound("float", 1, 60000, "the length of one batch in ms"),
+    "timeout": Bound("float", 0, 86400, "the seconds one probe process may take", low_open=True),
+    "seed": Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
+    "fake_clock": Bound("float", 0, 1e9, "the fake cost of one operation in ns", low_open=True),
+    "parallel": Bound("int", 1, 1024, "the number of concurrent copies"),
+    "limit": Bound("int", 1, 10**9, "the number of newest runs to list"),
+    "delta": Bound("percent", 0, 100, "a percentage", low_open=True, high_open=True, example="2 for 2%"),
+}
+
+# Text options that must not be empty (an empty --cpu would silently mean the default).
+_NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. --label 6.18-lazyfpu",
+             "cc": "a compiler, e.g. --cc gcc", "out": "a file, e.g. --out ./opcost-probe-aarch64"}
+# Text options checked for control characters (a SPEC ending in a newline, an
+# escape sequence in a label): never what was meant, and they break the tables.
+# Run references are not: they may name a label an older opcost stored.
+_TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "out",
+         "source", "defines")
+
+
+def _flag(dest: str) -> str:
+    return {"specs": "SPEC", "benches": "BENCH", "source": "SOURCE", "defines": "-D", "a": "--a",
+            "b": "--b"}.get(dest, "--" + dest.replace("_", "-"))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The checks every subcommand shares, before it runs: numbers in range
+    (BOUNDS, converting them from text), no control characters in text, no
+    empty value where empty would silently mean something else."""
+    for dest, bound in BOUNDS.items():
+        if getattr(args, dest, None) is not None:
+            setattr(args, dest, bound.parse(_flag(dest), getattr(args, dest)))
+    for dest in _TEXT:
+        value = getattr(args, dest, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and printable(v) != v:
+                raise UsageError(f"{_flag(dest)} '{printable(v)}' contains a control character; "
+                                 "write it without (a trailing newline or tab is easy to miss)")
+    for dest, want in _NONEMPTY.items():
+        v = getattr(args, dest, None)
+        if isinstance(v, str) and not v.strip():
+            raise UsageError(f"{_flag(dest)} is empty; give {want}, or leave the option out")
+
+
+def _show_bounds(parser: argparse.ArgumentParser) -> None:
+    """Append each numeric option's range to its --help line."""
+    for a in parser._actions:
+        if a.dest in BOUNDS and a.help:
+            a.help += " " + BOUNDS[a.dest].short()
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                _show_bounds(sub)
+
+
+_REFS = ("A run is given by id or label (the latest run with that label); a number is tried as an id "
+         "first. id:N and label:TEXT say which: `show label:1` is the run labelled 1.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "of every benchmark (cpu=A or cpu=A,B for the measuring side and its helper).")
     s.add_argument("specs", nargs="*", metavar="SPEC")
     add_run_options(s)
-    s.add_argument("--parallel", type=_number(int), default=None, metavar="N",
+    s.add_argument("--parallel", default=None, metavar="N",
                    help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
                    "report per-copy and total throughput and scaling efficiency against one copy")
 
@@ -89,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "warmup": " (default: program 0, op 3)",
                                                      "target_ms": " (op mode; default 10)"}[a.dest]
 
-    s = sub.add_parser("compare", help="compare two stored runs (not interleaved)")
+    s = sub.add_parser("compare", help="compare two stored runs (not interleaved)", description=_REFS)
     s.add_argument("run_a", metavar="RUN_A", help="run id or label (the baseline)")
     s.add_argument("run_b", metavar="RUN_B", help="run id or label")
     s.add_argument("--delta", default="2", metavar="PCT", help="practical threshold in percent (default 2)")
@@ -119,37 +217,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("action", nargs="?", choices=["clean"], metavar="clean",
                    help="store status 'abandoned' for runs left running by an opcost that is gone")
     s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
-    s.add_argument("--limit", type=_number(int), default=None, metavar="N", help="newest N runs")
+    s.add_argument("--limit", default=None, metavar="N", help="newest N runs")
     s.add_argument("--json", action="store_true", help="JSON on stdout")
 
-    s = sub.add_parser("show", help="print a stored run")
+    s = sub.add_parser("show", help="print a stored run", description=_REFS + " An ab or variants run is "
+                       "printed as its comparison, rebuilt from the stored results.")
     s.add_argument("run", metavar="RUN", help="run id or label")
     s.add_argument("--store", metavar="URL", help="result store")
     s.add_argument("--json", metavar="FILE", help="write its opcost.result/1 document to FILE ('-': stdout)")
+    _show_bounds(p)
     return p
 
 
 def add_run_options(s: argparse.ArgumentParser) -> None:
     g = s.add_argument_group("measurement")
-    g.add_argument("-p", "--processes", type=_number(int), default=10, metavar="N",
+    g.add_argument("-p", "--processes", default=10, metavar="N",
                    help="fresh probe processes per variant (default 10)")
-    g.add_argument("-n", "--samples", type=_number(int), default=20, metavar="N",
+    g.add_argument("-n", "--samples", default=20, metavar="N",
                    help="measured batches per process (default 20)")
-    g.add_argument("-w", "--warmup", type=_number(int), default=3, metavar="N",
+    g.add_argument("-w", "--warmup", default=3, metavar="N",
                    help="warm-up batches per process, not analysed (default 3)")
-    g.add_argument("--target-ms", type=_number(float), default=10.0, metavar="MS",
-                   help="length of one batch; iterations are calibrated to it (default 10, at least 1)")
-    g.add_argument("--iters", type=_number(int), default=None, metavar="N",
+    g.add_argument("--target-ms", default=10.0, metavar="MS",
+                   help="length of one batch; iterations are calibrated to it (default 10)")
+    g.add_argument("--iters", default=None, metavar="N",
                    help="fixed iterations per batch instead of calibrating")
     g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
                    "(default: the last CPU; a second CPU is the helper's)")
     g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
                    "context-switches,task-clock,cycles,instructions:u,r01c2 or cache:u,cache:k "
                    "(profiles: basic, cache, branch, tlb, frontend, software)")
-    g.add_argument("--timeout", type=_number(float), default=None, metavar="SEC",
+    g.add_argument("--timeout", default=None, metavar="SEC",
                    help="per probe process (default: generous, from the batch plan)")
-    g.add_argument("--seed", type=_number(int), default=0, help="seed for the run order and padding")
-    g.add_argument("--fake-clock", type=_number(float), default=None, metavar="NS",
+    g.add_argument("--seed", default=0, metavar="N", help="seed for the run order and padding (default 0)")
+    g.add_argument("--fake-clock", default=None, metavar="NS",
                    help="deterministic fake timings of NS per op (for tests of opcost itself)")
     o = s.add_argument_group("output")
     o.add_argument("--label", help="name this run (for history and compare)")
@@ -177,6 +277,10 @@ def _glue_flag_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    return [name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices]
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import interrupts
 
@@ -198,10 +302,11 @@ def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     argv = _glue_flag_values(list(argv))
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
         if args.command is None:
-            build_parser().print_help(sys.stderr)
-            return EXIT_USAGE
+            raise UsageError("give a command: " + ", ".join(_commands(parser)) + " (opcost --help says what each does)")
+        check_args(args)
         from . import commands
         return getattr(commands, "cmd_" + args.command)(args, argv)
     except OpcostError as e:

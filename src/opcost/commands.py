@@ -4,12 +4,12 @@ Library errors propagate to cli.main, which prints them."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from . import probe
 from .cli import dump_json
 from .errors import EXIT_OK, UsageError
+from .text import printable
 
 
 def cmd_list(args, argv) -> int:
@@ -61,26 +61,9 @@ def check_counters(text: str | None, known: list[str]):
 
 
 def check_run_options(args) -> None:
-    for name, low in (("processes", 1), ("samples", 1), ("warmup", 0)):
-        v = getattr(args, name)
-        if v < low:
-            raise UsageError(f"--{name} {v}: must be at least {low}")
-    if not 1 <= args.target_ms <= 60000:
-        raise UsageError(f"--target-ms {args.target_ms:g}: a batch must last 1 to 60000 ms")
-    if args.iters is not None and args.iters < 1:
-        raise UsageError(f"--iters {args.iters}: must be at least 1")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be positive (seconds)")
-    if args.fake_clock is not None and not 0 < args.fake_clock <= 1e9:
-        raise UsageError(f"--fake-clock {args.fake_clock:g}: give the fake cost of one operation in ns (0 < NS <= 1e9)")
+    """What the numeric ranges (cli.BOUNDS, checked at parsing) cannot say."""
     if args.no_store and args.store:
         raise UsageError("--store and --no-store contradict each other; give one")
-    par = getattr(args, "parallel", None)
-    if par is not None:
-        if par < 1:
-            raise UsageError(f"--parallel {par}: give the number of concurrent copies, at least 1")
-        if par > 1024:
-            raise UsageError(f"--parallel {par}: at most 1024 copies")
 
 
 # `opcost run` with no SPEC: one figure for each kind of cost the seeds ask
@@ -239,14 +222,12 @@ def cmd_history(args, argv) -> int:
     from .history import format_history
     from .store import open_store
 
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.action == "clean":
         with open_store(args.store, on_wait=_warn) as store:
             gone = store.clean_abandoned()
         print(f"marked {len(gone)} abandoned run(s)" + (f": {', '.join(map(str, gone))}" if gone else ""))
         return EXIT_OK
-    with open_store(args.store) as store:
+    with open_store(args.store, readonly=True) as store:
         runs = store.list_runs(args.limit)
     if args.json:
         dump_json(runs)
@@ -256,27 +237,62 @@ def cmd_history(args, argv) -> int:
 
 
 def cmd_show(args, argv) -> int:
-    from .report import format_results
     from .store import open_store
 
     if args.json is not None and args.json != "-":
         from . import output
 
         output.check_target(args.json)
-    with open_store(args.store) as store:
+    with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run)
     fill_summaries(doc)
     if args.json == "-":
         dump_json(doc)
         return EXIT_OK
-    if args.json:
+    if args.json is not None:
         from .export.json_result import serialize
 
         output.write(args.json, serialize(doc))
-    print(f"run {doc['run_id']}" + (f" ({doc['label']})" if doc.get("label") else "") +
-          f", {doc.get('created', '')}, {doc.get('status', '')}")
-    print(format_results(doc["results"]))
+    print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
+          f", {doc.get('created', '')}, {doc.get('status', '')}" +
+          (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
+    print(format_stored(doc))
     return EXIT_OK
+
+
+def format_stored(doc: dict) -> str:
+    """A stored run as the command that measured it printed it: `ab` and
+    `variants` runs as their comparison (rebuilt from the stored results and
+    the stored command line), any other as the results table."""
+    from .report import format_comparison, format_results
+
+    args = _stored_args(doc)
+    res = doc["results"]
+    if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
+        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
+                                             run_id=doc["run_id"], env=doc.get("env")),
+                                 color=sys.stdout.isatty())
+    if doc.get("kind") == "variants" and args is not None and res:
+        from .variants import format_variants, variants_document
+
+        vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
+        return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
+                               [r for r in res if r["params"].get("reference")], color=sys.stdout.isatty())
+    return format_results(res)
+
+
+def _stored_args(doc: dict):
+    """The stored command line parsed again (ab's --a/--b/--delta), or None
+    when it does not parse (another version's options)."""
+    from .cli import build_parser, check_args
+
+    argv = doc.get("argv") or []
+    try:
+        args = build_parser().parse_args([str(a) for a in argv[1:]])
+        check_args(args)
+    except (UsageError, SystemExit):
+        return None
+    return args if args.command == doc.get("kind") else None
 
 
 def fill_summaries(doc: dict) -> None:
@@ -325,50 +341,61 @@ def _switches(bench: str) -> int:
 
 
 def cmd_ab(args, argv) -> int:
-    from . import comparison, output
-    from .export.json_comparison import serialize
     from .report import format_comparison
 
     check_run_options(args)
-    delta = comparison.parse_delta(args.delta)
     pairs = [_ab_variants(bench, args.a, args.b, args.cpu) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
     recorder, outcome = _measure(args, argv, [v for pair in pairs for v in pair], kind="ab", result_json=None)
-    res = [vr.to_json() for vr in outcome.results]
-    entries = [comparison.entry(res[2 * i], res[2 * i + 1], delta=delta, key=p[0].bench,
-                                switches=_switches(p[0].bench)) for i, p in enumerate(pairs)]
-    entries, summary = comparison.finish(entries)
-    aa = all(pa.all_params() == pb.all_params() for pa, pb in pairs)
-    doc = comparison.document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
-                              a={"params": args.a, "run_id": recorder.run_id},
-                              b={"params": args.b, "run_id": recorder.run_id}, aa=aa, env=recorder.env)
+    doc = ab_document([vr.to_json() for vr in outcome.results], a=args.a, b=args.b, delta=args.delta / 100,
+                      run_id=recorder.run_id, env=recorder.env)
     if args.json:
+        from . import output
+        from .export.json_comparison import serialize
+
         output.write(args.json, serialize(doc))
     out = _table_stream(args.json)
     _emit([format_comparison(doc, color=out.isatty())], out)
     return _finish(recorder, outcome, args.label, args.store)
 
 
+def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, env) -> dict:
+    """The `opcost.comparison/1` document of an A/B run from its results, in
+    pairs A, B per benchmark as `cmd_ab` measures and stores them (so `show`
+    rebuilds it from the store)."""
+    from . import comparison
+
+    pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
+    entries = [comparison.entry(ra, rb, delta=delta, key=ra["bench"], switches=_switches(ra["bench"]))
+               for ra, rb in pairs]
+    entries, summary = comparison.finish(entries)
+    return comparison.document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
+                               a={"params": a, "run_id": run_id}, b={"params": b, "run_id": run_id},
+                               aa=all(ra["params"] == rb["params"] for ra, rb in pairs), env=env)
+
+
 _IDENTITY_FIELDS = ("arch", "cpu_model_name")
 
 
 def cmd_compare(args, argv) -> int:
-    from . import comparison, output
+    from . import output
     from .env import differences
-    from .export.json_comparison import serialize
     from .report import format_comparison, result_key
     from .store import open_store
 
-    delta = comparison.parse_delta(args.delta)
+    delta = args.delta / 100
     if args.json is not None:
         output.check_target(args.json)
-    with open_store(args.store) as store:
+    with open_store(args.store, readonly=True) as store:
         id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
         if id_a == id_b:
-            raise UsageError(f"{args.run_a} and {args.run_b} are the same stored run ({id_a}); compare two "
-                             "different runs, or measure noise with an interleaved `opcost ab BENCH --a P --b P`")
+            raise UsageError(f"{printable(args.run_a)} and {printable(args.run_b)} are the same stored run ({id_a}); "
+                             "compare two different runs, or measure noise with an interleaved "
+                             "`opcost ab BENCH --a P --b P`")
         run_a, run_b = store.load_run(id_a), store.load_run(id_b)
+    fill_summaries(run_a)
+    fill_summaries(run_b)
     diffs = differences(run_a.get("env") or {}, run_b.get("env") or {})
     clash = [d for d in diffs if d[0] in _IDENTITY_FIELDS]
     if clash and not args.force:
@@ -382,6 +409,8 @@ def cmd_compare(args, argv) -> int:
         kb = ", ".join(result_key(r) for r in run_b["results"]) or "none"
         raise UsageError(f"runs {id_a} and {id_b} share no benchmark variant (A: {ka}; B: {kb}); "
                          "compare runs of the same benchmarks and parameters")
+    from . import comparison
+
     matched = {result_key(a) for a, _ in pairs}
     unmatched = [result_key(r) for r in run_a["results"] + run_b["results"] if result_key(r) not in matched]
     entries = [comparison.entry(a, b, delta=delta, key=result_key(a), switches=_switches(a["bench"]))
@@ -394,6 +423,8 @@ def cmd_compare(args, argv) -> int:
         env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
         env_a=run_a.get("env"), env_b=run_b.get("env"))
     if args.json is not None:
+        from .export.json_comparison import serialize
+
         output.write(args.json, serialize(doc))
     out = _table_stream(args.json)
     _emit([format_comparison(doc, color=out.isatty())], out)

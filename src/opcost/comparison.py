@@ -5,23 +5,10 @@ come from compare.py, this module only pairs, labels and tabulates."""
 from __future__ import annotations
 
 from . import __version__, compare
-from .errors import UsageError
 from .export.json_comparison import SCHEMA
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
-
-
-def parse_delta(text: str) -> float:
-    """`--delta 2` or `--delta 2%`: the practical threshold in percent."""
-    t = text.strip().removesuffix("%")
-    try:
-        pct = float(t)
-    except ValueError:
-        pct = -1.0
-    if not 0 < pct < 100:
-        raise UsageError(f"--delta {text}: give a percentage between 0 and 100, e.g. --delta 2 for 2%")
-    return pct / 100
 
 
 def savings(sa: dict, sb: dict, switches: int) -> dict:

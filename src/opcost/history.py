@@ -1,6 +1,11 @@
-"""`opcost history`: the stored runs as a plain-text table, newest first."""
+"""`opcost history`: the stored runs as a plain-text table, newest first.
+Text from the store (labels above all) is shown escaped (`\\n`, `\\x1b`): a
+newline or a terminal escape in a label must not break the table or drive
+the terminal."""
 
 from __future__ import annotations
+
+from .text import printable
 
 EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
 
@@ -40,9 +45,9 @@ def format_history(runs: list[dict], width: int = 100) -> str:
     if not runs:
         return EMPTY_STORE_MESSAGE
     headers = ["ID", "CREATED (UTC)", "LABEL", "KIND", "STATUS", "RESULTS"]
-    rows = [[str(r["id"]), _created(r.get("created")),
-             _clip(r.get("label") or "-", _LABEL_MAX), r.get("kind") or "run",
-             r.get("status") or "-", str(r.get("n_results", 0))] for r in runs]
+    rows = [[str(r["id"]), printable(_created(r.get("created"))),
+             _clip(printable(r.get("label") or "-"), _LABEL_MAX), printable(r.get("kind") or "run"),
+             printable(r.get("status") or "-"), str(r.get("n_results", 0))] for r in runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     right = {0, 5}  # numbers right-aligned
 
@@ -53,7 +58,7 @@ def format_history(runs: list[dict], width: int = 100) -> str:
     bench_width = max(width - sum(widths) - len(_SEP) * len(widths), 20)
     lines = [cells(headers) + _SEP + "BENCHES"]
     for run, row in zip(runs, rows):
-        lines.append((cells(row) + _SEP + _benches(list(run.get("benches") or []), bench_width))
+        lines.append((cells(row) + _SEP + _benches([printable(b) for b in run.get("benches") or []], bench_width))
                      .rstrip())
     legend = []
     if any(r.get("status") == "running" for r in runs):

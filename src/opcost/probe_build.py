@@ -89,12 +89,16 @@ def build(arch: str, cc: str | None = None, static: bool = True, out: Path | Non
     another architecture."""
     if arch not in _ELF_MACHINE:
         raise UsageError(f"--arch {arch} is not an architecture opcost knows; valid: {', '.join(_ELF_MACHINE)}")
-    cc_argv = shlex.split(cc) if cc else default_cc(arch)
+    try:
+        cc_argv = shlex.split(cc) if cc is not None else default_cc(arch)
+    except ValueError as e:
+        raise UsageError(f"--cc {cc!r}: {e}; quote it as the shell would, e.g. --cc 'gcc -m32'") from None
     if not cc_argv or not shutil.which(cc_argv[0]):
         raise UsageError(f"compiler {cc_argv[0] if cc_argv else cc!r} not found; install it or pass --cc")
     if not shutil.which("make"):
         raise UsageError("make not found; install it (apt-get install make)")
-    out = Path(out) if out else probe.user_probe_dir() / f"opcost-probe-{arch}"
+    out = Path(out) if out is not None else probe.user_probe_dir() / f"opcost-probe-{arch}"
+    check_out(out, arch)
     src = source_dir()
     with tempfile.TemporaryDirectory(prefix="opcost-build-") as tmp:
         work = Path(tmp) / "probe"
@@ -118,6 +122,24 @@ def build(arch: str, cc: str | None = None, static: bool = True, out: Path | Non
         os.chmod(tmp_out, 0o755)
         os.replace(tmp_out, out)
     return out
+
+
+def check_out(out: Path, arch: str) -> None:
+    """Before a build of several seconds: `out` can be written, as a file,
+    in a directory that exists or can be made (nothing is created here)."""
+    if not str(out).strip():
+        raise UsageError(f"--out is empty; give the file to write, e.g. --out ./opcost-probe-{arch}")
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give the file to write, e.g. {out / f'opcost-probe-{arch}'}")
+    d = out.parent
+    while not (d.exists() or d.is_symlink()) and d != d.parent:
+        d = d.parent
+    if not d.is_dir():
+        raise UsageError(f"--out {out}: {d} is a file, not a directory, so nothing can be written under it; "
+                         f"give a path in a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: cannot write in {d} (no permission, or a read-only file system); "
+                         "give a path in a writable directory")
 
 
 def probes() -> list[dict]:

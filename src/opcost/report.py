@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from .text import printable
+
 
 def fmt_ns(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -66,7 +68,7 @@ def format_results(results: list[dict]) -> str:
         notes.append(f"  {which} of {measured} benchmarks: the machine was disturbed then, not one benchmark")
     for r in results:
         s = r.get("summary") or {}
-        name = result_key(r)
+        name = printable(result_key(r))
         status, reason = r.get("status"), r.get("reason")
         if status in ("unsupported", "failed") and not s.get("n_processes"):
             notes.append(f"  {name}: {status}: {reason}")
@@ -82,7 +84,7 @@ def format_results(results: list[dict]) -> str:
         else:
             user_s, sys_s = fmt_ns(user), fmt_ns(sys_)
         cyc = s.get("median_cycles")
-        rows.append([name, r.get("op", ""), fmt_ns(s["median_ns"]), _ci(s), fmt_ns(s["min_ns"]), fmt_ns(s["p90_ns"]),
+        rows.append([name, r.get("op", ""), fmt_ns(s.get("median_ns")), _ci(s), fmt_ns(s.get("min_ns")), fmt_ns(s.get("p90_ns")),
                      fmt_pct(s.get("cv")), "-" if cyc is None else f"{cyc:.0f}", user_s, sys_s, _cpus(r),
                      str(s["n_processes"])])
         if s.get("ops_per_iter"):
@@ -265,12 +267,14 @@ def format_comparison(doc: dict, color: bool = False) -> str:
             out[-1] += "\nA/A run: A and B are identical, so any difference below is noise."
     else:
         def name(r):
-            return f"run {r['run_id']}" + (f" ({r['label']})" if r.get("label") else "") + f", {r.get('created', '')}"
+            return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
+                    + f", {r.get('created', '')}")
         out.append(f"A: {name(doc['a'])}\nB: {name(doc['b'])}\n"
                    "not interleaved: A and B ran at different times, so drift between them is part of the difference")
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
     for e in doc["comparisons"]:
+        e = {**e, "key": printable(e["key"])}
         if "ratio" not in e:
             rows.append([e["key"], e["op"], "-", "-", "-", "-", "-", "-", "-"])
             notes.append(f"  {e['key']}: {e['status']}")
@@ -298,8 +302,9 @@ def format_comparison(doc: dict, color: bool = False) -> str:
                    "per-process medians, Holm-adjusted across benchmarks")
     for e in doc["comparisons"]:
         if "savings" in e:
-            out.append(f"{e['key']}: " + ("per op" if not e["savings"]["A"].get("elapsed per switch")
-                                          else f"per {e['op']} ({_switch_count(e)} switches)")
+            per = ("per op" if not e["savings"]["A"].get("elapsed per switch")
+                   else f"per {e['op']} ({_switch_count(e)} switches)")
+            out.append(f"{printable(e['key'])}: " + per
                        + "; user/system from getrusage of the measuring side"
                        + ("; whole system = both sides' user+system" if "whole system" in e["savings"]["A"] else "")
                        + "\n" + _savings_table(e))

@@ -2,9 +2,12 @@
 
 A value list `key=a|b|c` expands into one variant per value (cartesian
 product across keys). `cpu=A,B` keeps its comma: a token without `=` continues
-the previous value. `cpu` and `arch` are parameters of every benchmark; the
-rest are checked against the probe's own table (`opcost-probe list --json`)
-so an error names the valid choices before anything is measured.
+the previous value. Spaces around names and values are ignored; an integer
+parameter is stored and compared as its canonical decimal (`n=0x10` is
+`n=16`), so two spellings of one value are one variant. `cpu` and `arch` are
+parameters of every benchmark; the rest are checked against the probe's own
+table (`opcost-probe list --json`) so an error names the valid choices before
+anything is measured.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ class Variant:
 
 
 def split_spec(spec: str) -> tuple[str, list[tuple[str, str]]]:
-    name, _, rest = spec.partition(":")
+    name, colon, rest = spec.partition(":")
     name = name.strip()
     if not name:
         raise UsageError(f"SPEC {spec!r} has no benchmark name; write bench.name or bench.name:key=value")
+    if colon and not rest.strip():
+        raise UsageError(f"SPEC {spec!r} ends in ':' with no parameters; write {name} for the defaults "
+                         f"or {name}:key=value")
     pairs: list[tuple[str, str]] = []
     if rest:
         for tok in rest.split(","):
@@ -124,19 +130,24 @@ def _cpu_ranges(cpus: list[int]) -> str:
     return ",".join(parts)
 
 
-def _check_value(bench: str, p: dict, v: str) -> None:
+def _check_value(bench: str, p: dict, v: str) -> str:
+    """The value checked against its declaration, in canonical form: an int
+    parameter as its decimal (0x10, 16 and 1_6 are one value, one variant)."""
     name = p["name"]
     if p["type"] == "enum" and v not in p["choices"]:
         raise UsageError(f"{bench}: {name}={v} is not allowed; valid: {'|'.join(p['choices'])}")
     if p["type"] == "int":
         try:
-            n = int(v, 0)
+            n = int(v, 0) if v.isascii() else None
         except ValueError:
             n = None
         if n is None or not p["min"] <= n <= p["max"]:
-            raise UsageError(f"{bench}: {name}={v} must be an integer in [{p['min']}, {p['max']}]")
+            raise UsageError(f"{bench}: {name}={v} must be an integer in [{p['min']}, {p['max']}] "
+                             "(decimal, or 0x hexadecimal)")
+        return str(n)
     if p["type"] == "str" and not v:
         raise UsageError(f"{bench}: {name} must not be empty")
+    return v
 
 
 def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
@@ -147,7 +158,7 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
     `placement_of(a, b, arch)` the placement class of a CPU pair (None: same
     or core)."""
     name, pairs = split_spec(spec)
-    lists = {k: v.split("|") for k, v in pairs}
+    lists = {k: [x.strip() for x in v.split("|")] for k, v in pairs}
     for k, vals in lists.items():
         if any(x == "" for x in vals):
             raise UsageError(f"SPEC {spec!r}: {k} has an empty value")
@@ -173,13 +184,13 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
         b = benches[name]
         declared = {p["name"]: p for p in b["params"]}
         cpu = chosen.pop("cpu", None)
-        spin = chosen.pop("spin", "0")
-        _check_value(name, {"name": "spin", "type": "int", "min": 0, "max": table.get("spin_max", 0)}, spin)
+        spin = _check_value(name, {"name": "spin", "type": "int", "min": 0, "max": table.get("spin_max", 0)},
+                            chosen.pop("spin", "0"))
         for k, v in chosen.items():
             if k not in declared:
                 valid = ", ".join([*declared, *GENERIC_PARAMS])
                 raise UsageError(f"{name} has no parameter {k!r}; valid: {valid}")
-            _check_value(name, declared[k], v)
+            chosen[k] = _check_value(name, declared[k], v)
         params = {p: declared[p]["default"] for p in declared}
         params.update(chosen)
         if cpu is not None:
@@ -190,7 +201,7 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
         _reconcile_placement(name, params, cpu, b, "placement" in chosen, placement_of, arch)
-        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin, 0)))
+        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin)))
     return variants
 
 

@@ -344,7 +344,6 @@ def run_variants(args, argv) -> int:
     """`opcost variants`: check the input, build every variant, measure them
     interleaved (commands._measure), compare each to the first (Holm across
     the comparisons), print, --json, store."""
-    from . import comparison
     from .commands import check_run_options
     from .output import check_target
     from .spec import check_cpu_list, default_cpu
@@ -353,14 +352,14 @@ def run_variants(args, argv) -> int:
     defines = check_defines(args.defines)
     cc = check_compiler(args.cc)
     cflags = split_flags(args.cflags)
-    delta = comparison.parse_delta(args.delta)
+    delta = args.delta / 100
     given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
     # provisional values: the ranges are checked before compiling anything
     args.samples = 1 if given["samples"] is None else given["samples"]
     args.warmup = 0 if given["warmup"] is None else given["warmup"]
     args.target_ms = 10.0 if given["target_ms"] is None else given["target_ms"]
     check_run_options(args)
-    if args.cpu:
+    if args.cpu is not None:
         cpu = check_cpu_list(args.cpu, "--cpu")
         if "," in cpu:
             raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
@@ -368,6 +367,11 @@ def run_variants(args, argv) -> int:
         cpu = str(default_cpu())
     if args.json is not None:
         check_target(args.json)
+    if args.counters is not None:  # before the builds (seconds each in op mode), not after
+        from . import probe
+        from .commands import check_counters
+
+        check_counters(args.counters, probe.benchmark_table()["counters"])
 
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
@@ -378,7 +382,7 @@ def run_variants(args, argv) -> int:
 def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, given) -> int:
     import sys
 
-    from . import comparison, output, probe
+    from . import output, probe
     from .commands import _emit, _finish, _measure, _table_stream
     from .export.json_comparison import serialize
 
@@ -396,8 +400,22 @@ def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, g
         recorder, outcome = _measure(args, argv, b.variants, kind="variants", result_json=None,
                                      runner_cls=runner_class(b.mode == "program"))
     res = [vr.to_json() for vr in outcome.results]
-    n = len(defines)
-    mine, ref = res[:n], (res[n] if b.mode == "op" else None)
+    doc = variants_document(res, delta=delta, run_id=recorder.run_id, env=recorder.env)
+    if args.json is not None:
+        output.write(args.json, serialize(doc))
+    out = _table_stream(args.json)
+    _emit([format_variants(doc, res, color=out.isatty())], out)
+    return _finish(recorder, outcome, args.label, args.store)
+
+
+def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
+    """The `opcost.comparison/1` document of a variants run from its results:
+    the builds in -D order, then (op mode) the empty-opcost_op reference, as
+    `opcost variants` measures and stores them (so `show` rebuilds it)."""
+    from . import comparison
+
+    mine = [r for r in res if not r["params"].get("reference")]
+    ref = next((r for r in res if r["params"].get("reference")), None)
     entries = [comparison.entry(mine[0], r, delta=delta, key=r["key"]) for r in mine[1:]]
     entries, summary = comparison.finish(entries)
     ref_ns = (ref.get("summary") or {}).get("median_ns") if ref else None
@@ -409,21 +427,17 @@ def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, g
         if ref_ns is not None and s.get("median_ns") is not None:
             d["net_median_ns"] = s["median_ns"] - ref_ns
         builds.append(d)
-    info = {"source": str(source), "mode": b.mode, "cc": shlex.join(cc), "cflags": shlex.join(cflags),
+    p = mine[0]["params"]
+    info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
             "baseline": mine[0]["key"], "builds": builds,
             "call_overhead": None if ref is None else {
                 "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
                         "interleaved; comparisons and medians include it, net_median_ns does not",
                 "median_ns": ref_ns, "median_cycles": (ref.get("summary") or {}).get("median_cycles")}}
-    doc = comparison.document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
-                              a={"params": mine[0]["key"], "run_id": recorder.run_id},
-                              b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": recorder.run_id},
-                              aa=False, env=recorder.env, variants=info)
-    if args.json:
-        output.write(args.json, serialize(doc))
-    out = _table_stream(args.json)
-    _emit([format_variants(doc, res, color=out.isatty())], out)
-    return _finish(recorder, outcome, args.label, args.store)
+    return comparison.document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
+                               a={"params": mine[0]["key"], "run_id": run_id},
+                               b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": run_id},
+                               aa=False, env=env, variants=info)
 
 
 def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:

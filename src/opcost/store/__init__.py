@@ -68,13 +68,15 @@ def _supported() -> str:
     return "; ".join(f"{scheme} ({cls.url_help})" for scheme, cls in BACKENDS.items())
 
 
-def open_store(url: str | None, on_wait=None) -> Store:
+def open_store(url: str | None, on_wait=None, *, readonly: bool = False) -> Store:
     """Open (creating if needed) the store at `url`: None for the default path, a
     plain path, or `scheme://rest`. Raises StoreError if it cannot be used,
     StoreLocked if another program holds it too long. `on_wait(message)` is
-    told once when a write has to wait for another program's lock."""
+    told once when a write has to wait for another program's lock.
+    readonly: only to read (history, show, compare): nothing is created,
+    migrated or written; a missing default store reads as an empty one."""
     if url is None:
-        return SqliteStore(default_store_path(), on_wait=on_wait)
+        return SqliteStore(default_store_path(), on_wait=on_wait, readonly=readonly, missing_ok=True)
     if not url.strip():
         raise StoreError(f"--store needs a path or URL; supported: {_supported()}")
     m = _URL.match(url)
@@ -89,4 +91,4 @@ def open_store(url: str | None, on_wait=None) -> Store:
     if not rest:
         raise StoreError(f"--store {scheme}:// needs a path after '{scheme}://'; "
                          f"supported: {_supported()}")
-    return backend(rest, on_wait=on_wait)
+    return backend(rest, on_wait=on_wait, readonly=readonly)

@@ -19,10 +19,12 @@ import pathlib
 import socket
 import sqlite3
 import time
+import urllib.parse
 from typing import Any, Callable, Iterator, Union
 
 from .. import interrupts
 from ..errors import StoreError, StoreLocked, UnknownRun
+from ..text import printable
 
 RESULT_SCHEMA = "opcost.result/1"
 
@@ -44,6 +46,22 @@ RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HINT = "--store PATH must be a writable SQLite file, or use --no-store"
+_DAMAGED_HINT = ("move it aside (mv {path} {path}.damaged) and `opcost run` starts a new store, "
+                 "or pass --store another file, or use --no-store")
+_SQLITE_MAX_INT = 2**63 - 1
+
+# SQLite's primary result codes (sqlite3.Error.sqlite_errorcode & 0xff) that
+# say what is wrong with the file itself, with what to tell the user. The
+# message text is no guide: "database disk image is malformed" is a damaged
+# file, not a full disk.
+_CODES = {
+    8: ("is read-only", _HINT),                                    # SQLITE_READONLY
+    10: ("cannot be read or written (I/O error)", _HINT),          # SQLITE_IOERR
+    11: ("is not a valid opcost store (the file is damaged)", _DAMAGED_HINT),  # SQLITE_CORRUPT
+    13: ("cannot be written: the disk is full", "free disk space, or use --no-store"),  # SQLITE_FULL
+    14: ("cannot be opened", _HINT),                                # SQLITE_CANTOPEN
+    26: ("is not a valid opcost store (not an SQLite database)", _DAMAGED_HINT),  # SQLITE_NOTADB
+}
 
 # --- schema -------------------------------------------------------------------
 #
@@ -199,7 +217,13 @@ class SqliteStore:
     scheme = "sqlite"
     url_help = "a plain path, sqlite:///abs/path or sqlite://rel/path"
 
-    def __init__(self, path: str | os.PathLike[str], on_wait: Callable[[str], None] | None = None):
+    def __init__(self, path: str | os.PathLike[str], on_wait: Callable[[str], None] | None = None, *,
+                 readonly: bool = False, missing_ok: bool = False):
+        """readonly: for reading only (history, show, compare): opened with
+        SQLite's mode=ro, never created, migrated or written, so that a store
+        on a read-only mount, or of an older schema, can be read as it is. A
+        missing file is then an empty store if `missing_ok`, else an error.
+        on_wait(message) is told once when a write waits for another program's lock."""
         self.on_wait = on_wait
         self.lock_wait = lock_wait_s()   # seconds a write waits for another program's lock
         raw = os.fspath(path)
@@ -207,15 +231,28 @@ class SqliteStore:
             raise StoreError(f"empty store path: {_HINT}")
         self.memory = raw == ":memory:"
         self.path = pathlib.Path(raw) if self.memory else pathlib.Path(raw).expanduser()
+        self.readonly = readonly
+        self.version = 0                # schema version of the file (LATEST_VERSION once migrated)
         self._conn: sqlite3.Connection | None = None
+        self._empty = False             # read-only, and there is nothing to read
         if not self.memory:
             self._prepare_file()
+        if readonly and (self.memory or not self.path.exists()):
+            if not (missing_ok or self.memory):
+                raise StoreError(f"store {self.path} does not exist: give the --store that `opcost run` "
+                                 "stored into (`opcost history` without --store reads the default one)")
+            self._empty = True
+            return
         with self._guard(None):
             # isolation_level=None: the sqlite3 module starts no transactions of its
             # own; single statements autocommit, multi-statement writes use
             # _transaction(). The default rollback journal is kept (not WAL): WAL
             # needs a writable directory even to read, and we have one writer.
-            self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_SLICE_S)
+            if readonly:
+                uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=_BUSY_SLICE_S)
+            else:
+                self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_SLICE_S)
         try:
             with self._guard(None):
                 self._conn.execute("PRAGMA foreign_keys = ON")
@@ -238,6 +275,22 @@ class SqliteStore:
         if p.is_dir():
             raise StoreError(f"store {p} is a directory: --store PATH must be an SQLite file "
                              f"(e.g. {p / 'opcost.db'}), or use --no-store")
+        if not self.readonly:
+            self._make_parent()
+        # Check the magic ourselves: SQLite's own complaint comes only at the first
+        # query and its wording varies between versions.
+        try:
+            with open(p, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except (FileNotFoundError, NotADirectoryError):
+            return  # created by connect(), or (read-only) an empty store
+        except OSError as e:
+            raise StoreError(f"cannot read store {p} ({e.strerror or e}): {_HINT}") from None
+        if head and head != _SQLITE_MAGIC:
+            raise StoreError(f"store {p} is not an SQLite database: {_HINT}")
+
+    def _make_parent(self) -> None:
+        p = self.path
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -246,17 +299,6 @@ class SqliteStore:
         except OSError as e:
             raise StoreError(f"cannot create directory {p.parent} for store {p} "
                              f"({e.strerror or e}): {_HINT}") from None
-        # Check the magic ourselves: SQLite's own complaint comes only at the first
-        # query and its wording varies between versions.
-        try:
-            with open(p, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
-        except FileNotFoundError:
-            return  # created by connect()
-        except OSError as e:
-            raise StoreError(f"cannot read store {p} ({e.strerror or e}): {_HINT}") from None
-        if head and head != _SQLITE_MAGIC:
-            raise StoreError(f"store {p} is not an SQLite database: {_HINT}")
 
     def _pragma(self, name: str) -> int:
         return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
@@ -275,6 +317,11 @@ class SqliteStore:
         if version > LATEST_VERSION:
             raise StoreError(f"store {self.path} has schema version {version}, this opcost knows "
                              f"up to {LATEST_VERSION}: upgrade opcost")
+        self.version = version
+        if self.readonly:
+            # Read as it is: the queries below know every version's columns.
+            self._empty = version == 0
+            return
         for target, step in MIGRATIONS:
             if target <= version:
                 continue
@@ -289,6 +336,7 @@ class SqliteStore:
                     for statement in _split_sql(step):
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {int(target)}")
+            self.version = target
 
     # --- plumbing ---------------------------------------------------------------
 
@@ -306,8 +354,11 @@ class SqliteStore:
         except sqlite3.Error as e:
             msg = str(e)
             low = msg.lower()
-            if "not a database" in low:
-                what, hint = "is not an SQLite database", _HINT
+            code = getattr(e, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF in _CODES:
+                what, hint = _CODES[code & 0xFF]
+            elif "not a database" in low or "malformed" in low:
+                what, hint = _CODES[11]
             elif "readonly" in low or "read-only" in low:
                 what, hint = "is read-only", _HINT
             elif "unable to open" in low:
@@ -316,12 +367,12 @@ class SqliteStore:
                 during = f" while {doing}" if doing else ""
                 raise StoreLocked(f"store {self.path} is locked by another program{during}: "
                                   "retry when it has finished, or use another --store") from None
-            elif "disk" in low or "full" in low:
-                what, hint = "cannot be written", "free disk space, or use --no-store"
+            elif "full" in low:
+                what, hint = _CODES[13]
             else:
                 what, hint = "failed", _HINT
             during = f" while {doing}" if doing else ""
-            raise StoreError(f"store {self.path} {what}{during} ({msg}): {hint}") from None
+            raise StoreError(f"store {self.path} {what}{during} ({msg}): {hint.format(path=self.path)}") from None
 
     @contextlib.contextmanager
     def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
@@ -440,7 +491,9 @@ class SqliteStore:
         """Runs newest first (by id: creation order, immune to clock changes)."""
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, not {limit}")
-        lim = -1 if limit is None else int(limit)  # LIMIT -1: no limit
+        lim = -1 if limit is None else min(int(limit), _SQLITE_MAX_INT)  # LIMIT -1: no limit
+        if self._empty:
+            return []
         with self._guard("listing runs"):
             rows = self._db.execute(
                 "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
@@ -480,20 +533,31 @@ class SqliteStore:
         return gone
 
     def resolve(self, ref: str) -> int:
-        """A run id, or a label meaning the most recent run with that label. All
-        digits is tried as an id first, then as a label."""
-        text = str(ref).strip()
-        with self._guard("looking up a run"):
-            if text.isascii() and text.isdigit():
-                row = self._db.execute("SELECT id FROM runs WHERE id = ?", (int(text),)).fetchone()
-                if row:
-                    return int(row[0])
-            if text:
-                row = self._db.execute("SELECT id FROM runs WHERE label = ? ORDER BY id DESC"
-                                       " LIMIT 1", (text,)).fetchone()
-                if row:
-                    return int(row[0])
-        raise UnknownRun(f"no stored run with id or label '{ref}'; `opcost history` lists them")
+        """A run reference: `id:N` (the run with that id), `label:TEXT` (the
+        most recent run with that label), or bare: all digits is tried as an
+        id first, then as a label; anything else is a label."""
+        text = str(ref)  # as given: `show 'base\n'` is not `show base`
+        how, colon, rest = text.partition(":")
+        kinds = (how,) if colon and how in ("id", "label") else ("id", "label")
+        if kinds != ("id", "label"):
+            text = rest
+        if kinds == ("id",) and not (text.isascii() and text.isdigit()):
+            raise UnknownRun(f"run reference '{printable(ref)}': an id is a number (id:12); `opcost history` "
+                             "lists them, and label:TEXT names a run by its label")
+        if not self._empty:
+            with self._guard("looking up a run"):
+                if "id" in kinds and text.isascii() and text.isdigit() and int(text) <= _SQLITE_MAX_INT:
+                    row = self._db.execute("SELECT id FROM runs WHERE id = ?", (int(text),)).fetchone()
+                    if row:
+                        return int(row[0])
+                if "label" in kinds and text:
+                    row = self._db.execute("SELECT id FROM runs WHERE label = ? ORDER BY id DESC"
+                                           " LIMIT 1", (text,)).fetchone()
+                    if row:
+                        return int(row[0])
+        what = {"id": "id", "label": "label"}.get(kinds[0]) if len(kinds) == 1 else "id or label"
+        raise UnknownRun(f"no stored run with {what} '{printable(text if len(kinds) == 1 else ref)}'; "
+                         "`opcost history` lists them (id:N or label:TEXT says which a reference is)")
 
     def load_run(self, ref: str | int) -> dict:
         """The run as an `opcost.result/1` document (plus store fields: run_id,
@@ -501,16 +565,18 @@ class SqliteStore:
         order, processes in idx order; each process splits its samples into
         measured ("samples") and "warmup", each as the sample dicts given."""
         run_id = self.resolve(str(ref))
+        # Version 1 stores (read without migrating) have no key and meta columns.
+        key, meta = ("key", "p.meta") if self.version >= 2 else ("NULL", "NULL")
         with self._guard("loading a run"):
             db = self._db
             run = db.execute(
                 "SELECT created, finished, label, kind, status, opcost_version, argv, env, " +
                 self._owner_column("runs") + " FROM runs WHERE id = ?", (run_id,)).fetchone()
             results = db.execute(
-                "SELECT id, bench, params, op, unit, status, reason, summary, key FROM results"
+                f"SELECT id, bench, params, op, unit, status, reason, summary, {key} FROM results"
                 " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
             processes = db.execute(
-                "SELECT p.id, p.result_id, p.idx, p.header, p.trailer, p.meta FROM processes p"
+                f"SELECT p.id, p.result_id, p.idx, p.header, p.trailer, {meta} FROM processes p"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
             samples = db.execute(
