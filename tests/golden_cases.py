@@ -1,0 +1,80 @@
+"""The golden outputs of `run`, `ab`, `compare`, `variants` and `show` on the
+fake clock: captured before the reshape of issue 12 and compared after every
+change (tests/test_golden.py), so a change of behaviour is seen, never
+assumed. `python3 tests/golden_cases.py` rewrites tests/golden/ (do it only
+for an intended change, and say which in the commit).
+
+What varies between runs is masked: pids, CLOCK_MONOTONIC_RAW stamps, wall
+times, dates, the temporary directory, the machine's environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress"]
+PROGRAM = "#include <stdio.h>\nint main(void) { volatile int x = 0; for (int i = 0; i < 1000; i++) x += i; return 0; }\n"
+
+# name -> argv (after `opcost`); files they write are named in the argv
+CASES = {
+    "run": ["run", "syscall.null", "ctx.pipe:mode=process|thread", "signal.install", *FAKE, "-p", "3",
+            "--json", "run.json", "--label", "base"],
+    "run2": ["run", "syscall.null", "ctx.pipe:mode=process|thread", "signal.install", *FAKE, "-p", "4",
+             "--label", "next"],
+    "ab": ["ab", "syscall.null", "signal.install", "--a", "spin=1", "--b", "spin=21", *FAKE, "-p", "6",
+           "--json", "ab.json", "--label", "ab"],
+    "compare": ["compare", "base", "next", "--json", "compare.json"],
+    "show": ["show", "base"],
+    "show_ab": ["show", "ab"],
+    "variants": ["variants", "prog.c", "-DA", "-DB", "--fake-clock", "1000", "-p", "3", "--cpu", "0",
+                 "--no-progress", "--json", "variants.json"],
+}
+_MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
+
+
+def _mask(obj):
+    if isinstance(obj, dict):
+        return {k: ("*" if k in _MASK_KEYS else _mask(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_mask(v) for v in obj]
+    return obj
+
+
+def _text(s: str, tmp: str) -> str:
+    s = s.replace(tmp, "TMP")
+    s = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "DATE", s)
+    return s
+
+
+def capture() -> dict[str, str]:
+    """name -> normalized output text; files as name.json."""
+    out: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
+        env.update(PYTHONPATH=str(ROOT / "src"), XDG_DATA_HOME=tmp, COLUMNS="200")
+        Path(tmp, "prog.c").write_text(PROGRAM)
+        for name, argv in CASES.items():
+            cp = subprocess.run([sys.executable, "-m", "opcost", *argv], cwd=tmp, env=env, capture_output=True,
+                                text=True, timeout=300, stdin=subprocess.DEVNULL)
+            out[f"{name}.out"] = _text(f"exit {cp.returncode}\n--- stdout\n{cp.stdout}--- stderr\n{cp.stderr}", tmp)
+            for a in argv:
+                if a.endswith(".json"):
+                    doc = json.loads(Path(tmp, a).read_text())
+                    out[a] = _text(json.dumps(_mask(doc), indent=1, sort_keys=True), tmp) + "\n"
+    return out
+
+
+if __name__ == "__main__":
+    GOLDEN.mkdir(exist_ok=True)
+    for f in GOLDEN.iterdir():
+        f.unlink()
+    for name, text in capture().items():
+        (GOLDEN / name).write_text(text)
+    print(f"wrote {len(list(GOLDEN.iterdir()))} files to {GOLDEN}")
