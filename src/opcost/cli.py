@@ -312,17 +312,29 @@ def _main(argv: list[str] | None) -> int:
     except OpcostError as e:
         print(f"opcost: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        # Stopped before a run existed (checking input, starting up): nothing
-        # was stored. 128 + the signal: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP).
-        interrupts.hold()
-        try:
-            print("opcost: interrupted before anything was measured", file=sys.stderr)
-        except OSError:
-            pass
-        return interrupts.exit_code(EXIT_INTERRUPTED)
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        return _interrupted()
+    except Exception:
+        # A signal raised inside an import can come out wrapped (a class body's
+        # __set_name__ turns it into RuntimeError): still an interruption.
+        if interrupts.received() is None:
+            raise
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    """Stopped before a run existed (checking input, starting up): nothing
+    was stored. 128 + the signal: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP)."""
+    from . import interrupts
+
+    interrupts.hold()
+    try:
+        print("opcost: interrupted before anything was measured", file=sys.stderr)
+    except OSError:
+        pass
+    return interrupts.exit_code(EXIT_INTERRUPTED)
 
 
 def dump_json(obj) -> None:

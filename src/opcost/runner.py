@@ -168,8 +168,11 @@ class Runner:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         except OpcostError as e:
             status, error = "failed", e
-        except Exception as e:   # a bug must not leave the run "running": finish it, then say what broke
-            status, error = "failed", OpcostError(f"internal error, the run was stopped: {e!r}")
+        except Exception as e:
+            if interrupts.received() is not None:   # a signal that came out wrapped (raised in an import)
+                status, signum = "interrupted", interrupts.received()
+            else:   # a bug must not leave the run "running": finish it, then say what broke
+                status, error = "failed", OpcostError(f"internal error, the run was stopped: {e!r}")
         interrupts.hold()
         for vr in self.results:
             if vr.status == "pending":
