@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from opcost.commands import DEFAULT_SUITE
+from opcost.session import DEFAULT_SUITE
 
 FAST = ["--fake-clock", "100", "-p", "1", "-n", "1", "-w", "0", "--target-ms", "1", "--no-store"]
 

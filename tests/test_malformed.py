@@ -153,7 +153,7 @@ def _parser_options() -> dict[str, set[str]]:
     """Every subcommand (`probe build` as one) and its long options."""
     import argparse
 
-    from opcost.cli import build_parser
+    from opcost.commands import build_parser
 
     out = {}
 
@@ -193,7 +193,8 @@ def test_every_numeric_option_has_a_documented_bound():
     and --help shows its range."""
     import argparse
 
-    from opcost.cli import BOUNDS, build_parser
+    from opcost.commands import build_parser
+    from opcost.protocol import BOUNDS
 
     numeric = set()
 

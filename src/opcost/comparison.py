@@ -1,10 +1,13 @@
 """Builds `opcost.comparison/1` documents from pairs of results (measured
 interleaved by `ab`, or loaded from the store by `compare`): the statistics
-come from compare.py, this module only pairs, labels and tabulates."""
+come from compare.py, this module only pairs, labels and tabulates. It
+imports compare (numpy, scipy) only when it compares, so commands can pair
+and check their input first."""
 
 from __future__ import annotations
 
-from . import __version__, compare
+from . import __version__
+from .errors import UsageError
 from .export.json_comparison import SCHEMA
 
 # (column, summary key) of the measuring side's CPU time in the savings table
@@ -47,6 +50,8 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
                for arm, r, m in (("A", res_a, ma), ("B", res_b, mb)) if len(m) < 2]
         e.update(verdict=None, status="not compared: fewer than 2 processes in " + "; ".join(why))
         return e
+    from . import compare
+
     e.update(compare.compare_arms(ma, mb, delta=delta))
     e["flags"] = compare.arm_flags(sa, sb)
     e["savings"] = savings(sa, sb, switches)
@@ -55,6 +60,8 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
 
 def finish(entries: list[dict]) -> tuple[list[dict], dict]:
     """Holm across the compared benchmarks, verdicts, and the report summary."""
+    from . import compare
+
     idx = [i for i, e in enumerate(entries) if "ratio" in e]
     decided = compare.decide([entries[i] for i in idx]) if idx else []
     out = list(entries)
@@ -68,3 +75,83 @@ def document(*, kind: str, interleaved: bool, entries: list[dict], summary: dict
     return {"schema": SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "aa": aa, "a": a, "b": b, "delta_requested": delta, **env, "comparisons": entries,
             "summary": summary}
+
+
+def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, env,
+                switches: dict[str, int] | None = None) -> dict:
+    """The `opcost.comparison/1` document of an A/B run from its results, in
+    pairs A, B per benchmark as `opcost ab` measures and stores them (so
+    `show` rebuilds it from the store). `switches`: context switches per
+    operation by benchmark (the seed-000 savings per switch)."""
+    switches = switches or {}
+    pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
+    entries = [entry(ra, rb, delta=delta, key=ra["bench"], switches=switches.get(ra["bench"], 0))
+               for ra, rb in pairs]
+    entries, summary = finish(entries)
+    return document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
+                    a={"params": a, "run_id": run_id}, b={"params": b, "run_id": run_id},
+                    aa=all(ra["params"] == rb["params"] for ra, rb in pairs), env=env)
+
+
+def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
+    """The `opcost.comparison/1` document of a variants run from its results:
+    the builds in -D order, then (op mode) the empty-opcost_op reference, as
+    `opcost variants` measures and stores them (so `show` rebuilds it)."""
+    mine = [r for r in res if not r["params"].get("reference")]
+    ref = next((r for r in res if r["params"].get("reference")), None)
+    entries = [entry(mine[0], r, delta=delta, key=r["key"]) for r in mine[1:]]
+    entries, summary = finish(entries)
+    ref_ns = (ref.get("summary") or {}).get("median_ns") if ref else None
+    builds = []
+    for r in mine:
+        s = r.get("summary") or {}
+        d = {"name": r["key"], "status": r["status"], "median_ns": s.get("median_ns"),
+             "median_cycles": s.get("median_cycles")}
+        if ref_ns is not None and s.get("median_ns") is not None:
+            d["net_median_ns"] = s["median_ns"] - ref_ns
+        builds.append(d)
+    p = mine[0]["params"]
+    info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
+            "baseline": mine[0]["key"], "builds": builds,
+            "call_overhead": None if ref is None else {
+                "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
+                        "interleaved; comparisons and medians include it, net_median_ns does not",
+                "median_ns": ref_ns, "median_cycles": (ref.get("summary") or {}).get("median_cycles")}}
+    return document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
+                    a={"params": mine[0]["key"], "run_id": run_id},
+                    b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": run_id},
+                    aa=False, env=env, variants=info)
+
+
+def pair_results(run_a: dict, run_b: dict) -> tuple[list[tuple[dict, dict]], list[str]]:
+    """Two stored runs' results matched by key, and the keys in only one;
+    UsageError when they share none."""
+    from .report import result_key
+
+    by_key_b = {result_key(r): r for r in run_b["results"]}
+    pairs = [(r, by_key_b[result_key(r)]) for r in run_a["results"] if result_key(r) in by_key_b]
+    if not pairs:
+        ka = ", ".join(result_key(r) for r in run_a["results"]) or "none"
+        kb = ", ".join(result_key(r) for r in run_b["results"]) or "none"
+        raise UsageError(f"runs {run_a['run_id']} and {run_b['run_id']} share no benchmark variant "
+                         f"(A: {ka}; B: {kb}); compare runs of the same benchmarks and parameters")
+    matched = {result_key(a) for a, _ in pairs}
+    return pairs, [result_key(r) for r in run_a["results"] + run_b["results"] if result_key(r) not in matched]
+
+
+def stored_document(run_a: dict, run_b: dict, *, delta: float, switches: dict[str, int], diffs: list) -> dict:
+    """The `opcost.comparison/1` document of two stored runs (`opcost
+    compare`): their results matched by key, the rest listed as unmatched.
+    `diffs`: env.differences of the two runs."""
+    from .report import result_key
+
+    pairs, unmatched = pair_results(run_a, run_b)
+    id_a, id_b = run_a["run_id"], run_b["run_id"]
+    entries = [entry(a, b, delta=delta, key=result_key(a), switches=switches.get(a["bench"], 0)) for a, b in pairs]
+    entries, summary = finish(entries)
+    return document(
+        kind="compare", interleaved=False, entries=entries, summary=summary, delta=delta,
+        a={"run_id": id_a, "label": run_a.get("label"), "created": run_a.get("created")},
+        b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
+        env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
+        env_a=run_a.get("env"), env_b=run_b.get("env"))

@@ -468,6 +468,15 @@ def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
 
 # ---- rendering and comparison -----------------------------------------------
 
+def collect_local() -> dict:
+    """This machine, with what only its probe can tell (CPUID, XCR0, version)."""
+    from . import probe
+
+    version = probe.probe_version()
+    info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
+    return collect(probe.cpuid(), info)
+
+
 def _compact(value: Any, nested: bool = False) -> str:
     if isinstance(value, dict):
         text = ", ".join(f"{k}={_compact(v, True)}" for k, v in value.items())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ProbeError, ProbeTimeout, UsageError
+from .protocol import Protocol
 
 PROBE_EXIT_OK, PROBE_EXIT_FAIL, PROBE_EXIT_USAGE, PROBE_EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -202,46 +203,39 @@ def probe_version(arch: str | None = None) -> str | None:
 
 @dataclass
 class ProbeRequest:
+    """One probe process: which benchmark (or build) with which parameters,
+    where, and the protocol it follows."""
     bench: str
     params: dict[str, str]          # benchmark parameters (not cpu/arch)
     arch: str
+    protocol: Protocol = field(default_factory=Protocol)
     cpus: str | None = None         # "A" or "A,B"
-    samples: int = 20
-    warmup: int = 3
-    target_ms: float = 10.0
-    iters: int | None = None
     counters: str | None = None
-    fake_clock: float | None = None
-    seed: int = 0
+    seed: int = 0                   # this process's seed (fake clock)
     pad_bytes: int = 0              # setup randomisation: env padding length
     spin: int = 0                   # injected cost per operation
     exe: str | None = None          # a probe built for this request (variants --mode op)
     program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
 
     def argv(self, check: bool = False) -> list[str]:
+        p = self.protocol
+        fake = ["--fake-clock", f"{p.fake_clock:g}", "--seed", str(self.seed)] if p.fake_clock else []
+        cpus = ["--cpu", self.cpus] if self.cpus is not None else []
         if self.program:
-            a = ["time", "--samples", str(self.samples), "--warmup", str(self.warmup)]
-            if self.cpus is not None:
-                a += ["--cpu", self.cpus]
-            if self.fake_clock:
-                a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
-            return a + (["--check"] if check else []) + ["--", *self.program]
+            return (["time", "--samples", str(p.samples), "--warmup", str(p.warmup), *cpus, *fake]
+                    + (["--check"] if check else []) + ["--", *self.program])
         a = ["run", self.bench]
         for k, v in self.params.items():
             a += ["-P", f"{k}={v}"]
-        a += ["--samples", str(self.samples), "--warmup", str(self.warmup),
-              "--target-ms", f"{self.target_ms:g}"]
-        if self.iters:
-            a += ["--iters", str(self.iters)]
-        if self.cpus is not None:
-            a += ["--cpu", self.cpus]
+        a += ["--samples", str(p.samples), "--warmup", str(p.warmup), "--target-ms", f"{p.target_ms:g}"]
+        if p.iters:
+            a += ["--iters", str(p.iters)]
+        a += cpus
         if self.counters:
             a += ["--counters", self.counters]
         if self.spin:
             a += ["--spin", str(self.spin)]
-        if self.fake_clock:
-            a += ["--fake-clock", f"{self.fake_clock:g}", "--seed", str(self.seed)]
-        return a + (["--check"] if check else [])
+        return a + fake + (["--check"] if check else [])
 
     def command(self) -> list[str]:
         """argv prefix that starts this request's probe: its own build (exe),

@@ -327,3 +327,44 @@ def _switch_count(e: dict) -> int:
 def _short(v, width: int = 60) -> str:
     t = str(v)
     return t if len(t) <= width else t[: width - 3] + "..."
+
+
+_MODE_TEXT = {"program": "whole program, each run timed like time(1): elapsed from fork to wait, "
+                         "user and system from wait4",
+              "op": "opcost_op called in a dependent chain inside the probe; loop and clock overhead "
+                    "subtracted, the call itself not"}
+
+
+def rel_path(p: str) -> str:
+    import os
+
+    try:
+        return os.path.relpath(p)
+    except ValueError:
+        return str(p)
+
+
+def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
+    """`opcost variants`: how the builds were made and run, their table, the
+    call overhead (op mode), and each build compared with the first."""
+    from .build import REFERENCE_NAME
+
+    info = doc["variants"]
+    out = [f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
+           f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip(),
+           format_results(results)]
+    ovh = info.get("call_overhead")
+    if ovh and ovh.get("median_ns") is not None:
+        net = ", ".join(f"{b['name']} {fmt_ns(b.get('net_median_ns'))}" for b in info["builds"])
+        out.append(f"call overhead: {REFERENCE_NAME} costs {fmt_ns(ovh['median_ns'])} per call "
+                   f"({ovh['median_cycles']:.1f} cycles); net of it: {net}.\n"
+                   "The comparisons below include the call.")
+    if doc["comparisons"]:
+        others = len(doc["comparisons"])
+        out.append(f"interleaved: every round ran one process of each variant in a random order\n"
+                   f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
+                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
+        out.append(format_comparison(doc, color=color).split("\n\n", 1)[1])
+    else:
+        out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")
+    return "\n\n".join(out)

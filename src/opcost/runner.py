@@ -10,24 +10,31 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from dataclasses import dataclass, field
 
 from . import interrupts, probe
 from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
+from .protocol import Protocol
 from .spec import Variant
+
+
+def _named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
+    """A probe's complaint about a build, with the build's temporary path
+    replaced by the variant's name."""
+    msg = msg.replace(f"{req.bench}: probe setup failed: ", "")
+    for path in (v.exe, *(v.program or ())):
+        if path:
+            msg = msg.replace(f"program {path} ", "the program ").replace(path, v.name)
+    return msg
 
 
 @dataclass
 class RunOptions:
-    processes: int = 10
-    samples: int = 20
-    warmup: int = 3
-    target_ms: float = 10.0
-    iters: int | None = None
-    counters: str | None = None
-    fake_clock: float | None = None
-    seed: int = 0
-    timeout: float | None = None
+    """What a run needs besides its variants: the protocol every process
+    follows, and what is counted."""
+    protocol: Protocol = field(default_factory=Protocol)
+    counters: str | None = None                   # the probe's event list
     derived: list = field(default_factory=list)   # counters.Derived metrics to compute
     parallel: int = 1                             # > 1: also run this many copies at once per round
 
@@ -70,11 +77,11 @@ class Outcome:
         return 1 if any(r.status == "failed" for r in self.results) else 0
 
 
-def process_timeout(opts: RunOptions) -> float:
-    if opts.timeout:
-        return opts.timeout
+def process_timeout(p: Protocol) -> float:
+    if p.timeout:
+        return p.timeout
     # Generous: calibration plus every batch at ten times its target length.
-    return 30.0 + (opts.warmup + opts.samples + 8) * opts.target_ms / 1000.0 * 10
+    return 30.0 + (p.warmup + p.samples + 8) * p.target_ms / 1000.0 * 10
 
 
 def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
@@ -100,6 +107,21 @@ def summarize_variant(processes: list[dict], derived: list | None = None, parall
     return summary
 
 
+def fill_summaries(doc: dict) -> None:
+    """A stored run's summaries are computed from the processes it holds: a
+    run that never finished (killed, abandoned) has none yet, and one that
+    was interrupted between storing a process and summarizing it is behind."""
+    for r in doc.get("results", []):
+        procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        s = r.get("summary") or {}
+        if procs and s.get("n_processes") != len(procs):
+            fresh = summarize_variant(procs)
+            for keep in ("derived", "parallel"):   # need the run's plan: kept as stored
+                if keep in s:
+                    fresh[keep] = s[keep]
+            r["summary"] = fresh
+
+
 class Runner:
     """`recorder` receives every finished process (store, --json); `progress`
     is told about every batch. Both are optional."""
@@ -110,25 +132,42 @@ class Runner:
         self.recorder = recorder
         self.progress = progress
         self.warn = warn or (lambda msg: None)
-        self.rng = random.Random(opts.seed)
+        self.rng = random.Random(opts.protocol.seed)
         self.seq = 0  # processes started, in order: proves the interleaving
+        self.timeout = process_timeout(opts.protocol)
 
     def preflight(self) -> None:
         """Before anything is stored: wrong input raises UsageError, variants
-        this machine cannot measure are marked unsupported with the reason."""
+        this machine cannot measure are marked unsupported with the reason.
+        A build (opcost variants) is named by its variant, not its temporary
+        binary; a whole program's process timeout comes from how long its
+        untimed check run took (unless --timeout is given)."""
+        t0 = time.monotonic()
         for vr in self.results:
-            reason = probe.check(self._request(vr.variant, 0, 0, pad=False))
+            v = vr.variant
+            req = self._request(v, 0, 0, pad=False)
+            try:
+                reason = probe.check(req)
+            except ProbeError as e:
+                if not v.name:
+                    raise
+                raise ProbeError(f"variant {v.name}: {_named(str(e), req, v)}") from None
             if reason is not None:
                 vr.status, vr.reason = "unsupported", reason
-                self.warn(f"{vr.variant.key()}: cannot be measured here: {reason}")
+                self.warn(f"{v.key()}: cannot be measured here: {reason}")
+        p = self.opts.protocol
+        if p.timeout is None and any(vr.variant.program for vr in self.results):
+            per = (time.monotonic() - t0) / max(1, len(self.results))
+            self.timeout = 60.0 + 20.0 * per * (p.warmup + p.samples)
 
     def _request(self, v: Variant, rnd: int, idx: int, pad: bool = True) -> probe.ProbeRequest:
         # pad=False (preflight) leaves the seeded run order and padding untouched
+        p = self.opts.protocol
         return probe.ProbeRequest(
-            bench=v.bench, params=v.params, arch=v.arch, cpus=v.cpu, samples=self.opts.samples,
-            warmup=self.opts.warmup, target_ms=self.opts.target_ms, iters=self.opts.iters,
-            counters=self.opts.counters, fake_clock=self.opts.fake_clock,
-            seed=self.opts.seed * 100003 + rnd * 1009 + idx, pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin)
+            bench=v.bench, params=v.probe_params(), arch=v.arch, protocol=p, cpus=v.cpu,
+            counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
+            pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
+            exe=v.exe or None, program=v.program or None)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)
@@ -143,14 +182,14 @@ class Runner:
             with interrupts.deferred():
                 if self.recorder:
                     self.recorder.start(self.results)
-            for rnd in range(self.opts.processes):
+            for rnd in range(self.opts.protocol.processes):
                 order = list(range(len(self.results)))
                 self.rng.shuffle(order)
                 for i in order:
                     vr = self.results[i]
                     if vr.status in ("unsupported", "failed"):
                         if self.progress:
-                            self.progress.skip((self.opts.warmup + self.opts.samples) * self._copies_per_round())
+                            self.progress.skip((self.opts.protocol.warmup + self.opts.protocol.samples) * self._copies_per_round())
                         continue
                     err = self._round(vr, rnd, i)
                     if isinstance(err, UsageError):
@@ -163,7 +202,7 @@ class Runner:
                         if self.recorder:
                             self.recorder.variant_updated(vr)
                 if self.progress:
-                    self.progress.round_done(rnd + 1, self.opts.processes)
+                    self.progress.round_done(rnd + 1, self.opts.protocol.processes)
         except KeyboardInterrupt as e:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         except OpcostError as e:
@@ -221,7 +260,7 @@ class Runner:
             if self.progress and d.get("type") == "sample":
                 self.progress.advance()
 
-        out = probe.run_concurrent(reqs, process_timeout(self.opts), on_line)
+        out = probe.run_concurrent(reqs, self.timeout, on_line)
         copies = []
         ok = [r for r in out if not isinstance(r, OpcostError) and r.unsupported is None]
         window = common_window(ok) if len(ok) == len(out) else None
@@ -249,7 +288,7 @@ class Runner:
                 self.progress.advance()
 
         try:
-            res = probe.run_process(req, process_timeout(self.opts), on_line)
+            res = probe.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
             return e
         if res.unsupported is not None:

@@ -30,13 +30,25 @@ class Variant:
     given: tuple = ()                       # keys the user wrote
     op: str = ""                            # what one operation is (from the probe table)
     spin: int = 0                           # injected cost: dependent adds per operation
+    switches: int = 0                       # context switches per operation (from the probe table)
+    # A build of the user's source (opcost variants) travels on its variant:
+    exe: str = ""                           # a probe with the user's opcost_op linked in (user.op)
+    program: tuple = ()                     # or a whole program, run by `opcost-probe time`
+    name: str = ""                          # its display name (-DFAST), instead of bench:params
 
     def all_params(self) -> dict:
         extra = {"spin": str(self.spin)} if self.spin else {}
         return {**self.params, "cpu": self.cpu, "arch": self.arch, **extra}
 
+    def probe_params(self) -> dict:
+        """The parameters the probe takes: none for a build (its params
+        describe the build: define, mode, source...)."""
+        return {} if (self.exe or self.program) else self.params
+
     def key(self) -> str:
         """Stable display name, e.g. `ctx.pipe:fp=parent,mode=thread`."""
+        if self.name:
+            return self.name
         shown = {k: v for k, v in self.all_params().items() if k in self.given and k != "arch"}
         if "arch" in self.given:
             shown["arch"] = self.arch
@@ -201,7 +213,8 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
         _reconcile_placement(name, params, cpu, b, "placement" in chosen, placement_of, arch)
-        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin)))
+        variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin),
+                                b.get("switches_per_op", 0)))
     return variants
 
 

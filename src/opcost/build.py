@@ -1,10 +1,9 @@
-"""`opcost variants`: one source file, one build per -D NAME, measured
-interleaved (seed 004's shell loop of `gcc -DX; time ./x` as one command).
-
-This module owns the builds: checking the input, compiling every variant
-before anything is measured, choosing the mode, and the temporary directory
-that holds the binaries (removed afterwards). Measuring and statistics are
-the ones of `opcost ab` (commands._measure, comparison.py).
+"""Building a user's source for `opcost variants`: one build per -D NAME,
+compiled and linked before anything is measured, in a temporary directory
+removed afterwards (and by the next run if a killed opcost left one). The
+builds come back as Variants whose executable travels on them (`exe`: a
+probe with the user's operation linked in; `program`: a whole program run
+under `opcost-probe time`), so the runner measures them like any other.
 
 Two modes:
 - program: SOURCE defines main. Each variant is linked into a program, and
@@ -26,11 +25,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ProbeError, UsageError
+from .errors import UsageError
 from .spec import Variant
 
 SOURCE_SUFFIXES = (".c", ".s", ".S", ".sx")
@@ -42,22 +40,10 @@ _ERROR_LINES = 20
 COMPILE_TIMEOUT = 300
 
 
-@dataclass(frozen=True)
-class BuiltVariant(Variant):
-    """A Variant whose probe process is a built binary: `exe` (a user.op probe)
-    or `program` (run under `opcost-probe time`)."""
-    name: str = ""
-    exe: str = ""
-    program: tuple = ()
-
-    def key(self) -> str:
-        return self.name
-
-
 @dataclass
 class Build:
     mode: str                        # "program" | "op"
-    variants: list[BuiltVariant]     # the -D variants in order, then the reference (op mode)
+    variants: list[Variant]          # the -D variants in order, then the reference (op mode)
     cc: list[str]
     cflags: list[str]
     source: Path
@@ -201,8 +187,8 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
         for i, d in enumerate(defines):
             exe = workdir / _file_name(d, i)
             _run_tool([*cc, *cflags, "-o", str(exe), str(objs[d])], f"variant -D{d} does not link")
-            out.append(BuiltVariant("program", {"define": f"-D{d}", **common}, cpu, arch, ("define",),
-                                    "program run", name=f"-D{d}", program=(str(exe),)))
+            out.append(Variant("program", {"define": f"-D{d}", **common}, cpu, arch, ("define",),
+                               "program run", name=f"-D{d}", program=(str(exe),)))
     else:
         src_dir = probe_source_dir()
         make = shutil.which("make")
@@ -223,8 +209,8 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
                        f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(cc)}"],
                       f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
                       else "building the reference probe (empty opcost_op) failed")
-            out.append(BuiltVariant("user.op", {**extra, **common}, cpu, arch, ("define",), "opcost_op call",
-                                    name=name, exe=str(exe)))
+            out.append(Variant("user.op", {**extra, **common}, cpu, arch, ("define",), "opcost_op call",
+                               name=name, exe=str(exe)))
     return Build(mode, out, cc, cflags, source)
 
 
@@ -273,192 +259,8 @@ def make_workdir() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
 
 
-class VariantRunnerMixin:
-    """Runs each variant's own binary; in program mode the per-process timeout
-    comes from how long the preflight run took (unless --timeout is given)."""
-
-    def _request(self, v, rnd, idx, pad=True):
-        req = super()._request(v, rnd, idx, pad)
-        req.exe = v.exe or None
-        req.program = v.program or None
-        req.params = {}  # define, mode, source... describe the build; user.op has no parameters
-        return req
-
-    def preflight(self) -> None:
-        """As Runner.preflight, one variant at a time (in program mode this
-        runs each program once, untimed: it must exit 0), with the failure
-        named by its variant rather than by its temporary binary."""
-        from . import probe
-
-        t0 = time.monotonic()
-        for vr in self.results:
-            v = vr.variant
-            req = self._request(v, 0, 0, pad=False)
-            try:
-                reason = probe.check(req)
-            except ProbeError as e:
-                msg = str(e).replace(f"{req.bench}: probe setup failed: ", "")
-                for path in (v.exe, *(v.program or ())):
-                    if path:
-                        msg = msg.replace(f"program {path} ", "the program ").replace(path, v.name)
-                raise ProbeError(f"variant {v.name}: {msg}") from None
-            if reason is not None:
-                vr.status, vr.reason = "unsupported", reason
-                self.warn(f"{v.name}: cannot be measured here: {reason}")
-        per = (time.monotonic() - t0) / max(1, len(self.results))
-        if self.program_mode and self.opts.timeout is None:
-            self.opts.timeout = 60.0 + 20.0 * per * (self.opts.warmup + self.opts.samples)
-
-
-def runner_class(program_mode: bool):
-    from .runner import Runner
-
-    class VariantRunner(VariantRunnerMixin, Runner):
-        pass
-
-    VariantRunner.program_mode = program_mode
-    return VariantRunner
-
-
 def default_samples(mode: str) -> tuple[int, int]:
     """(samples, warmup) per process: a program run is already a fresh
     process, so by default each probe process times one run, after the
     untimed preflight run that also checks the exit status."""
     return (1, 0) if mode == "program" else (20, 3)
-
-
-def rel_path(p: Path) -> str:
-    try:
-        return os.path.relpath(p)
-    except ValueError:
-        return str(p)
-
-
-_MODE_TEXT = {"program": "whole program, each run timed like time(1): elapsed from fork to wait, "
-                         "user and system from wait4",
-              "op": "opcost_op called in a dependent chain inside the probe; loop and clock overhead "
-                    "subtracted, the call itself not"}
-
-
-def run_variants(args, argv) -> int:
-    """`opcost variants`: check the input, build every variant, measure them
-    interleaved (commands._measure), compare each to the first (Holm across
-    the comparisons), print, --json, store."""
-    from .commands import check_run_options
-    from .output import check_target
-    from .spec import check_cpu_list, default_cpu
-
-    source = check_source(args.source)
-    defines = check_defines(args.defines)
-    cc = check_compiler(args.cc)
-    cflags = split_flags(args.cflags)
-    delta = args.delta / 100
-    given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
-    # provisional values: the ranges are checked before compiling anything
-    args.samples = 1 if given["samples"] is None else given["samples"]
-    args.warmup = 0 if given["warmup"] is None else given["warmup"]
-    args.target_ms = 10.0 if given["target_ms"] is None else given["target_ms"]
-    check_run_options(args)
-    if args.cpu is not None:
-        cpu = check_cpu_list(args.cpu, "--cpu")
-        if "," in cpu:
-            raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
-    else:
-        cpu = str(default_cpu())
-    if args.json is not None:
-        check_target(args.json)
-    if args.counters is not None:  # before the builds (seconds each in op mode), not after
-        from . import probe
-        from .commands import check_counters
-
-        check_counters(args.counters, probe.benchmark_table()["counters"])
-
-    # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
-    # stops, what was measured is kept, the build directory is removed on the way out.
-    return _build_and_measure(args, argv, source=source, defines=defines, cc=cc, cflags=cflags, delta=delta,
-                              cpu=cpu, given=given)
-
-
-def _build_and_measure(args, argv, *, source, defines, cc, cflags, delta, cpu, given) -> int:
-    import sys
-
-    from . import output, probe
-    from .commands import _emit, _finish, _measure, _table_stream
-    from .export.json_comparison import serialize
-
-    with make_workdir() as tmp:
-        b = build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
-                  cpu=cpu, arch=probe.host_arch(), log=lambda m: print(f"opcost: {m}", file=sys.stderr))
-        if b.mode == "program":
-            for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
-                             ("--counters", args.counters)):
-                if val is not None:
-                    raise UsageError(f"{opt} applies to --mode op; in program mode one sample is one whole run")
-        ds, dw = default_samples(b.mode)
-        args.samples = ds if given["samples"] is None else given["samples"]
-        args.warmup = dw if given["warmup"] is None else given["warmup"]
-        recorder, outcome = _measure(args, argv, b.variants, kind="variants", result_json=None,
-                                     runner_cls=runner_class(b.mode == "program"))
-    res = [vr.to_json() for vr in outcome.results]
-    doc = variants_document(res, delta=delta, run_id=recorder.run_id, env=recorder.env)
-    if args.json is not None:
-        output.write(args.json, serialize(doc))
-    out = _table_stream(args.json)
-    _emit([format_variants(doc, res, color=out.isatty())], out)
-    return _finish(recorder, outcome, args.label, args.store)
-
-
-def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
-    """The `opcost.comparison/1` document of a variants run from its results:
-    the builds in -D order, then (op mode) the empty-opcost_op reference, as
-    `opcost variants` measures and stores them (so `show` rebuilds it)."""
-    from . import comparison
-
-    mine = [r for r in res if not r["params"].get("reference")]
-    ref = next((r for r in res if r["params"].get("reference")), None)
-    entries = [comparison.entry(mine[0], r, delta=delta, key=r["key"]) for r in mine[1:]]
-    entries, summary = comparison.finish(entries)
-    ref_ns = (ref.get("summary") or {}).get("median_ns") if ref else None
-    builds = []
-    for r in mine:
-        s = r.get("summary") or {}
-        d = {"name": r["key"], "status": r["status"], "median_ns": s.get("median_ns"),
-             "median_cycles": s.get("median_cycles")}
-        if ref_ns is not None and s.get("median_ns") is not None:
-            d["net_median_ns"] = s["median_ns"] - ref_ns
-        builds.append(d)
-    p = mine[0]["params"]
-    info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
-            "baseline": mine[0]["key"], "builds": builds,
-            "call_overhead": None if ref is None else {
-                "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
-                        "interleaved; comparisons and medians include it, net_median_ns does not",
-                "median_ns": ref_ns, "median_cycles": (ref.get("summary") or {}).get("median_cycles")}}
-    return comparison.document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
-                               a={"params": mine[0]["key"], "run_id": run_id},
-                               b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": run_id},
-                               aa=False, env=env, variants=info)
-
-
-def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
-    from .report import fmt_ns, format_comparison, format_results
-
-    info = doc["variants"]
-    out = [f"{rel_path(Path(info['source']))}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
-           f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip(),
-           format_results(results)]
-    ovh = info.get("call_overhead")
-    if ovh and ovh.get("median_ns") is not None:
-        net = ", ".join(f"{b['name']} {fmt_ns(b.get('net_median_ns'))}" for b in info["builds"])
-        out.append(f"call overhead: {REFERENCE_NAME} costs {fmt_ns(ovh['median_ns'])} per call "
-                   f"({ovh['median_cycles']:.1f} cycles); net of it: {net}.\n"
-                   "The comparisons below include the call.")
-    if doc["comparisons"]:
-        others = len(doc["comparisons"])
-        out.append(f"interleaved: every round ran one process of each variant in a random order\n"
-                   f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
-                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
-        out.append(format_comparison(doc, color=color).split("\n\n", 1)[1])
-    else:
-        out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")
-    return "\n\n".join(out)

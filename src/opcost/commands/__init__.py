@@ -1,0 +1,99 @@
+"""The subcommands: one module each, named in COMMANDS. A module has
+`add_parser(sub)` (its options) and `run(args, argv) -> exit code`; it stays
+thin (arguments in, calls to the library, output) and imports nothing heavy
+at module level, since `opcost --help` builds every parser.
+
+A new subcommand is one file here and one name in COMMANDS (a module named
+like a Python builtin takes a trailing underscore: list_.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from .. import __version__, protocol
+from ..errors import UsageError
+from ..text import printable
+
+COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "probe", "history", "show")
+
+
+def module(name: str):
+    """The module of subcommand `name` (list -> list_: a submodule named
+    `list` would shadow the builtin in this package's namespace)."""
+    return importlib.import_module(f".{name}_" if name in ("list",) else f".{name}", __name__)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, as for every other usage error
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="opcost", description="What one low-level operation costs on this machine, "
+               "and whether a change made it cheaper.")
+    p.add_argument("--version", action="version", version=f"opcost {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMANDS:
+        module(name).add_parser(sub)
+    protocol.show_bounds(p)
+    return p
+
+
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    return [name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices]
+
+
+REFS = ("A run is given by id or label (the latest run with that label); a number is tried as an id "
+        "first. id:N and label:TEXT say which: `show label:1` is the run labelled 1.")
+
+
+def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None) -> None:
+    """The options of every measuring command: the protocol (generated from
+    protocol.FIELDS), where to pin, what to count, and where results go."""
+    protocol.add_options(s, defaults)
+    g = [a for a in s._action_groups if a.title == "measurement"][0]
+    g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
+                   "(default: the last CPU; a second CPU is the helper's)")
+    g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
+                   "context-switches,task-clock,cycles,instructions:u,r01c2 or cache:u,cache:k "
+                   "(profiles: basic, cache, branch, tlb, frontend, software)")
+    o = s.add_argument_group("output")
+    o.add_argument("--label", help="name this run (for history and compare)")
+    o.add_argument("--json", metavar="FILE", help="write opcost.result/1 JSON (updated during the run; '-': stdout)")
+    o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    o.add_argument("--no-store", action="store_true", help="do not save this run")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+# Text options that must not be empty (an empty --cpu would silently mean the default).
+_NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. --label 6.18-lazyfpu",
+             "cc": "a compiler, e.g. --cc gcc", "out": "a file, e.g. --out ./opcost-probe-aarch64"}
+# Text options checked for control characters (a SPEC ending in a newline, an
+# escape sequence in a label): never what was meant, and they break the tables.
+# Run references are not: they may name a label an older opcost stored.
+_TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "out",
+         "source", "defines")
+
+
+def flag_of(dest: str) -> str:
+    return {"specs": "SPEC", "benches": "BENCH", "source": "SOURCE", "defines": "-D", "a": "--a",
+            "b": "--b"}.get(dest, "--" + dest.replace("_", "-"))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The checks every subcommand shares, before it runs: numbers in range
+    (protocol.BOUNDS, converting them from text), no control characters in
+    text, no empty value where empty would silently mean something else."""
+    protocol.check_numbers(args, flag_of)
+    for dest in _TEXT:
+        value = getattr(args, dest, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and printable(v) != v:
+                raise UsageError(f"{flag_of(dest)} '{printable(v)}' contains a control character; "
+                                 "write it without (a trailing newline or tab is easy to miss)")
+    for dest, want in _NONEMPTY.items():
+        v = getattr(args, dest, None)
+        if isinstance(v, str) and not v.strip():
+            raise UsageError(f"{flag_of(dest)} is empty; give {want}, or leave the option out")

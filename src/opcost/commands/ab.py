@@ -1,0 +1,66 @@
+"""`opcost ab BENCH... --a PARAMS --b PARAMS`: an interleaved A/B with a verdict."""
+
+from __future__ import annotations
+
+from .. import protocol
+from ..console import emit, table_stream
+from ..errors import UsageError
+from . import add_measure_options
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("ab", help="interleaved A/B of two variants, with a verdict",
+                       description="Each round runs one A and one B process in a random order. "
+                       "PARAMS is key=value,key=value (cpu, arch and spin included); identical A and B "
+                       "make an A/A run, which measures the noise.")
+    s.add_argument("benches", nargs="+", metavar="BENCH")
+    s.add_argument("--a", required=True, metavar="PARAMS", help="variant A (the baseline)")
+    s.add_argument("--b", required=True, metavar="PARAMS", help="variant B (verdicts are B relative to A)")
+    protocol.add_delta(s)
+    add_measure_options(s)
+
+
+def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None) -> tuple:
+    from .. import probe
+    from ..spec import expand
+
+    if cpus and len(cpus) > 1:
+        raise UsageError(f"--cpu {'|'.join(cpus)}: ab compares one placement; give one CPU or A,B "
+                         "(or put cpu= in --a/--b)")
+    if "," in bench or ":" in bench:
+        raise UsageError(f"BENCH {bench!r} is a benchmark name; give its parameters with --a and --b")
+    pair = []
+    for arm, params in (("--a", a), ("--b", b)):
+        if "|" in params:
+            raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
+        spec = f"{bench}:{params}" if params.strip() else bench
+        vs = expand(spec, probe.benchmark_table, probe.host_arch(), probe.installed_arches(), cpus,
+                    placement_of=probe.placement_of)
+        if len(vs) != 1:
+            raise UsageError(f"{arm} {params}: names {len(vs)} variants; each arm is one variant")
+        pair.append(vs[0])
+    return tuple(pair)
+
+
+def run(args, argv) -> int:
+    from .. import output, session
+    from ..comparison import ab_document
+    from ..export.json_comparison import serialize
+    from ..report import format_comparison
+
+    settings = session.Settings.from_args(args, argv, "ab")
+    settings.check()
+    cpus = session.cpu_option(args.cpu)
+    pairs = [variant_pair(bench, args.a, args.b, cpus) for bench in args.benches]
+    if len({p[0].bench for p in pairs}) != len(pairs):
+        raise UsageError("a benchmark is named twice; give each once")
+    # the comparison, not the results, goes to --json: the recorder keeps none
+    settings.json_path = None
+    m = session.measure(settings, [v for pair in pairs for v in pair])
+    doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
+                      env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
+    if args.json is not None:
+        output.write(args.json, serialize(doc))
+    out = table_stream(args.json)
+    emit([format_comparison(doc, color=out.isatty())], out)
+    return session.finish(settings, m)

@@ -1,0 +1,59 @@
+"""`opcost compare RUN_A RUN_B`: two stored runs (not interleaved)."""
+
+from __future__ import annotations
+
+from .. import protocol
+from ..console import emit, table_stream
+from ..errors import UsageError
+from ..text import printable
+from . import REFS
+
+# Runs that differ in these measured different machines: not comparable without --force.
+IDENTITY_FIELDS = ("arch", "cpu_model_name")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("compare", help="compare two stored runs (not interleaved)", description=REFS)
+    s.add_argument("run_a", metavar="RUN_A", help="run id or label (the baseline)")
+    s.add_argument("run_b", metavar="RUN_B", help="run id or label")
+    protocol.add_delta(s, interleaved=False)
+    s.add_argument("--force", action="store_true", help="compare even when CPU model or architecture differ")
+    s.add_argument("--store", metavar="URL", help="result store")
+    s.add_argument("--json", metavar="FILE", help="write the opcost.comparison/1 document")
+
+
+def run(args, argv) -> int:
+    from .. import output
+    from ..env import differences
+    from ..runner import fill_summaries
+    from ..store import open_store
+
+    if args.json is not None:
+        output.check_target(args.json)
+    with open_store(args.store, readonly=True) as store:
+        id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
+        if id_a == id_b:
+            raise UsageError(f"{printable(args.run_a)} and {printable(args.run_b)} are the same stored run ({id_a}); "
+                             "compare two different runs, or measure noise with an interleaved "
+                             "`opcost ab BENCH --a P --b P`")
+        run_a, run_b = store.load_run(id_a), store.load_run(id_b)
+    diffs = differences(run_a.get("env") or {}, run_b.get("env") or {})
+    clash = [d for d in diffs if d[0] in IDENTITY_FIELDS]
+    if clash and not args.force:
+        what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
+        raise UsageError(f"runs {id_a} and {id_b} ran on different machines ({what}); "
+                         "their costs are not comparable (--force to compare anyway)")
+    from ..comparison import pair_results, stored_document
+    from ..export.json_comparison import serialize
+    from ..report import format_comparison
+    from ..session import switches_table
+
+    pair_results(run_a, run_b)   # input checked before numpy is imported
+    fill_summaries(run_a)
+    fill_summaries(run_b)
+    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(), diffs=diffs)
+    if args.json is not None:
+        output.write(args.json, serialize(doc))
+    out = table_stream(args.json)
+    emit([format_comparison(doc, color=out.isatty())], out)
+    return 0

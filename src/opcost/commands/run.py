@@ -1,0 +1,43 @@
+"""`opcost run [SPEC...]`: measure benchmarks (no SPEC: the default suite)."""
+
+from __future__ import annotations
+
+from ..console import emit, table_stream, warn
+from ..errors import UsageError
+from . import add_measure_options
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("run", help="measure benchmarks (no SPEC: the default suite)",
+                       description="SPEC is bench.name or bench.name:key=value,key=value; "
+                       "key=a|b|c expands into one variant per value. cpu and arch are parameters "
+                       "of every benchmark (cpu=A or cpu=A,B for the measuring side and its helper).")
+    s.add_argument("specs", nargs="*", metavar="SPEC")
+    add_measure_options(s)
+    s.add_argument("--parallel", default=None, metavar="N",
+                   help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
+                   "report per-copy and total throughput and scaling efficiency against one copy")
+
+
+def run(args, argv) -> int:
+    from .. import session
+    from ..report import format_results
+
+    settings = session.Settings.from_args(args, argv, "run")
+    settings.check()
+    variants = session.plan_variants(args.specs, session.cpu_option(args.cpu))
+    if settings.parallel > 1:
+        pinned = [v.key() for v in variants if "cpu" in v.given]
+        if args.cpu or pinned:
+            raise UsageError(f"--parallel {args.parallel} places every copy on its own CPU itself; drop "
+                             + ("--cpu" if args.cpu else f"cpu= from {pinned[0]}")
+                             + " (restrict the CPUs with taskset instead)")
+        from ..parallel import place
+
+        cpus, wrapped = place(settings.parallel)
+        if wrapped:
+            warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
+                 f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
+    m = session.measure(settings, variants)
+    emit([format_results(m.results)], table_stream(settings.json_path))
+    return session.finish(settings, m)

@@ -1,0 +1,77 @@
+"""`opcost show RUN`: a stored run, as the command that measured it printed it."""
+
+from __future__ import annotations
+
+import sys
+
+from ..console import dump_json
+from ..errors import UsageError
+from ..text import printable
+from . import REFS
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("show", help="print a stored run", description=REFS + " An ab or variants run is "
+                       "printed as its comparison, rebuilt from the stored results.")
+    s.add_argument("run", metavar="RUN", help="run id or label")
+    s.add_argument("--store", metavar="URL", help="result store")
+    s.add_argument("--json", metavar="FILE", help="write its opcost.result/1 document to FILE ('-': stdout)")
+
+
+def run(args, argv) -> int:
+    from .. import output
+    from ..runner import fill_summaries
+    from ..store import open_store
+
+    if args.json is not None and args.json != "-":
+        output.check_target(args.json)
+    with open_store(args.store, readonly=True) as store:
+        doc = store.load_run(args.run)
+    fill_summaries(doc)
+    if args.json == "-":
+        dump_json(doc)
+        return 0
+    if args.json is not None:
+        from ..export.json_result import serialize
+
+        output.write(args.json, serialize(doc))
+    print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
+          f", {doc.get('created', '')}, {doc.get('status', '')}" +
+          (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
+    print(format_stored(doc))
+    return 0
+
+
+def format_stored(doc: dict) -> str:
+    """A stored run as the command that measured it printed it: `ab` and
+    `variants` runs as their comparison (rebuilt from the stored results and
+    the stored command line), any other as the results table."""
+    from ..comparison import ab_document, variants_document
+    from ..report import format_comparison, format_results, format_variants
+    from ..session import switches_table
+
+    args = _stored_args(doc)
+    res = doc["results"]
+    if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
+        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
+                                             run_id=doc["run_id"], env=doc.get("env"), switches=switches_table()),
+                                 color=sys.stdout.isatty())
+    if doc.get("kind") == "variants" and args is not None and res:
+        vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
+        return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
+                               [r for r in res if r["params"].get("reference")], color=sys.stdout.isatty())
+    return format_results(res)
+
+
+def _stored_args(doc: dict):
+    """The stored command line parsed again (ab's --a/--b/--delta), or None
+    when it does not parse (another version's options)."""
+    from . import build_parser, check_args
+
+    argv = doc.get("argv") or []
+    try:
+        args = build_parser().parse_args([str(a) for a in argv[1:]])
+        check_args(args)
+    except (UsageError, SystemExit):
+        return None
+    return args if args.command == doc.get("kind") else None

@@ -1,0 +1,91 @@
+"""`opcost variants SOURCE -D NAME...`: one build per -D, measured interleaved,
+each compared with the first (seed 004's `gcc -DX; time ./x` loop as one
+command). The builds are build.py's; measuring is the session's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import protocol
+from ..console import emit, table_stream, warn
+from ..errors import UsageError
+from . import add_measure_options
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("variants", help="compile SOURCE once per -D NAME and compare the builds, interleaved",
+                       description="SOURCE (C or assembly) is compiled once per -D NAME (cc CFLAGS -DNAME); the "
+                       "builds are measured interleaved and each is compared to the first. Program mode (SOURCE "
+                       "defines main): each run of the program is one sample, timed like time(1); defaults "
+                       "-n 1 -w 0 after one untimed check run. Op mode (SOURCE defines "
+                       "uint64_t opcost_op(uint64_t x)): linked into the probe as benchmark user.op and "
+                       "measured per call, with an empty opcost_op as the reference; defaults -n 20 -w 3. "
+                       "--cflags takes the next word whatever it starts with: --cflags -O3, "
+                       "--cflags '-O2 -march=native'.")
+    s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
+    s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
+                   help="one variant per -D; the first is the baseline A")
+    s.add_argument("--mode", choices=("auto", "program", "op"), default="auto",
+                   help="program (SOURCE defines main) or op (it defines opcost_op); default: from SOURCE")
+    s.add_argument("--cc", default="cc", help="C compiler (default cc)")
+    s.add_argument("--cflags", default="-O2", metavar="FLAGS", help="compiler flags (default -O2)")
+    protocol.add_delta(s)
+    # the defaults of these depend on the mode (see the description): None until it is known
+    add_measure_options(s, {"samples": None, "samples_help": "default: program 1, op 20",
+                            "warmup": None, "warmup_help": "default: program 0, op 3",
+                            "target_ms": None, "target_ms_help": "op mode; default 10"})
+
+
+def run(args, argv) -> int:
+    from .. import build, session
+    from ..spec import check_cpu_list, default_cpu
+
+    source = build.check_source(args.source)
+    defines = build.check_defines(args.defines)
+    cc = build.check_compiler(args.cc)
+    cflags = build.split_flags(args.cflags)
+    given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
+    # provisional protocol (every range is checked before compiling anything)
+    settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
+                                          warmup=given["warmup"] or 0)
+    settings.check()
+    if args.cpu is not None:
+        cpu = check_cpu_list(args.cpu, "--cpu")
+        if "," in cpu:
+            raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
+    else:
+        cpu = str(default_cpu())
+    session.counter_plan(args.counters)   # before the builds (seconds each in op mode), not after
+    # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
+    # stops, what was measured is kept, the build directory is removed on the way out.
+    return _build_and_measure(args, settings, source=source, defines=defines, cc=cc, cflags=cflags, cpu=cpu,
+                              given=given)
+
+
+def _build_and_measure(args, settings, *, source, defines, cc, cflags, cpu, given) -> int:
+    from .. import build, output, probe, session
+    from ..comparison import variants_document
+    from ..export.json_comparison import serialize
+    from ..report import format_variants
+
+    with build.make_workdir() as tmp:
+        b = build.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
+                        cpu=cpu, arch=probe.host_arch(), log=warn)
+        if b.mode == "program":
+            for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
+                             ("--counters", args.counters)):
+                if val is not None:
+                    raise UsageError(f"{opt} applies to --mode op; in program mode one sample is one whole run")
+        ds, dw = build.default_samples(b.mode)
+        settings.protocol = settings.protocol.with_(
+            samples=ds if given["samples"] is None else given["samples"],
+            warmup=dw if given["warmup"] is None else given["warmup"])
+        json_path, settings.json_path = settings.json_path, None   # --json is the comparison, written below
+        m = session.measure(settings, b.variants)
+    res = m.results
+    doc = variants_document(res, delta=args.delta / 100, run_id=m.recorder.run_id, env=m.recorder.env)
+    if json_path is not None:
+        output.write(json_path, serialize(doc))
+    out = table_stream(json_path)
+    emit([format_variants(doc, res, color=out.isatty())], out)
+    return session.finish(settings, m)

@@ -1,0 +1,167 @@
+"""The measuring protocol, written once: what a run does per variant (how many
+fresh processes, batches, warm-up, batch length...) with each field's
+default, range and help. The command line is generated from it (`add_options`),
+the runner and every probe request carry one `Protocol`, and every numeric
+option of every subcommand is range-checked by one rule (`BOUNDS`).
+
+No heavy imports here: `opcost --help` builds its parser from this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, fields, replace
+
+from .errors import UsageError
+from .text import printable
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+class Bound:
+    """The range of one numeric option. `kind` is int, float or percent
+    ("2" or "2%"); an open end is itself refused (a timeout of 0 s)."""
+
+    def __init__(self, kind: str, low: float, high: float, what: str, low_open: bool = False,
+                 high_open: bool = False, example: str = ""):
+        self.kind, self.low, self.high, self.what = kind, low, high, what
+        self.low_open, self.high_open, self.example = low_open, high_open, example
+
+    def range_text(self) -> str:
+        lo, hi = _num(self.low), _num(self.high)
+        text = {(False, False): f"from {lo} to {hi}", (True, False): f"more than {lo} and at most {hi}",
+                (True, True): f"more than {lo} and less than {hi}",
+                (False, True): f"at least {lo} and less than {hi}"}[self.low_open, self.high_open]
+        return ("a whole number " if self.kind == "int" else "a number ") + text
+
+    def short(self) -> str:
+        """[1..1000], [>0..86400], [>0..<100]: the range in --help."""
+        return (f"[{'>' if self.low_open else ''}{_num(self.low)}.."
+                f"{'<' if self.high_open else ''}{_num(self.high)}]")
+
+    def parse(self, flag: str, value):
+        if not isinstance(value, str):
+            return value  # a default
+        text = value.strip().removesuffix("%") if self.kind == "percent" else value.strip()
+        v = None
+        if text.isascii() and re.fullmatch(r"[+-]?[0-9]+" if self.kind == "int" else r"[+-]?[0-9.eE+-]+", text):
+            try:
+                v = int(text) if self.kind == "int" else float(text)
+            except ValueError:
+                v = None
+        if v is None or not (self.low < v if self.low_open else self.low <= v) \
+                or not (v < self.high if self.high_open else v <= self.high):
+            example = f", e.g. {flag} {self.example}" if self.example else ""
+            raise UsageError(f"{flag} {printable(value)}: give {self.what}, {self.range_text()}{example}")
+        return v
+
+
+@dataclass(frozen=True)
+class Field:
+    """One protocol option: its flags, default, range and help."""
+    dest: str
+    flags: tuple
+    default: object
+    bound: Bound
+    metavar: str
+    help: str
+
+
+# The protocol of one run, in the order --help shows it. The defaults are the
+# design's (STATISTICS.md): 10 fresh processes of 20 measured batches of 10 ms
+# after 3 warm-up batches.
+FIELDS = (
+    Field("processes", ("-p", "--processes"), 10, Bound("int", 1, 1000, "the number of fresh probe processes per variant"),
+          "N", "fresh probe processes per variant"),
+    Field("samples", ("-n", "--samples"), 20, Bound("int", 1, 10000, "the number of measured batches per process"),
+          "N", "measured batches per process"),
+    Field("warmup", ("-w", "--warmup"), 3, Bound("int", 0, 10000, "the number of warm-up batches per process"),
+          "N", "warm-up batches per process, not analysed"),
+    Field("target_ms", ("--target-ms",), 10.0, Bound("float", 1, 60000, "the length of one batch in ms"),
+          "MS", "length of one batch; iterations are calibrated to it"),
+    Field("iters", ("--iters",), None, Bound("int", 1, 2**31 - 1, "the iterations per batch"),
+          "N", "fixed iterations per batch instead of calibrating"),
+    Field("timeout", ("--timeout",), None,
+          Bound("float", 0, 86400, "the seconds one probe process may take", low_open=True),
+          "SEC", "per probe process (default: generous, from the batch plan)"),
+    Field("seed", ("--seed",), 0, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
+          "N", "seed for the run order and padding"),
+    Field("fake_clock", ("--fake-clock",), None,
+          Bound("float", 0, 1e9, "the fake cost of one operation in ns", low_open=True),
+          "NS", "deterministic fake timings of NS per op (for tests of opcost itself)"),
+)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    processes: int = 10
+    samples: int = 20
+    warmup: int = 3
+    target_ms: float = 10.0
+    iters: int | None = None
+    timeout: float | None = None
+    seed: int = 0
+    fake_clock: float | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **override) -> "Protocol":
+        """From parsed (and range-checked) options; `override` wins."""
+        given = {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
+        return cls(**{**given, **override})
+
+    def with_(self, **changes) -> "Protocol":
+        return replace(self, **changes)
+
+
+# Every numeric option of every subcommand, by its dest: one rule, applied by
+# check_numbers right after parsing (before any command runs or anything heavy
+# is imported), and each range shown in --help. The upper bounds keep a typo
+# (-p 18446744073709551616) from running for days, and every count within
+# what the probe's C `long` holds on each architecture (32 bits on i386).
+BOUNDS = {f.dest: f.bound for f in FIELDS}
+BOUNDS.update({
+    "parallel": Bound("int", 1, 1024, "the number of concurrent copies"),
+    "limit": Bound("int", 1, 10**9, "the number of newest runs to list"),
+    "delta": Bound("percent", 0, 100, "a percentage", low_open=True, high_open=True, example="2 for 2%"),
+})
+
+DEFAULT_DELTA = "2"
+
+
+def add_options(parser: argparse.ArgumentParser, defaults: dict | None = None) -> None:
+    """The protocol's options, in a 'measurement' group; `defaults` changes
+    the shown default of some (variants: they depend on the mode, None)."""
+    g = parser.add_argument_group("measurement")
+    defaults = defaults or {}
+    for f in FIELDS:
+        default = defaults.get(f.dest, f.default)
+        shown = defaults.get(f.dest + "_help")
+        help_ = f.help + (f" ({shown})" if shown else "" if default is None or "default" in f.help
+                          else f" (default {_num(default)})")
+        g.add_argument(*f.flags, dest=f.dest, default=default, metavar=f.metavar, help=help_)
+
+
+def add_delta(parser: argparse.ArgumentParser, interleaved: bool = True) -> None:
+    parser.add_argument("--delta", default=DEFAULT_DELTA, metavar="PCT",
+                        help="practical threshold in percent (default 2" +
+                        ("; raised to twice the measured noise)" if interleaved else ")"))
+
+
+def check_numbers(args: argparse.Namespace, flag_of) -> None:
+    """Range-check and convert every numeric option present in `args`."""
+    for dest, bound in BOUNDS.items():
+        if getattr(args, dest, None) is not None:
+            setattr(args, dest, bound.parse(flag_of(dest), getattr(args, dest)))
+
+
+def show_bounds(parser: argparse.ArgumentParser) -> None:
+    """Append each numeric option's range to its --help line."""
+    for a in parser._actions:
+        if a.dest in BOUNDS and a.help:
+            a.help += " " + BOUNDS[a.dest].short()
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                show_bounds(sub)

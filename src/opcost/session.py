@@ -1,0 +1,188 @@
+"""One measuring session, the sequence `run`, `ab` and `variants` share:
+plan the variants (SPECs against the probe's table), check the run options,
+open the store, preflight every variant (so bad input fails before anything
+is stored), measure with the runner while the recorder keeps every process
+(store, --json), and finish: where the run went, how it ended, the exit code.
+
+Options are typed (`Settings`, with the `Protocol`), not an argparse
+Namespace: a command builds them once from its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+
+from . import probe
+from .console import emit, warn
+from .errors import UsageError
+from .protocol import Protocol
+from .spec import Variant
+
+# `opcost run` with no SPEC: one figure for each kind of cost the seeds ask
+# about, about 45 s at the default protocol. The rest of `opcost list`
+# (hackbench's whole runs, the xstate family, exec/spawn...) is asked for by name.
+DEFAULT_SUITE = ("syscall.null", "syscall.read", "syscall.write", "syscall.stat", "syscall.fstat", "syscall.open",
+                 "ctx.pipe", "ctx.yield", "ctx.unix", "ctx.futex", "signal.catch", "signal.install",
+                 "proc.fork", "thread.create", "mem.pagefault", "xstate.xsave")
+
+
+def default_suite(table: dict) -> list[str]:
+    names = {b["name"] for b in table["benchmarks"]}
+    return [n for n in DEFAULT_SUITE if n in names]
+
+
+@dataclass
+class Settings:
+    """Everything a measuring command decided from its arguments."""
+    protocol: Protocol
+    kind: str = "run"                        # run | ab | variants (stored with the run)
+    argv: list[str] = field(default_factory=list)
+    counters: str | None = None              # --counters as given
+    parallel: int = 1
+    label: str | None = None
+    json_path: str | None = None
+    store: str | None = None                 # URL; None: the default store
+    no_store: bool = False
+    progress: bool = True
+
+    @classmethod
+    def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
+        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
+                   counters=args.counters, parallel=getattr(args, "parallel", None) or 1, label=args.label,
+                   json_path=args.json, store=args.store, no_store=args.no_store, progress=not args.no_progress)
+
+    def check(self) -> None:
+        """What the numeric ranges (checked at parsing) cannot say."""
+        if self.no_store and self.store:
+            raise UsageError("--store and --no-store contradict each other; give one")
+        if self.json_path is not None:
+            from . import output
+
+            output.check_target(self.json_path)
+
+
+def counter_plan(text: str | None):
+    """`--counters` -> a counters.Plan (profiles expanded), or None. Unknown
+    names are usage errors; known names this machine cannot count are not
+    (they come back as <not supported> with the reason)."""
+    from .counters import expand
+
+    return expand(text, probe.benchmark_table()["counters"]) if text is not None else None
+
+
+def cpu_option(text: str | None) -> list[str] | None:
+    """--cpu: one placement `A` or `A,B`, alternatives `A|B`, ranges `A-B`:
+    the list of placements (one variant each), or None when not given."""
+    from .spec import cpu_alternatives
+
+    return cpu_alternatives(text, "--cpu") if text is not None else None
+
+
+def plan_variants(specs: list[str], cpus: list[str] | None) -> list[Variant]:
+    """Every variant the SPECs name (the default suite without one),
+    checked against the probe's table; a variant asked for twice is an error."""
+    from .spec import expand
+
+    host = probe.host_arch()
+    arches = probe.installed_arches()
+    if not specs:
+        specs = default_suite(probe.benchmark_table(host))
+    variants: list[Variant] = []
+    for s in specs:
+        variants += expand(s, probe.benchmark_table, host, arches, cpus, placement_of=probe.placement_of)
+    seen = set()
+    for v in variants:
+        k = (v.bench, tuple(sorted(v.all_params().items())))
+        if k in seen:
+            raise UsageError(f"{v.key()} is asked for twice; give each variant once")
+        seen.add(k)
+    return variants
+
+
+def switches_table() -> dict[str, int]:
+    """Context switches per operation of every benchmark (for stored runs,
+    whose variants are gone)."""
+    return {b["name"]: b.get("switches_per_op", 0) for b in probe.benchmark_table()["benchmarks"]}
+
+
+@dataclass
+class Measured:
+    recorder: object
+    outcome: object
+
+    @property
+    def results(self) -> list[dict]:
+        return [vr.to_json() for vr in self.outcome.results]
+
+
+def measure(settings: Settings, variants: list[Variant]) -> Measured:
+    """Check, preflight, run with a progress display, recording after every
+    process; the store is closed on the way out, whatever happens."""
+    from .env import collect_local
+    from .progress import make_progress
+    from .record import Recorder
+    from .runner import RunOptions, Runner
+
+    settings.check()
+    plan = counter_plan(settings.counters)
+    store = None
+    if not settings.no_store:
+        from .store import open_store
+
+        store = open_store(settings.store, on_wait=warn)
+    p = settings.protocol
+    opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
+                      derived=plan.derived if plan else [], parallel=settings.parallel)
+    runner = Runner(variants, opts, warn=warn)
+    try:
+        runner.preflight()
+        # The statistics are imported now, before the run exists: finishing a
+        # run (even after Ctrl-C) must never be the first to import numpy.
+        from . import stats  # noqa: F401
+
+        runner.recorder = Recorder(store=store, json_path=settings.json_path, env=collect_local(),
+                                   argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
+        copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
+        total = len(variants) * p.processes * (p.warmup + p.samples) * copies
+        with make_progress(total, enabled=None if settings.progress else False) as prog:
+            runner.progress = prog
+            outcome = runner.run()
+    finally:
+        if store:
+            store.close()
+    return Measured(runner.recorder, outcome)
+
+
+def finish(settings: Settings, m: Measured) -> int:
+    """Where the run went and how it ended, on stderr; the exit code."""
+    recorder, outcome = m.recorder, m.outcome
+    lines = []
+    if recorder.run_id is not None and recorder.store_error is None:
+        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({settings.label})" if settings.label else "")
+                     + f" in {store_name(settings.store)}")
+    elif recorder.store_error is not None:
+        lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
+                     + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
+                     + f"everything measured is in {recorder.json_path or recorder.rescue_path}")
+    if outcome.status == "interrupted":
+        lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "
+                     "everything measured so far was kept")
+    elif outcome.error is not None:
+        lines.append(f"opcost: {outcome.error}")
+    emit(lines, sys.stderr)
+    code = outcome.exit_code
+    if recorder.store_error is not None and code == 0:
+        code = recorder.store_error.exit_code
+    return code
+
+
+def store_name(url: str | None) -> str:
+    """The store as a user would type it: ~ for the home directory."""
+    from .store import default_store_path
+
+    text = str(default_store_path()) if url is None else url
+    home = os.path.expanduser("~")
+    return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
