@@ -125,10 +125,6 @@ def _measure(args, argv, variants: list, *, kind: str, result_json: str | None, 
     runner = (runner_cls or Runner)(variants, opts, warn=_warn)
     try:
         runner.preflight()
-        # The statistics are imported now, before the run exists: finishing a
-        # run (even after Ctrl-C) must never be the first to import numpy.
-        from . import stats  # noqa: F401
-
         runner.recorder = Recorder(store=store, json_path=result_json, env=collect_env(),
                                    argv=["opcost", *argv], label=args.label, kind=kind, warn=_warn)
         total = len(variants) * args.processes * (args.warmup + args.samples) * (1 + (opts.parallel if opts.parallel > 1 else 0))
