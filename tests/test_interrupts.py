@@ -26,7 +26,7 @@ from conftest import cli_argv, cli_env
 TRIALS_PER_KIND = 26   # 4 kinds: 104 trials
 KINDS = {"SIGINT": [signal.SIGINT], "SIGINT twice": [signal.SIGINT, signal.SIGINT],
          "SIGTERM": [signal.SIGTERM], "SIGHUP": [signal.SIGHUP]}
-RUN = ["run", "syscall.null", "signal.install", "--fake-clock", "100", "-p", "20", "-n", "3", "-w", "1",
+RUN = ["run", "syscall.null", "signal.install", "--fake-clock", "100", "-p", "30", "-n", "3", "-w", "1",
        "--target-ms", "1", "--no-progress", "--label", "cut"]
 
 
@@ -115,17 +115,20 @@ def trial(work: Path, sigs: list[int], delay: float, gap: float) -> str | None:
             got = (r.get("summary") or {}).get("n_processes", 0)
             if got != n:
                 return f"{what}: {js['key']}: {where} summary counts {got} processes, {n} kept"
-    if rc == 0 and any(len(r["processes"]) != 20 for r in jdoc["results"]):
+    if rc == 0 and any(len(r["processes"]) != 30 for r in jdoc["results"]):
         return f"{what}: complete run with missing processes"
     return None
 
 
 def test_interrupts_at_random_moments_leave_store_and_json_final_and_agreeing(tmp_path, probe_bin):
-    # How long one whole run takes here, so the moments cover start-up to the end.
+    # How long one whole run takes here, two at a time as the trials run, so
+    # the moments cover start-up to the end.
     t0 = time.monotonic()
-    cal = tmp_path / "calibrate"
-    cal.mkdir()
-    assert _start(cal).wait(120) == 0
+    cals = []
+    for i in range(2):
+        (tmp_path / f"calibrate{i}").mkdir()
+        cals.append(_start(tmp_path / f"calibrate{i}"))
+    assert [c.wait(120) for c in cals] == [0, 0]
     span = (time.monotonic() - t0) * 1.1
     rng = random.Random(11)
     jobs = []
@@ -142,6 +145,6 @@ def test_interrupts_at_random_moments_leave_store_and_json_final_and_agreeing(tm
     for work, *_ in jobs:
         st = _store_state(work)
         statuses.append(st[0][0]["status"] if st and st[0] else "none")
-    assert statuses.count("interrupted") >= 20, statuses
+    assert statuses.count("interrupted") >= 15, statuses
     # Python's own start-up (site imports) is a part of a short run, not most of it.
     assert len(STARTUP) <= len(jobs) // 3, STARTUP

@@ -52,18 +52,18 @@ class Recorder:
     # --- the run's life ----------------------------------------------------------
 
     def start(self, results) -> None:
+        """The run and its variants into the store. Nothing is measured yet,
+        so a store that fails here (damaged, locked too long) stops the run
+        with its error rather than going on without it."""
         self.results = results
         if self.store:
-            try:
-                self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
-                                                    opcost_version=__version__, kind=self.kind)
-                for pos, vr in enumerate(results):
-                    v = vr.variant
-                    self.result_ids[id(vr)] = self.store.add_result(
-                        self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
-                        key=v.key())
-            except OpcostError as e:
-                self._lose_store(e)
+            self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
+                                                opcost_version=__version__, kind=self.kind)
+            for pos, vr in enumerate(results):
+                v = vr.variant
+                self.result_ids[id(vr)] = self.store.add_result(
+                    self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
+                    key=v.key())
         self._write(final=False, force=True)
 
     def process_done(self, vr, proc: dict) -> None:

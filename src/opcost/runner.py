@@ -179,10 +179,17 @@ class Runner:
         short by a second one."""
         status, error, signum = "complete", None, None
         try:
-            with interrupts.deferred():
+            with interrupts.deferred():   # the run is created whole, or not at all
                 if self.recorder:
                     self.recorder.start(self.results)
-            for rnd in range(self.opts.protocol.processes):
+                # Finishing a run (even after Ctrl-C) must never be the first
+                # to import numpy: import the statistics now, signals held.
+                from . import stats  # noqa: F401
+        except KeyboardInterrupt as e:    # raised once it was created: finish it below
+            status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
+        # an OpcostError (a damaged store...) propagates: nothing was measured
+        try:
+            for rnd in range(self.opts.protocol.processes if status == "complete" else 0):
                 order = list(range(len(self.results)))
                 self.rng.shuffle(order)
                 for i in order:

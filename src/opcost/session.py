@@ -139,10 +139,6 @@ def measure(settings: Settings, variants: list[Variant]) -> Measured:
     runner = Runner(variants, opts, warn=warn)
     try:
         runner.preflight()
-        # The statistics are imported now, before the run exists: finishing a
-        # run (even after Ctrl-C) must never be the first to import numpy.
-        from . import stats  # noqa: F401
-
         runner.recorder = Recorder(store=store, json_path=settings.json_path, env=collect_local(),
                                    argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
