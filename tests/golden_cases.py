@@ -35,6 +35,10 @@ CASES = {
     "show_ab": ["show", "ab"],
     "variants": ["variants", "prog.c", "-DA", "-DB", "--fake-clock", "1000", "-p", "3", "--cpu", "0",
                  "--no-progress", "--json", "variants.json"],
+    # formats added since (issue 12): csv of a result and of a comparison
+    "run_csv": ["run", "syscall.null", "ctx.pipe:mode=process|thread", *FAKE, "-p", "3", "--no-store",
+                "--export", "csv:run.csv"],
+    "compare_csv": ["compare", "base", "next", "--export", "csv:compare.csv"],
 }
 _MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
 
@@ -68,6 +72,9 @@ def capture() -> dict[str, str]:
                 if a.endswith(".json"):
                     doc = json.loads(Path(tmp, a).read_text())
                     out[a] = _text(json.dumps(_mask(doc), indent=1, sort_keys=True), tmp) + "\n"
+                elif a.endswith(".csv"):
+                    name = a.split(":", 1)[1]
+                    out[name] = _text(Path(tmp, name).read_text(), tmp)
     return out
 
 

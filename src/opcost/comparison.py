@@ -6,9 +6,8 @@ and check their input first."""
 
 from __future__ import annotations
 
-from . import __version__
 from .errors import UsageError
-from .export.json_comparison import SCHEMA
+from .model import Comparison
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
@@ -71,10 +70,8 @@ def finish(entries: list[dict]) -> tuple[list[dict], dict]:
 
 
 def document(*, kind: str, interleaved: bool, entries: list[dict], summary: dict, delta: float,
-             a: dict, b: dict, aa: bool, **env) -> dict:
-    return {"schema": SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
-            "aa": aa, "a": a, "b": b, "delta_requested": delta, **env, "comparisons": entries,
-            "summary": summary}
+             a: dict, b: dict, aa: bool, **context) -> dict:
+    return Comparison(kind, interleaved, aa, a, b, delta, entries, summary, context).to_json()
 
 
 def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, env,

@@ -26,6 +26,7 @@ def emit(lines: list[str], stream=None) -> None:
         pass
 
 
-def table_stream(json_path: str | None):
-    """`--json -` puts the document on stdout; the table then goes to stderr."""
-    return sys.stderr if json_path == "-" else sys.stdout
+def table_stream(exports: list[tuple[str, str]]):
+    """`--json -` (an export to '-') puts the document on stdout; the table
+    then goes to stderr."""
+    return sys.stderr if any(path == "-" for _, path in exports) else sys.stdout

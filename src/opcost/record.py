@@ -21,7 +21,8 @@ import time
 
 from . import __version__, output
 from .errors import OpcostError
-from .export import json_result
+from . import export
+from .model import Run
 
 # A regular export is rewritten when the time since the last write is at
 # least this many times what the last write took.
@@ -29,10 +30,10 @@ _WRITE_SPACING = 10.0
 
 
 class Recorder:
-    def __init__(self, *, store, json_path: str | None, env: dict, argv: list[str], label: str | None,
+    def __init__(self, *, store, exports: list[tuple[str, str]], env: dict, argv: list[str], label: str | None,
                  kind: str = "run", warn=None):
         self.store = store
-        self.json_path = json_path
+        self.exports = exports          # (format, path) of the result document: --json, --export
         self.env = env
         self.argv = argv
         self.label = label
@@ -107,16 +108,20 @@ class Recorder:
     # --- documents and files -----------------------------------------------------
 
     def document(self) -> dict:
-        doc = json_result.build(env=self.env, results=[vr.to_json() for vr in self.results],
-                                version=__version__, run_id=self.run_id, label=self.label,
-                                status=self.status, argv=self.argv)
-        if self.store_error is not None:
-            doc["store_missed"] = {"reason": str(self.store_error), "processes": self.store_missed}
-        return doc
+        store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
+                        if self.store_error is not None else None)
+        return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
+                   self.label, store_missed=store_missed).to_json()
 
-    def _targets(self, final: bool) -> list[str]:
-        paths = [p for p in (self.json_path, self.rescue_path) if p]
-        return paths if final else [p for p in paths if not output.is_stream(p)]
+    def _targets(self, final: bool) -> list[tuple[str, str]]:
+        targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])
+        return targets if final else [(f, p) for f, p in targets if not output.is_stream(p)]
+
+    @property
+    def full_copy(self) -> str | None:
+        """A file that holds the whole run whatever the store does: a
+        regular --json/--export json file, or the rescue file."""
+        return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), self.rescue_path)
 
     def _write(self, final: bool, force: bool = False) -> None:
         targets = self._targets(final)
@@ -125,10 +130,10 @@ class Recorder:
         now = time.monotonic()
         if not force and now - self._last_write < _WRITE_SPACING * self._write_cost:
             return
-        data = json_result.serialize(self.document())
-        for path in targets:
+        doc = self.document()
+        for fmt, path in targets:
             try:
-                output.write(path, data)
+                output.write(path, export.serialize(fmt, doc))
             except OSError as e:
                 if final:
                     raise OpcostError(f"cannot write {path} ({e.strerror or e})") from None
@@ -149,8 +154,8 @@ class Recorder:
     def _lose_store(self, err: OpcostError) -> None:
         store, self.store, self.store_error = self.store, None, err
         self.warn(f"{err}")
-        if self.json_path and not output.is_stream(self.json_path):
-            self.warn(f"the store misses the rest of this run; {self.json_path} gets all of it")
+        if self.full_copy:
+            self.warn(f"the store misses the rest of this run; {self.full_copy} gets all of it")
         else:
             self.rescue_path = _rescue_path(store)
             self.warn(f"the store misses the rest of this run; all of it goes to {self.rescue_path} "

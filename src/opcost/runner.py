@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from . import interrupts, probe
 from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
+from .model import Process, Result
 from .protocol import Protocol
 from .spec import Variant
 
@@ -49,16 +50,14 @@ class VariantResult:
     summary: dict | None = None
     parallel_rounds: list[dict] = field(default_factory=list)   # --parallel: one entry per round
 
+    def to_model(self) -> Result:
+        s = self.summary
+        return Result(self.variant.bench, self.variant.key(), self.variant.all_params(), self.op, "ns", self.status,
+                      self.reason, [Process.from_json(p) for p in self.processes], s,
+                      s.get("parallel") if s else None)
+
     def to_json(self) -> dict:
-        # While the run goes on, a variant with processes has no summary yet
-        # (null): statistics are computed once, when the run ends.
-        summary = self.summary if self.summary is not None else (None if self.processes else {"n_processes": 0})
-        d = {"bench": self.variant.bench, "key": self.variant.key(), "params": self.variant.all_params(),
-             "op": self.op, "unit": "ns", "status": self.status, "reason": self.reason,
-             "processes": self.processes, "summary": summary}
-        if self.summary and "parallel" in self.summary:
-            d["parallel"] = self.summary["parallel"]
-        return d
+        return self.to_model().to_json()
 
 
 @dataclass
@@ -89,9 +88,10 @@ def summarize_variant(processes: list[dict], derived: list | None = None, parall
     """The `summary` of one variant from its processes (and derived counter
     metrics, --parallel rounds): what a run stores at its end and what
     `show` computes for a run that never got there."""
+    from .model import with_facts
     from .stats import summarize
 
-    summary = summarize(processes)
+    summary = with_facts(summarize(processes), [p for p in processes if p.get("samples")])
     if summary.get("n_processes"):
         from .counters import derive, running_fractions
 

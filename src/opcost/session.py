@@ -43,7 +43,7 @@ class Settings:
     counters: str | None = None              # --counters as given
     parallel: int = 1
     label: str | None = None
-    json_path: str | None = None
+    exports: list[tuple[str, str]] = field(default_factory=list)   # (format, path): --json, --export
     store: str | None = None                 # URL; None: the default store
     no_store: bool = False
     progress: bool = True
@@ -52,16 +52,34 @@ class Settings:
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
         return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1, label=args.label,
-                   json_path=args.json, store=args.store, no_store=args.no_store, progress=not args.no_progress)
+                   exports=exports_of(args), store=args.store, no_store=args.no_store,
+                   progress=not args.no_progress)
+
+    @property
+    def document(self) -> str:
+        """The document this command writes: `run` a result, the others a comparison."""
+        return "result" if self.kind == "run" else "comparison"
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""
+        from . import export
+
         if self.no_store and self.store:
             raise UsageError("--store and --no-store contradict each other; give one")
-        if self.json_path is not None:
-            from . import output
+        export.check(self.exports, self.document)
 
-            output.check_target(self.json_path)
+
+def exports_of(args) -> list[tuple[str, str]]:
+    """--json FILE (an alias of --export json:FILE) and every --export
+    FORMAT:FILE, each checked (format known, path writable)."""
+    from . import export, output
+
+    out = []
+    if getattr(args, "json", None) is not None:
+        output.check_target(args.json)
+        out.append(("json", args.json))
+    out += [export.parse(text) for text in getattr(args, "export", None) or []]
+    return out
 
 
 def counter_plan(text: str | None):
@@ -139,7 +157,8 @@ def measure(settings: Settings, variants: list[Variant]) -> Measured:
     runner = Runner(variants, opts, warn=warn)
     try:
         runner.preflight()
-        runner.recorder = Recorder(store=store, json_path=settings.json_path, env=collect_local(),
+        exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
+        runner.recorder = Recorder(store=store, exports=exports, env=collect_local(),
                                    argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
         total = len(variants) * p.processes * (p.warmup + p.samples) * copies
@@ -162,7 +181,7 @@ def finish(settings: Settings, m: Measured) -> int:
     elif recorder.store_error is not None:
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
                      + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
-                     + f"everything measured is in {recorder.json_path or recorder.rescue_path}")
+                     + f"everything measured is in {recorder.full_copy}")
     if outcome.status == "interrupted":
         lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "
                      "everything measured so far was kept")

@@ -113,7 +113,8 @@ def _med_or_none(xs):
 
 def summarize(processes: list[dict]) -> dict:
     """processes: [{"header": {...}, "samples": [...]}, ...] with measured
-    samples only. Returns the `summary` object of opcost.result/1."""
+    samples only. Returns the statistics of the `summary` of opcost.result/1
+    (what the processes were, from their headers, is model.facts)."""
     procs = [p for p in processes if p.get("samples")]
     if not procs:
         return {"n_processes": 0}
@@ -143,48 +144,6 @@ def summarize(processes: list[dict]) -> dict:
     counters = _summarize_counters(stats)
     if counters:
         summary["counters"] = counters
-    headers = [p["header"] for p in procs if p.get("header")]
-    if headers:
-        summary["tsc_hz"] = median([h["tsc_hz"] for h in headers])
-        summary["overhead_ns"] = {
-            "clock": median([h["overhead"]["clock_ns"] for h in headers]),
-            "loop_per_iter": median([h["overhead"]["loop_ns_per_iter"] for h in headers]),
-        }
-        aux = [h["aux"] for h in headers if h.get("aux")]
-        if aux:  # a benchmark's auxiliary cost (e.g. cold flushes), timed alone and subtracted
-            # Per batch (samples' aux_ns_per_op: the median per process, then
-            # across processes); probes before that reported one figure per
-            # process in the header (ns_per_op).
-            per_proc = [median(v) for v in ([s["aux_ns_per_op"] for s in p["samples"] if "aux_ns_per_op" in s]
-                                            for p in procs) if v]
-            per_proc += [a["ns_per_op"] for a in aux if "ns_per_op" in a]
-            if per_proc:
-                summary["aux_ns"] = {"what": aux[0]["what"], "per_op": median(per_proc)}
-        summary["iters"] = sorted({h["iters"] for h in headers})
-        summary["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
-        opi = [h["ops_per_iter"] for h in headers if h.get("ops_per_iter")]
-        if opi:
-            # One iteration holds several operations (a whole hackbench run,
-            # one page per fault...): its time is what such tools print.
-            summary["ops_per_iter"] = median(opi)
-            summary["iteration"] = headers[0].get("iteration", "")
-            summary["median_ns_per_iter"] = summary["median_ns"] * summary["ops_per_iter"]
-        nominal = [h["nominal_ns_per_op"] for h in headers if "nominal_ns_per_op" in h]
-        if nominal:
-            summary["nominal_ns"] = median(nominal)
-            summary["overshoot_ns"] = summary["median_ns"] - summary["nominal_ns"]
-        parents = [h["parent"] for h in headers if isinstance(h.get("parent"), dict)]
-        if parents:
-            # What the measuring process really was after setup (the parent
-            # of proc.fork & co.: resident=, mappings=), median per field.
-            summary["parent"] = {k: round(median([p[k] for p in parents if isinstance(p.get(k), (int, float))]))
-                                 for k in parents[0] if any(isinstance(p.get(k), (int, float)) for p in parents)}
-        places = sorted({h["placement"]["name"] for h in headers if h.get("placement")})
-        if places:
-            summary["placement"] = places
-        reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
-        if reasons:
-            summary["counter_reasons"] = reasons
     summary["flags"] = flags(procs, stats, summary)
     return summary
 

@@ -61,10 +61,20 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    "(profiles: basic, cache, branch, tlb, frontend, software)")
     o = s.add_argument_group("output")
     o.add_argument("--label", help="name this run (for history and compare)")
-    o.add_argument("--json", metavar="FILE", help="write opcost.result/1 JSON (updated during the run; '-': stdout)")
+    add_export_options(o, "opcost.result/1 JSON, updated during the run")
     o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     o.add_argument("--no-store", action="store_true", help="do not save this run")
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def add_export_options(g, what: str) -> None:
+    """--json FILE and the repeatable --export FORMAT:FILE (hyperfine's shape)."""
+    from ..export import FORMATS
+
+    g.add_argument("--json", metavar="FILE", help=f"write {what} ('-': stdout; the table then goes to stderr); "
+                   "the same as --export json:FILE")
+    g.add_argument("--export", action="append", metavar="FORMAT:FILE",
+                   help=f"also write the document as FORMAT ({', '.join(FORMATS)}) to FILE; repeatable")
 
 
 # Text options that must not be empty (an empty --cpu would silently mean the default).
@@ -74,7 +84,7 @@ _NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. -
 # escape sequence in a label): never what was meant, and they break the tables.
 # Run references are not: they may name a label an older opcost stored.
 _TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "out",
-         "source", "defines")
+         "source", "defines", "export")
 
 
 def flag_of(dest: str) -> str:

@@ -43,9 +43,8 @@ def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None) -> tuple:
 
 
 def run(args, argv) -> int:
-    from .. import output, session
+    from .. import export, session
     from ..comparison import ab_document
-    from ..export.json_comparison import serialize
     from ..report import format_comparison
 
     settings = session.Settings.from_args(args, argv, "ab")
@@ -54,13 +53,10 @@ def run(args, argv) -> int:
     pairs = [variant_pair(bench, args.a, args.b, cpus) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
-    # the comparison, not the results, goes to --json: the recorder keeps none
-    settings.json_path = None
     m = session.measure(settings, [v for pair in pairs for v in pair])
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
-    if args.json is not None:
-        output.write(args.json, serialize(doc))
-    out = table_stream(args.json)
+    export.write(settings.exports, doc)
+    out = table_stream(settings.exports)
     emit([format_comparison(doc, color=out.isatty())], out)
     return session.finish(settings, m)

@@ -6,7 +6,7 @@ from .. import protocol
 from ..console import emit, table_stream
 from ..errors import UsageError
 from ..text import printable
-from . import REFS
+from . import REFS, add_export_options
 
 # Runs that differ in these measured different machines: not comparable without --force.
 IDENTITY_FIELDS = ("arch", "cpu_model_name")
@@ -19,17 +19,18 @@ def add_parser(sub) -> None:
     protocol.add_delta(s, interleaved=False)
     s.add_argument("--force", action="store_true", help="compare even when CPU model or architecture differ")
     s.add_argument("--store", metavar="URL", help="result store")
-    s.add_argument("--json", metavar="FILE", help="write the opcost.comparison/1 document")
+    add_export_options(s, "the opcost.comparison/1 document")
 
 
 def run(args, argv) -> int:
-    from .. import output
+    from .. import export
     from ..env import differences
     from ..runner import fill_summaries
+    from ..session import exports_of
     from ..store import open_store
 
-    if args.json is not None:
-        output.check_target(args.json)
+    exports = exports_of(args)
+    export.check(exports, "comparison")
     with open_store(args.store, readonly=True) as store:
         id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
         if id_a == id_b:
@@ -44,7 +45,6 @@ def run(args, argv) -> int:
         raise UsageError(f"runs {id_a} and {id_b} ran on different machines ({what}); "
                          "their costs are not comparable (--force to compare anyway)")
     from ..comparison import pair_results, stored_document
-    from ..export.json_comparison import serialize
     from ..report import format_comparison
     from ..session import switches_table
 
@@ -52,8 +52,7 @@ def run(args, argv) -> int:
     fill_summaries(run_a)
     fill_summaries(run_b)
     doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(), diffs=diffs)
-    if args.json is not None:
-        output.write(args.json, serialize(doc))
-    out = table_stream(args.json)
+    export.write(exports, doc)
+    out = table_stream(exports)
     emit([format_comparison(doc, color=out.isatty())], out)
     return 0

@@ -39,5 +39,5 @@ def run(args, argv) -> int:
             warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     m = session.measure(settings, variants)
-    emit([format_results(m.results)], table_stream(settings.json_path))
+    emit([format_results(m.results)], table_stream(settings.exports))
     return session.finish(settings, m)

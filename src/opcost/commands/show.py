@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from ..console import dump_json
 from ..errors import UsageError
 from ..text import printable
-from . import REFS
+from . import REFS, add_export_options
 
 
 def add_parser(sub) -> None:
@@ -15,26 +14,23 @@ def add_parser(sub) -> None:
                        "printed as its comparison, rebuilt from the stored results.")
     s.add_argument("run", metavar="RUN", help="run id or label")
     s.add_argument("--store", metavar="URL", help="result store")
-    s.add_argument("--json", metavar="FILE", help="write its opcost.result/1 document to FILE ('-': stdout)")
+    add_export_options(s, "its opcost.result/1 document")
 
 
 def run(args, argv) -> int:
-    from .. import output
+    from .. import export
     from ..runner import fill_summaries
+    from ..session import exports_of
     from ..store import open_store
 
-    if args.json is not None and args.json != "-":
-        output.check_target(args.json)
+    exports = exports_of(args)
+    export.check(exports, "result")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run)
     fill_summaries(doc)
-    if args.json == "-":
-        dump_json(doc)
-        return 0
-    if args.json is not None:
-        from ..export.json_result import serialize
-
-        output.write(args.json, serialize(doc))
+    export.write(exports, doc)
+    if export.to_stdout(exports):
+        return 0   # the document alone on stdout, as `--json -` always gave
     print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
           f", {doc.get('created', '')}, {doc.get('status', '')}" +
           (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))

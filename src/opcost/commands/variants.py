@@ -63,9 +63,8 @@ def run(args, argv) -> int:
 
 
 def _build_and_measure(args, settings, *, source, defines, cc, cflags, cpu, given) -> int:
-    from .. import build, output, probe, session
+    from .. import build, export, probe, session
     from ..comparison import variants_document
-    from ..export.json_comparison import serialize
     from ..report import format_variants
 
     with build.make_workdir() as tmp:
@@ -80,12 +79,10 @@ def _build_and_measure(args, settings, *, source, defines, cc, cflags, cpu, give
         settings.protocol = settings.protocol.with_(
             samples=ds if given["samples"] is None else given["samples"],
             warmup=dw if given["warmup"] is None else given["warmup"])
-        json_path, settings.json_path = settings.json_path, None   # --json is the comparison, written below
         m = session.measure(settings, b.variants)
     res = m.results
     doc = variants_document(res, delta=args.delta / 100, run_id=m.recorder.run_id, env=m.recorder.env)
-    if json_path is not None:
-        output.write(json_path, serialize(doc))
-    out = table_stream(json_path)
+    export.write(settings.exports, doc)
+    out = table_stream(settings.exports)
     emit([format_variants(doc, res, color=out.isatty())], out)
     return session.finish(settings, m)

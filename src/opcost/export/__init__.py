@@ -1,5 +1,53 @@
-"""Exporters: one module per format, each `serialize(doc) -> bytes`, in one table."""
+"""Exporters: one module per format, registered in FORMATS. A format module
+has NAME, KINDS (the documents it takes: "result" for opcost.result/1,
+"comparison" for opcost.comparison/1) and `serialize(doc) -> bytes`; files
+are written by opcost.output, the one writer.
 
-from . import json_result
+Adding a format is one file here and one entry in FORMATS.
+"""
 
-EXPORTERS = {"json": json_result.serialize}
+from __future__ import annotations
+
+from .. import output
+from ..errors import UsageError
+from ..model import kind_of
+from . import csv, json
+
+FORMATS = {m.NAME: m for m in (json, csv)}
+
+
+def parse(text: str, option: str = "--export") -> tuple[str, str]:
+    """`FORMAT:FILE` (FILE '-': stdout) -> (format, path), checked."""
+    fmt, sep, path = text.partition(":")
+    if not sep or fmt not in FORMATS:
+        raise UsageError(f"{option} {text}: give FORMAT:FILE with FORMAT one of {', '.join(FORMATS)} "
+                         f"(e.g. {option} csv:out.csv; '-' as FILE is standard output)")
+    output.check_target(path, f"{option} {fmt}:")
+    return fmt, path
+
+
+def check(exports: list[tuple[str, str]], kind: str) -> None:
+    """Each format takes the kind of document this command produces; at
+    most one export goes to standard output."""
+    for fmt, _ in exports:
+        if kind not in FORMATS[fmt].KINDS:
+            raise UsageError(f"--export {fmt}: this command writes an {kind} document, which {fmt} does not take "
+                             f"(it takes: {', '.join(FORMATS[fmt].KINDS)})")
+    if sum(1 for _, p in exports if p == output.STDOUT) > 1:
+        raise UsageError("two exports to standard output ('-'); give files for all but one")
+
+
+def serialize(fmt: str, doc: dict) -> bytes:
+    return FORMATS[fmt].serialize(doc)
+
+
+def write(exports: list[tuple[str, str]], doc: dict) -> None:
+    """Every requested export of one document."""
+    kind = kind_of(doc)
+    for fmt, path in exports:
+        if kind in FORMATS[fmt].KINDS:
+            output.write(path, serialize(fmt, doc))
+
+
+def to_stdout(exports: list[tuple[str, str]]) -> bool:
+    return any(p == output.STDOUT for _, p in exports)

@@ -1,0 +1,55 @@
+"""`csv`: one row per variant (a result document) or per compared benchmark
+(a comparison), for spreadsheets and scripts. Times in ns; empty cells for
+what a row does not have (an unsupported variant has no median)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+NAME = "csv"
+KINDS = ("result", "comparison")
+
+RESULT_COLUMNS = ("bench", "key", "params", "op", "status", "reason", "n_processes", "median_ns", "ci95_low_ns",
+                  "ci95_high_ns", "min_ns", "p90_ns", "cv", "median_cycles", "user_ns_per_op", "sys_ns_per_op")
+COMPARISON_COLUMNS = ("bench", "key", "op", "median_a_ns", "median_b_ns", "ratio", "ci95_low", "ci95_high",
+                      "p_value", "p_adjusted", "delta", "verdict", "status")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)   # every digit: a CSV is read by programs
+    return str(v)
+
+
+def _result_rows(doc: dict):
+    for r in doc["results"]:
+        s = r.get("summary") or {}
+        ci = s.get("ci95_ns") or [None, None]
+        params = ";".join(f"{k}={v}" for k, v in (r.get("params") or {}).items())
+        yield [r["bench"], r.get("key", r["bench"]), params, r.get("op"), r.get("status"), r.get("reason"),
+               s.get("n_processes", 0), s.get("median_ns"), ci[0], ci[1], s.get("min_ns"), s.get("p90_ns"),
+               s.get("cv"), s.get("median_cycles"), s.get("user_ns_per_op"), s.get("sys_ns_per_op")]
+
+
+def _comparison_rows(doc: dict):
+    for e in doc["comparisons"]:
+        ci = e.get("ci95_ratio") or [None, None]
+        yield [e["bench"], e["key"], e.get("op"), e.get("median_a"), e.get("median_b"), e.get("ratio"), ci[0], ci[1],
+               e.get("p_value"), e.get("p_adjusted"), e.get("delta"), e.get("verdict"), e.get("status")]
+
+
+def serialize(doc: dict) -> bytes:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    if "comparisons" in doc:
+        w.writerow(COMPARISON_COLUMNS)
+        rows = _comparison_rows(doc)
+    else:
+        w.writerow(RESULT_COLUMNS)
+        rows = _result_rows(doc)
+    for row in rows:
+        w.writerow([_cell(v) for v in row])
+    return out.getvalue().encode()

@@ -1,0 +1,249 @@
+"""The documents opcost produces, as data: what a run measured
+(`opcost.result/1`: Run, Result, Process) and what a comparison decided
+(`opcost.comparison/1`: Comparison). They are built here and only here: the
+runner, the store's loader, the exporters and the reports go through these
+classes (`to_json` gives the public document, `from_json` reads one back).
+
+History of the formats (readers ignore unknown fields):
+
+opcost.result/1
+  0.1.0: schema, opcost_version, run_id, label, status, argv, env, results[]
+    of {bench, key, params (cpu and arch included), op, unit, status
+    (ok|unsupported|failed|pending), reason, processes[] of {index, round,
+    seq (order of starting in the run), pad_bytes, wall_s, header, samples,
+    warmup, trailer}, summary}. From a store also created, finished, kind.
+  counters: summary.derived {name: {value, expr, profile, help, reason?}},
+    summary.counters_running {event: running share}; samples may carry
+    counters_running and start_raw_ns; results[].parallel (and
+    summary.parallel) with --parallel N: {copies, cpus, wrapped,
+    single_ops_per_s, per_copy_ops_per_s, total_ops_per_s, efficiency,
+    efficiency_range, overlap, flags, rounds[]}.
+  issue 11: store_missed {reason, processes} when the store was lost during
+    the run; summary is null while status is running (computed once at the
+    end); run status may read "abandoned" (from a store: its opcost is gone);
+    an outliers flag carries processes[] and rounds[].
+
+opcost.comparison/1
+  0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
+    (A and B identical), a / b ({label, run_id, params or created}),
+    delta_requested, env (ab, variants) or env_a / env_b / env_differences
+    and unmatched (compare), variants (variants: source, mode, cc, cflags,
+    baseline, builds[], call_overhead), comparisons[] of {bench, key, op, a:
+    {params, summary}, b: {params, summary}, ratio (B/A of medians),
+    ci95_ratio, change, p_value (min of Mann-Whitney and KS), p_mannwhitney,
+    p_ks, p_adjusted (Holm), aa_noise, delta (effective), verdict
+    (faster|slower|same|negligible|inconclusive, B relative to A; null when
+    an arm has no data, with `status`), processes_needed and schedule when
+    inconclusive, flags, savings}, summary {geomean_ratio, n, counts}.
+
+A summary holds statistics (stats.summarize) and the facts of the probe
+processes it summarizes (`facts`, below): one table, so a new header field
+is one line here, not a branch in the statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import __version__
+
+RESULT_SCHEMA = "opcost.result/1"
+COMPARISON_SCHEMA = "opcost.comparison/1"
+KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison"}
+
+
+def kind_of(doc: dict) -> str:
+    """"result" or "comparison": what an exporter is handed."""
+    return KINDS.get(doc.get("schema", ""), "result")
+
+
+# --- opcost.result/1 ------------------------------------------------------------
+
+_META = ("round", "seq", "pad_bytes", "wall_s")
+
+
+@dataclass
+class Process:
+    """One probe process: its header, measured and warm-up batches, trailer,
+    and the runner's facts about it (round, start order, padding, wall time)."""
+    index: int
+    header: dict | None = None
+    samples: list[dict] = field(default_factory=list)
+    warmup: list[dict] = field(default_factory=list)
+    trailer: dict | None = None
+    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s
+
+    def to_json(self) -> dict:
+        return {"index": self.index, **self.meta, "header": self.header, "samples": self.samples,
+                "warmup": self.warmup, "trailer": self.trailer}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Process":
+        return cls(d["index"], d.get("header"), list(d.get("samples") or []), list(d.get("warmup") or []),
+                   d.get("trailer"), {k: d[k] for k in _META if k in d})
+
+
+@dataclass
+class Result:
+    """One variant of a run."""
+    bench: str
+    key: str
+    params: dict
+    op: str = ""
+    unit: str = "ns"
+    status: str = "pending"        # pending | ok | unsupported | failed
+    reason: str | None = None
+    processes: list[Process] = field(default_factory=list)
+    summary: dict | None = None    # null while the run goes on (statistics come at its end)
+    parallel: dict | None = None   # --parallel: also in summary.parallel
+
+    def to_json(self) -> dict:
+        summary = self.summary if self.summary is not None else (None if self.processes else {"n_processes": 0})
+        d = {"bench": self.bench, "key": self.key, "params": self.params, "op": self.op, "unit": self.unit,
+             "status": self.status, "reason": self.reason, "processes": [p.to_json() for p in self.processes],
+             "summary": summary}
+        if self.parallel is not None:
+            d["parallel"] = self.parallel
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Result":
+        return cls(d["bench"], d.get("key") or d["bench"], d.get("params") or {}, d.get("op", ""),
+                   d.get("unit", "ns"), d.get("status", "pending"), d.get("reason"),
+                   [Process.from_json(p) for p in d.get("processes") or []], d.get("summary"), d.get("parallel"))
+
+
+@dataclass
+class Run:
+    """A run: what was asked (argv), where (env), what came of each variant."""
+    results: list[Result]
+    env: dict
+    argv: list[str]
+    status: str = "running"        # running | complete | interrupted | failed | abandoned
+    run_id: int | None = None
+    label: str | None = None
+    opcost_version: str = __version__
+    stored: dict | None = None     # from a store: created, finished, kind
+    store_missed: dict | None = None
+
+    def to_json(self) -> dict:
+        d = {"schema": RESULT_SCHEMA, "opcost_version": self.opcost_version, "run_id": self.run_id}
+        if self.stored is not None:
+            d.update(created=self.stored.get("created"), finished=self.stored.get("finished"))
+        d["label"] = self.label
+        if self.stored is not None:
+            d["kind"] = self.stored.get("kind")
+        d.update(status=self.status, argv=self.argv, env=self.env, results=[r.to_json() for r in self.results])
+        if self.store_missed is not None:
+            d["store_missed"] = self.store_missed
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Run":
+        stored = {k: d.get(k) for k in ("created", "finished", "kind")} if "created" in d else None
+        return cls([Result.from_json(r) for r in d.get("results") or []], d.get("env") or {}, d.get("argv") or [],
+                   d.get("status", "running"), d.get("run_id"), d.get("label"),
+                   d.get("opcost_version", __version__), stored, d.get("store_missed"))
+
+
+# --- opcost.comparison/1 --------------------------------------------------------
+
+@dataclass
+class Comparison:
+    """What `ab`, `compare` and `variants` decided: one entry per benchmark
+    (statistics from compare.py), the summary over them, and what was
+    compared with what. `context` holds the kind's own fields (env, or
+    env_a/env_b/env_differences/unmatched, variants), in their order."""
+    kind: str
+    interleaved: bool
+    aa: bool
+    a: dict
+    b: dict
+    delta_requested: float
+    comparisons: list[dict]
+    summary: dict
+    context: dict = field(default_factory=dict)
+    opcost_version: str = __version__
+
+    def to_json(self) -> dict:
+        return {"schema": COMPARISON_SCHEMA, "opcost_version": self.opcost_version, "kind": self.kind,
+                "interleaved": self.interleaved, "aa": self.aa, "a": self.a, "b": self.b,
+                "delta_requested": self.delta_requested, **self.context, "comparisons": self.comparisons,
+                "summary": self.summary}
+
+
+# --- the facts of the processes a summary covers --------------------------------
+
+def _median(xs: list) -> float:
+    import statistics
+
+    return float(statistics.median(xs))
+
+
+def facts(procs: list[dict]) -> dict:
+    """What the probe processes of one variant were (not statistics): the
+    TSC rate, the overheads subtracted, an auxiliary cost timed alone, the
+    iterations, CPUs and placement, operations per iteration, a nominal cost,
+    the parent's size, why counters are missing. Medians over processes."""
+    headers = [p["header"] for p in procs if p.get("header")]
+    if not headers:
+        return {}
+    out: dict = {"tsc_hz": _median([h["tsc_hz"] for h in headers]),
+                 "overhead_ns": {"clock": _median([h["overhead"]["clock_ns"] for h in headers]),
+                                 "loop_per_iter": _median([h["overhead"]["loop_ns_per_iter"] for h in headers])}}
+    aux = [h["aux"] for h in headers if h.get("aux")]
+    if aux:  # a benchmark's auxiliary cost (e.g. cold flushes), timed alone and subtracted
+        # Per batch (samples' aux_ns_per_op: the median per process, then
+        # across processes); probes before that reported one figure per
+        # process in the header (ns_per_op).
+        per_proc = [_median(v) for v in ([s["aux_ns_per_op"] for s in p["samples"] if "aux_ns_per_op" in s]
+                                         for p in procs) if v]
+        per_proc += [a["ns_per_op"] for a in aux if "ns_per_op" in a]
+        if per_proc:
+            out["aux_ns"] = {"what": aux[0]["what"], "per_op": _median(per_proc)}
+    out["iters"] = sorted({h["iters"] for h in headers})
+    out["cpus"] = sorted({",".join(map(str, h["cpus"])) for h in headers})
+    opi = [h["ops_per_iter"] for h in headers if h.get("ops_per_iter")]
+    if opi:
+        # One iteration holds several operations (a whole hackbench run,
+        # one page per fault...): its time is what such tools print.
+        out["ops_per_iter"] = _median(opi)
+        out["iteration"] = headers[0].get("iteration", "")
+    nominal = [h["nominal_ns_per_op"] for h in headers if "nominal_ns_per_op" in h]
+    if nominal:
+        out["nominal_ns"] = _median(nominal)
+    parents = [h["parent"] for h in headers if isinstance(h.get("parent"), dict)]
+    if parents:
+        # What the measuring process really was after setup (the parent
+        # of proc.fork & co.: resident=, mappings=), median per field.
+        out["parent"] = {k: round(_median([p[k] for p in parents if isinstance(p.get(k), (int, float))]))
+                         for k in parents[0] if any(isinstance(p.get(k), (int, float)) for p in parents)}
+    places = sorted({h["placement"]["name"] for h in headers if h.get("placement")})
+    if places:
+        out["placement"] = places
+    reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
+    if reasons:
+        out["counter_reasons"] = reasons
+    return out
+
+
+def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
+    """A summary: the statistics with the facts of the processes, and what
+    follows from both (the time of one iteration, the overshoot over a
+    nominal cost), in the order the documents have always had."""
+    if not stats_summary.get("n_processes"):
+        return stats_summary
+    f = facts(procs)
+    flags = stats_summary.get("flags")
+    out = {k: v for k, v in stats_summary.items() if k != "flags"}
+    for k, v in f.items():
+        if k == "iteration":
+            out["iteration"] = v
+            out["median_ns_per_iter"] = out["median_ns"] * f["ops_per_iter"]
+        elif k == "nominal_ns":
+            out["nominal_ns"] = v
+            out["overshoot_ns"] = out["median_ns"] - v
+        else:
+            out[k] = v
+    out["flags"] = flags
+    return out
