@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opcost import stats
+from opcost.runner import summarize_variant  # a summary: statistics and the facts of its processes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -48,18 +48,18 @@ def test_summary_aux_is_the_median_of_the_per_batch_aux():
         {"header": _header(aux), "samples": [_sample(510, a) for a in (120, 125, 121)]},  # median 121
         {"header": _header(aux), "samples": [_sample(505, a) for a in (100, 101, 99)]},  # median 100
     ]
-    s = stats.summarize(procs)
+    s = summarize_variant(procs)
     assert s["aux_ns"] == {"what": "clflush of the 38 lines", "per_op": 100}
 
 
 def test_summary_aux_from_an_older_probe_header():
     aux = {"what": "clflush", "ticks_per_op": 240.0, "ns_per_op": 120.0, "subtracted": True}
-    s = stats.summarize([{"header": _header(aux), "samples": [_sample(500), _sample(501)]}])
+    s = summarize_variant([{"header": _header(aux), "samples": [_sample(500), _sample(501)]}])
     assert s["aux_ns"]["per_op"] == 120.0
 
 
 def test_summary_without_aux_has_none():
-    s = stats.summarize([{"header": _header(), "samples": [_sample(500), _sample(501)]}])
+    s = summarize_variant([{"header": _header(), "samples": [_sample(500), _sample(501)]}])
     assert "aux_ns" not in s
 
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from opcost.runner import summarize_variant  # a summary: statistics and the facts of its processes
 from opcost import stats
 
 
@@ -62,7 +63,7 @@ def test_process_stats_sum_cpu_time_over_batches():
 
 def test_summary_over_process_medians():
     procs = [proc([100, 101, 102]), proc([110, 111, 112]), proc([90, 91, 92]), proc([105, 104, 106])]
-    s = stats.summarize(procs)
+    s = summarize_variant(procs)
     meds = [101, 111, 91, 105]
     assert s["process_medians_ns"] == meds
     assert s["median_ns"] == 103  # (101 + 105) / 2
@@ -77,7 +78,7 @@ def test_summary_over_process_medians():
 
 def test_summary_cpu_time_sums_both_sides():
     procs = [proc([10, 10, 10], user=1, sys_=2, helper=(0.5, 1.5))]
-    s = stats.summarize(procs)
+    s = summarize_variant(procs)
     assert s["helper_user_ns_per_op"] == pytest.approx(0.5)
     assert s["cpu_ns_per_op"] == pytest.approx(1 + 2 + 0.5 + 1.5)
 
@@ -87,24 +88,24 @@ def test_flags():
     migrating["samples"][2]["cpu_after"] = 0
     stolen = proc([100] * 6)
     stolen["samples"][0]["steal_ticks"] = 3
-    s = stats.summarize([migrating, stolen, proc([100] * 6)])
+    s = summarize_variant([migrating, stolen, proc([100] * 6)])
     names = {f["flag"]: f["detail"] for f in s["flags"]}
     assert names["migrations"] == "1 of 18 batches ran off the pinned CPU"
     assert names["steal"] == "1 of 18 batches saw hypervisor steal time"
     assert "unstable" not in names
 
-    wobbly = stats.summarize([proc([100] * 3), proc([150] * 3), proc([60] * 3)])
+    wobbly = summarize_variant([proc([100] * 3), proc([150] * 3), proc([60] * 3)])
     assert any(f["flag"] == "unstable" for f in wobbly["flags"])
 
-    slow_start = stats.summarize([proc([130, 130, 130, 100, 100, 100])] * 3)
+    slow_start = summarize_variant([proc([130, 130, 130, 100, 100, 100])] * 3)
     assert any(f["flag"] == "no steady state" for f in slow_start["flags"])
 
 
 def test_counters_median_and_unsupported_kept():
     ps = [proc([1, 1, 1], counters={"context-switches": v, "cycles": "<not supported>"}) for v in (1.0, 2.0, 4.0)]
-    s = stats.summarize(ps)
+    s = summarize_variant(ps)
     assert s["counters"] == {"context-switches": 2.0, "cycles": "<not supported>"}
 
 
 def test_empty_summary():
-    assert stats.summarize([]) == {"n_processes": 0}
+    assert summarize_variant([]) == {"n_processes": 0}

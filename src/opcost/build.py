@@ -232,7 +232,7 @@ def sweep_stale_workdirs(root: Path | None = None) -> list[Path]:
     skips the clean-up): their names carry the owner's pid, and a directory
     whose owner no longer runs is removed. Returns what was removed."""
     root = Path(root or tempfile.gettempdir())
-    gone = []
+    gone: list[Path] = []
     try:
         entries = list(root.iterdir())
     except OSError:

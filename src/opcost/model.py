@@ -99,7 +99,7 @@ class Result:
 
     def to_json(self) -> dict:
         summary = self.summary if self.summary is not None else (None if self.processes else {"n_processes": 0})
-        d = {"bench": self.bench, "key": self.key, "params": self.params, "op": self.op, "unit": self.unit,
+        d: dict = {"bench": self.bench, "key": self.key, "params": self.params, "op": self.op, "unit": self.unit,
              "status": self.status, "reason": self.reason, "processes": [p.to_json() for p in self.processes],
              "summary": summary}
         if self.parallel is not None:
@@ -127,7 +127,7 @@ class Run:
     store_missed: dict | None = None
 
     def to_json(self) -> dict:
-        d = {"schema": RESULT_SCHEMA, "opcost_version": self.opcost_version, "run_id": self.run_id}
+        d: dict = {"schema": RESULT_SCHEMA, "opcost_version": self.opcost_version, "run_id": self.run_id}
         if self.stored is not None:
             d.update(created=self.stored.get("created"), finished=self.stored.get("finished"))
         d["label"] = self.label

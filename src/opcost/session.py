@@ -14,12 +14,17 @@ import os
 import signal
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import probe
 from .console import emit, warn
 from .errors import UsageError
 from .protocol import Protocol
 from .spec import Variant
+
+if TYPE_CHECKING:
+    from .record import Recorder
+    from .runner import Outcome
 
 # `opcost run` with no SPEC: one figure for each kind of cost the seeds ask
 # about, about 45 s at the default protocol. The rest of `opcost list`
@@ -128,8 +133,8 @@ def switches_table() -> dict[str, int]:
 
 @dataclass
 class Measured:
-    recorder: object
-    outcome: object
+    recorder: Recorder
+    outcome: Outcome
 
     @property
     def results(self) -> list[dict]:
