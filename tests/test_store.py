@@ -18,6 +18,7 @@ from opcost.errors import StoreError, UnknownRun, UsageError
 from opcost.history import EMPTY_STORE_MESSAGE, format_history
 from opcost.store import BACKENDS, SqliteStore, default_store_path, open_store
 from opcost.store import sqlite as sqlite_backend
+from opcost.store import sqlite_schema
 
 ENV = {"arch": "x86_64", "kernel": "6.8.0", "cpus": 8}
 ARGV = ["opcost", "run", "ctx.pipe:cpu=0|1"]
@@ -505,7 +506,7 @@ def test_explicit_id_and_label_references(db):
 def _v1_store(path: Path) -> int:
     """A store as the first release wrote it, built from the v1 schema itself."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for statement in sqlite_backend._split_sql(sqlite_backend._V1):
+    for statement in sqlite_backend._split_sql(sqlite_schema.V1):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     run_id = conn.execute("INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) VALUES "
