@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import os
 import pathlib
-import socket
 import sqlite3
 import time
 import urllib.parse
@@ -20,9 +18,9 @@ from typing import Any, Callable, Iterator
 from .. import interrupts
 from ..errors import StoreError, StoreLocked, UnknownRun
 from ..text import printable
+from . import rows
+from .owner import owner_here, shown_status
 from .sqlite_schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
-
-RESULT_SCHEMA = "opcost.result/1"
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed", "abandoned")
 FINAL_RUN_STATUSES = RUN_STATUSES[1:]
@@ -70,45 +68,6 @@ def _split_sql(script: str) -> list[str]:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _dumps(value: Any) -> str:
-    # sort_keys: params must compare equal as text too (same variant, same JSON).
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _start_ticks(pid: int) -> int | None:
-    """A process's start time (clock ticks since boot, /proc/PID/stat field 22):
-    with the pid it names one process, even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat.rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def owner_here() -> dict:
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _start_ticks(pid)}
-
-
-def owner_alive(owner: dict | None) -> bool | None:
-    """True/False when we can tell (the owner ran on this host), None otherwise."""
-    if not owner or owner.get("host") != socket.gethostname():
-        return None
-    return owner.get("start") is not None and _start_ticks(int(owner["pid"])) == owner["start"]
-
-
-def shown_status(status: str, owner: dict | None) -> str:
-    """A stored "running" whose owner is gone is "abandoned", never running."""
-    if status == "running" and owner_alive(owner) is False:
-        return "abandoned"
-    return status
 
 
 def lock_wait_s() -> float:
@@ -342,7 +301,8 @@ class SqliteStore:
             "creating a run",
             "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner) "
             "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-            (_now(), label, kind, opcost_version, _dumps(list(argv)), _dumps(env), _dumps(owner_here())))
+            (_now(), label, kind, opcost_version, rows.encode(list(argv)), rows.encode(env),
+             rows.encode(owner_here())))
         return int(cur.lastrowid)
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
@@ -351,18 +311,18 @@ class SqliteStore:
             "adding a result",
             "INSERT INTO results (run_id, position, bench, params, op, unit, status, key) "
             "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-            (run_id, position, bench, _dumps(params), op, unit, key))
+            (run_id, position, bench, rows.encode(params), op, unit, key))
         return int(cur.lastrowid)
 
     def add_process(self, result_id: int, *, idx: int, header: dict, samples: list[dict],
                     trailer: dict | None, meta: dict | None = None) -> int:
         """Store one probe process with all its samples, committed before returning."""
         # Encode before BEGIN: a sample that is not JSON fails without a transaction.
-        rows = [(i, 1 if s.get("warmup") else 0, s.get("iters"), s.get("ns_per_op"),
-                 s.get("tsc_per_op"), _dumps(s)) for i, s in enumerate(samples)]
-        header_json = _dumps(header)
-        trailer_json = None if trailer is None else _dumps(trailer)
-        meta_json = None if meta is None else _dumps(meta)
+        sample_rows = [(i, 1 if s.get("warmup") else 0, s.get("iters"), s.get("ns_per_op"),
+                        s.get("tsc_per_op"), rows.encode(s)) for i, s in enumerate(samples)]
+        header_json = rows.encode(header)
+        trailer_json = None if trailer is None else rows.encode(trailer)
+        meta_json = None if meta is None else rows.encode(meta)
         with self._transaction("adding a process") as db:
             cur = db.execute(
                 "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
@@ -371,7 +331,7 @@ class SqliteStore:
             db.executemany(
                 "INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(process_id, *row) for row in rows])
+                [(process_id, *row) for row in sample_rows])
         return process_id
 
     def set_result(self, result_id: int, *, status: str, reason: str | None = None,
@@ -381,7 +341,7 @@ class SqliteStore:
         cur = self._execute(
             "updating a result",
             "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
-            (status, reason, None if summary is None else _dumps(summary), result_id))
+            (status, reason, None if summary is None else rows.encode(summary), result_id))
         if cur.rowcount != 1:
             raise StoreError(f"store {self.path} holds no result with id {result_id}")
 
@@ -405,7 +365,7 @@ class SqliteStore:
         if self._empty:
             return []
         with self._guard("listing runs"):
-            rows = self._db.execute(
+            runs = self._db.execute(
                 "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
                 " (SELECT count(*) FROM results x WHERE x.run_id = r.id), " + self._owner_column("r") +
                 " FROM runs r ORDER BY r.id DESC LIMIT ?", (lim,)).fetchall()
@@ -414,15 +374,7 @@ class SqliteStore:
                 "SELECT run_id, bench, min(position) AS first FROM results"
                 " WHERE run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?)"
                 " GROUP BY run_id, bench ORDER BY run_id, first", (lim,)).fetchall()
-        benches: dict[int, list[str]] = {}
-        for run_id, bench, _ in bench_rows:
-            benches.setdefault(run_id, []).append(bench)
-        return [
-            {"id": rid, "created": created, "finished": finished, "label": label, "kind": kind,
-             "status": shown_status(status, _loads(owner)), "opcost_version": version, "n_results": n,
-             "benches": benches.get(rid, [])}
-            for rid, created, finished, label, kind, status, version, n, owner in rows
-        ]
+        return rows.run_entries(runs, bench_rows)
 
     def _owner_column(self, alias: str) -> str:
         """`alias.owner`, or NULL in a store from before schema version 3."""
@@ -433,9 +385,9 @@ class SqliteStore:
         """Store "abandoned" for every run left "running" by an opcost that is
         gone (its processes stay). Returns their ids."""
         with self._guard("listing running runs"):
-            rows = self._db.execute("SELECT id, " + self._owner_column("runs") +
-                                    " FROM runs WHERE status = 'running'").fetchall()
-        gone = [rid for rid, owner in rows if shown_status("running", _loads(owner)) == "abandoned"]
+            running = self._db.execute("SELECT id, " + self._owner_column("runs") +
+                                       " FROM runs WHERE status = 'running'").fetchall()
+        gone = [rid for rid, owner in running if shown_status("running", rows.decode(owner)) == "abandoned"]
         for rid in gone:
             self._execute("marking a run abandoned",
                           "UPDATE runs SET status = 'abandoned', finished = ? WHERE id = ? AND status = 'running'",
@@ -495,37 +447,7 @@ class SqliteStore:
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
 
-        # Three bulk queries and assembly here, rather than one query per process.
-        procs_by_id: dict[int, dict] = {}
-        procs_by_result: dict[int, list[dict]] = {}
-        for pid, result_id, idx, header, trailer, meta in processes:
-            proc = {"index": idx, **(_loads(meta) if meta else {}), "header": _loads(header),
-                    "trailer": _loads(trailer), "samples": [], "warmup": []}
-            procs_by_id[pid] = proc
-            procs_by_result.setdefault(result_id, []).append(proc)
-        for pid, warmup, data in samples:
-            procs_by_id[pid]["warmup" if warmup else "samples"].append(_loads(data))
-
-        created, finished, label, kind, status, version, argv, env, owner = run
-        status = shown_status(status, _loads(owner))
-        return {
-            "schema": RESULT_SCHEMA,
-            "opcost_version": version,
-            "run_id": run_id,
-            "created": created,
-            "finished": finished,
-            "label": label,
-            "kind": kind,
-            "status": status,
-            "argv": _loads(argv),
-            "env": _loads(env),
-            "results": [
-                {"bench": bench, **({"key": key} if key else {}), "params": _loads(params), "op": op, "unit": unit,
-                 "status": rstatus, "reason": reason, "summary": _loads(summary),
-                 "processes": procs_by_result.get(rid, [])}
-                for rid, bench, params, op, unit, rstatus, reason, summary, key in results
-            ],
-        }
+        return rows.run_document(run_id, run, results, processes, samples)
 
     # --- lifetime ---------------------------------------------------------------
 
