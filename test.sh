@@ -2,9 +2,10 @@
 # The whole test suite, from a fresh machine: installs what the build needs
 # (a C compiler, make, static libc, objdump, the i386 and aarch64 cross
 # compilers, qemu-user for the aarch64 probe, perf and hackbench for the
-# anchors), installs opcost with its test extras, builds the probes and runs
-# pytest: the Python side and the host probe, then the probe's tests again on
-# the i386 probe (natively) and on the aarch64 probe (under qemu-aarch64:
+# anchors), installs opcost with its test extras, builds the probes,
+# type-checks src/opcost (mypy, configured in pyproject.toml) and runs pytest:
+# the Python side and the host probe, then the probe's tests again on the
+# i386 probe (natively) and on the aarch64 probe (under qemu-aarch64:
 # correctness only). CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -32,4 +33,5 @@ make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
 make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 # Cross-architecture tests must run here, not skip.
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64
+python3 -m mypy
 python3 -m pytest -q "$@"

@@ -18,6 +18,7 @@ from opcost.errors import StoreError, UnknownRun, UsageError
 from opcost.history import EMPTY_STORE_MESSAGE, format_history
 from opcost.store import BACKENDS, SqliteStore, default_store_path, open_store
 from opcost.store import sqlite as sqlite_backend
+from opcost.store import sqlite_schema
 
 ENV = {"arch": "x86_64", "kernel": "6.8.0", "cpus": 8}
 ARGV = ["opcost", "run", "ctx.pipe:cpu=0|1"]
@@ -178,8 +179,7 @@ def test_failed_migration_rolls_back(tmp_path, monkeypatch):
         conn.execute("CREATE TABLE half_done (x)")
         raise sqlite3.OperationalError("simulated failure")
     last = sqlite_backend.LATEST_VERSION
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS + [(last + 1, boom)])
-    monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", last + 1)
+    monkeypatch.setattr(SqliteStore, "migrations", [*SqliteStore.migrations, (last + 1, boom)])
     path = tmp_path / "m.db"
     with pytest.raises(StoreError, match=f"migrating to schema version {last + 1}"):
         SqliteStore(path)
@@ -286,12 +286,22 @@ def test_interrupt_during_add_process_rolls_back(db):
         store.add_process(rid, idx=0, header={}, samples=[sample(0)], trailer=None)
         real = store._conn
 
+        class InterruptingCursor:
+            def __init__(self):
+                self.cursor = real.cursor()
+
+            def __getattr__(self, name):
+                return getattr(self.cursor, name)
+
+            def executemany(self, *a):
+                raise KeyboardInterrupt
+
         class Interrupting:
             def __getattr__(self, name):
                 return getattr(real, name)
 
-            def executemany(self, *a):
-                raise KeyboardInterrupt
+            def cursor(self):
+                return InterruptingCursor()
 
         store._conn = Interrupting()
         with pytest.raises(KeyboardInterrupt):
@@ -396,8 +406,7 @@ def test_history_table(db):
 def test_v1_store_upgrades_and_keeps_its_runs(tmp_path, monkeypatch):
     path = tmp_path / "old.db"
     # A store written by the first release: only migration 1 existed.
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:1])
-    monkeypatch.setattr(sqlite_backend, "LATEST_VERSION", 1)
+    monkeypatch.setattr(SqliteStore, "migrations", SqliteStore.migrations[:1])
     with SqliteStore(path) as old:
         # the run row as the first release wrote it (no owner column then)
         run_id = old._execute("creating a run",
@@ -505,7 +514,7 @@ def test_explicit_id_and_label_references(db):
 def _v1_store(path: Path) -> int:
     """A store as the first release wrote it, built from the v1 schema itself."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for statement in sqlite_backend._split_sql(sqlite_backend._V1):
+    for statement in sqlite_backend._split_sql(sqlite_schema.V1):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     run_id = conn.execute("INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) VALUES "

@@ -1,54 +1,23 @@
 """Result stores. `open_store(url)` picks the backend from the URL scheme through
-BACKENDS, the one table of them; every backend offers the `Store` interface."""
+BACKENDS, the one table of them; every backend offers the `Store` interface
+(store/base.py), and every SQL one is base.SqlStore with its dialect."""
 
 from __future__ import annotations
 
 import os
 import pathlib
 import re
-from typing import Protocol
 
 from ..errors import StoreError
+from .base import OnWait, SqlStore, Store
 from .sqlite import SqliteStore
 
 __all__ = ["BACKENDS", "Store", "SqliteStore", "default_store_path", "open_store"]
 
 
-class Store(Protocol):
-    """What the runner, `compare`, `history` and `series` rely on."""
-
-    def create_run(self, *, label: str | None, env: dict, argv: list[str],
-                   opcost_version: str, kind: str = "run") -> int: ...
-
-    def add_result(self, run_id: int, *, position: int, bench: str, params: dict,
-                   op: str, unit: str) -> int: ...
-
-    def add_process(self, result_id: int, *, idx: int, header: dict, samples: list[dict],
-                    trailer: dict | None) -> int: ...
-
-    def set_result(self, result_id: int, *, status: str, reason: str | None = None,
-                   summary: dict | None = None) -> None: ...
-
-    def finish_run(self, run_id: int, status: str) -> None: ...
-
-    def list_runs(self, limit: int | None = None) -> list[dict]: ...
-
-    def resolve(self, ref: str) -> int: ...
-
-    def load_run(self, ref: str | int) -> dict: ...
-
-    def clean_abandoned(self) -> list[int]: ...
-
-    def close(self) -> None: ...
-
-    def __enter__(self) -> "Store": ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-
 # scheme -> backend class, constructed with the rest of the URL after "scheme://"
 # (for sqlite: "/abs/path" or "rel/path"). A PostgreSQL backend goes here.
-BACKENDS: dict[str, type] = {"sqlite": SqliteStore}
+BACKENDS: dict[str, type[SqlStore]] = {"sqlite": SqliteStore}
 
 # Schemes we know of but do not implement yet: a specific message, not "unknown".
 _PLANNED = {"postgresql": "PostgreSQL", "postgres": "PostgreSQL"}
@@ -68,7 +37,7 @@ def _supported() -> str:
     return "; ".join(f"{scheme} ({cls.url_help})" for scheme, cls in BACKENDS.items())
 
 
-def open_store(url: str | None, on_wait=None, *, readonly: bool = False) -> Store:
+def open_store(url: str | None, on_wait: OnWait | None = None, *, readonly: bool = False) -> Store:
     """Open (creating if needed) the store at `url`: None for the default path, a
     plain path, or `scheme://rest`. Raises StoreError if it cannot be used,
     StoreLocked if another program holds it too long. `on_wait(message)` is

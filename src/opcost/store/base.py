@@ -1,0 +1,465 @@
+"""The store interface, and the SQL store that every database backend is.
+
+`Store` is what the callers use: the recorder writes a run as it is measured
+(create_run, add_result, add_process after every probe process, set_result,
+finish_run); `history`, `show` and `compare` read (list_runs, resolve,
+load_run); `history clean` marks abandoned runs.
+
+`SqlStore` implements it once over a DB-API 2 connection: every statement
+(written with `?` placeholders, turned into the driver's style), run
+references, transactions, waiting for another program's lock, migrations and
+the owner rules. Rows become documents in store/rows.py. A backend subclasses
+it with its dialect: the class attributes and the methods marked "dialect"
+below, and its schema module's MIGRATIONS and ADDED_IN (store/sqlite.py and
+store/sqlite_schema.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import time
+from types import ModuleType
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar, Union
+
+from .. import interrupts
+from ..errors import StoreError, StoreLocked, UnknownRun
+from ..text import printable
+from . import rows
+from .owner import owner_here, shown_status
+
+RUN_STATUSES = ("running", "complete", "interrupted", "failed", "abandoned")
+FINAL_RUN_STATUSES = RUN_STATUSES[1:]
+# "abandoned" is what a reader sees of a run left "running" by an opcost that is
+# gone (killed -9, machine rebooted); `opcost history clean` stores it.
+RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
+
+# How long a write waits for a store locked by another program before opcost
+# gives up on the store for the rest of the run (OPCOST_STORE_WAIT, seconds).
+DEFAULT_LOCK_WAIT_S = 60.0
+
+MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
+
+OnWait = Callable[[str], None]
+# A migration step: an SQL script, or a function of the connection.
+Step = Union[str, Callable[[Any], None]]
+
+
+class Store(Protocol):
+    """What the recorder (record.py) and the readers (commands.py: history,
+    show, compare) use, exactly as they call it."""
+
+    lock_wait: float                # seconds a write waits for another program's lock
+    on_wait: OnWait | None          # told once when a write has to wait for it
+
+    @property
+    def path(self) -> os.PathLike[str] | str:
+        """Where the store is, as messages name it (a rescue file goes beside it)."""
+
+    def create_run(self, *, label: str | None, env: dict[str, Any], argv: list[str],
+                   opcost_version: str, kind: str = "run") -> int: ...
+
+    def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
+                   op: str, unit: str, key: str | None = None) -> int: ...
+
+    def add_process(self, result_id: int, *, idx: int, header: dict[str, Any], samples: list[dict[str, Any]],
+                    trailer: dict[str, Any] | None, meta: dict[str, Any] | None = None) -> int: ...
+
+    def set_result(self, result_id: int, *, status: str, reason: str | None = None,
+                   summary: dict[str, Any] | None = None) -> None: ...
+
+    def finish_run(self, run_id: int, status: str) -> None: ...
+
+    def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]: ...
+
+    def resolve(self, ref: str) -> int: ...
+
+    def load_run(self, ref: str | int) -> dict[str, Any]: ...
+
+    def clean_abandoned(self) -> list[int]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def lock_wait_s() -> float:
+    try:
+        v = float(os.environ.get("OPCOST_STORE_WAIT", DEFAULT_LOCK_WAIT_S))
+    except ValueError:
+        return DEFAULT_LOCK_WAIT_S
+    return v if v >= 0 else DEFAULT_LOCK_WAIT_S
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_S = TypeVar("_S", bound="SqlStore")
+
+
+class SqlStore:
+    """A `Store` over one DB-API 2 connection that runs in autocommit mode:
+    single statements commit on their own, multi-statement writes (a process
+    and its samples, a migration step) go through `_transaction`."""
+
+    # --- the dialect ----------------------------------------------------------------
+    scheme: ClassVar[str]                       # the URL scheme, as in BACKENDS
+    url_help: ClassVar[str]                     # what follows "scheme://", for messages
+    driver: ClassVar[ModuleType]                # the DB-API module: its Error and paramstyle
+    begin_sql: ClassVar[str] = "BEGIN"          # starts a write transaction, taking the write lock
+    no_limit: ClassVar[int | None] = None       # the LIMIT that means "all rows"
+    migrations: ClassVar[Sequence[tuple[int, Step]]]   # the schema module's MIGRATIONS
+    added_in: ClassVar[Mapping[str, int]] = {}  # "table.column" -> the version that added it
+
+    def _connect(self) -> Any:
+        """Dialect: a new connection in autocommit mode (read-only if self.readonly)."""
+        raise NotImplementedError
+
+    def _configure(self, db: Any) -> None:
+        """Dialect: settings of each new connection."""
+
+    def _schema_version(self, db: Any) -> int:
+        """Dialect: the schema version of the store (0: nothing there yet)."""
+        raise NotImplementedError
+
+    def _check_ours(self, db: Any, version: int) -> None:
+        """Dialect: raise StoreError if the database belongs to another program."""
+
+    def _set_schema_version(self, db: Any, version: int) -> None:
+        """Dialect: record `version`, inside the migration step's transaction."""
+        raise NotImplementedError
+
+    def _run_script(self, db: Any, script: str) -> None:
+        """Dialect: run a migration script, inside its transaction."""
+        raise NotImplementedError
+
+    def _insert_id(self, db: Any, sql: str, args: Sequence[Any]) -> int:
+        """Dialect: run an INSERT, return the id of the new row."""
+        raise NotImplementedError
+
+    def _classify(self, e: Exception) -> tuple[str, str] | None:
+        """Dialect: a driver error as (what is wrong with the store, what to do),
+        the hint may name {path}; None when another program holds the lock (the
+        write waits and tries again)."""
+        raise NotImplementedError
+
+    # --- opening --------------------------------------------------------------------
+
+    def __init__(self, path: os.PathLike[str] | str, on_wait: OnWait | None = None, *,
+                 readonly: bool = False):
+        """readonly: for reading only (history, show, compare): never created,
+        migrated or written, so that a store of an older schema is read as it is."""
+        self.on_wait = on_wait
+        self.lock_wait = lock_wait_s()
+        self.path = path
+        self.readonly = readonly
+        self.version = 0                # schema version of the store (the latest once migrated)
+        self._conn: Any = None
+        self._empty = False             # read-only, and there is nothing to read
+
+    def _open(self) -> None:
+        """Connect, then bring the schema up to date (read-only: only read its
+        version); closed again if that fails."""
+        with self._guard(None):
+            self._conn = self._connect()
+        try:
+            with self._guard(None):
+                self._configure(self._conn)
+            self._retry("opening", self._migrate)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def latest_version(self) -> int:
+        return self.migrations[-1][0]
+
+    def _migrate(self) -> None:
+        with self._guard("reading the schema version"):
+            version = self._schema_version(self._db)
+            self._check_ours(self._db, version)
+        if version > self.latest_version:
+            raise StoreError(f"store {self.path} has schema version {version}, this opcost knows "
+                             f"up to {self.latest_version}: upgrade opcost")
+        self.version = version
+        if self.readonly:
+            # Read as it is: the queries below know every version's columns.
+            self._empty = version == 0
+            return
+        for target, step in self.migrations:
+            if target <= version:
+                continue
+            with self._transaction(f"migrating to schema version {target}") as db:
+                # Re-read under the write lock: another opcost may have migrated
+                # between our first read and now.
+                if self._schema_version(db) >= target:
+                    continue
+                if callable(step):
+                    step(db)
+                else:
+                    self._run_script(db, step)
+                self._set_schema_version(db, target)
+            self.version = target
+
+    # --- plumbing -------------------------------------------------------------------
+
+    @property
+    def _db(self) -> Any:
+        if self._conn is None:
+            raise StoreError(f"store {self.path} is closed")
+        return self._conn
+
+    def _sql(self, sql: str) -> str:
+        """Statements here use `?`; a format-style driver (%s) gets its own."""
+        return sql if self.driver.paramstyle == "qmark" else sql.replace("?", "%s")
+
+    def _run(self, db: Any, sql: str, args: Sequence[Any] = ()) -> Any:
+        cur = db.cursor()
+        cur.execute(self._sql(sql), args)
+        return cur
+
+    @contextlib.contextmanager
+    def _guard(self, doing: str | None) -> Iterator[None]:
+        """Turn any driver error into one StoreError line: what, where, what to do."""
+        try:
+            yield
+        except self.driver.Error as e:
+            problem = self._classify(e)
+            during = f" while {doing}" if doing else ""
+            if problem is None:
+                raise StoreLocked(f"store {self.path} is locked by another program{during}: "
+                                  "retry when it has finished, or use another --store") from None
+            what, hint = problem
+            raise StoreError(f"store {self.path} {what}{during} ({e}): {hint.format(path=self.path)}") from None
+
+    @contextlib.contextmanager
+    def _transaction(self, doing: str) -> Iterator[Any]:
+        """BEGIN ... COMMIT; rolled back on any exception, Ctrl-C included, so an
+        interrupted write leaves nothing half-stored and the connection usable
+        for finish_run(..., 'interrupted')."""
+        db = self._db
+
+        def begin() -> None:
+            with self._guard(doing):
+                self._run(db, self.begin_sql)
+
+        def commit() -> None:
+            with self._guard(doing):
+                self._run(db, "COMMIT")
+
+        self._retry(doing, begin)
+        try:
+            with self._guard(doing):
+                yield db
+            self._retry(doing, commit)   # a reader may hold the store a little longer
+        except BaseException:
+            with contextlib.suppress(self.driver.Error):
+                db.rollback()
+            raise
+
+    def _execute(self, doing: str, sql: str, args: Sequence[Any] = ()) -> Any:
+        """One statement, committed on its own; waits for another program's lock."""
+        def once() -> Any:
+            with self._guard(doing):
+                return self._run(self._db, sql, args)
+        return self._retry(doing, once)
+
+    def _insert(self, doing: str, sql: str, args: Sequence[Any]) -> int:
+        def once() -> int:
+            with self._guard(doing):
+                return self._insert_id(self._db, sql, args)
+        result: int = self._retry(doing, once)
+        return result
+
+    def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
+        """Run fn, waiting while another program holds the store's lock: say so
+        once, keep trying up to OPCOST_STORE_WAIT seconds, stop early when a
+        signal is pending (the run is being stopped), then raise StoreLocked.
+        How long one try waits is the dialect's (its connection's timeout)."""
+        budget = self.lock_wait
+        t0 = time.monotonic()
+        said = False
+        while True:
+            try:
+                return fn()
+            except StoreLocked:
+                waited = time.monotonic() - t0
+                if waited >= budget or interrupts.pending():
+                    raise
+                if not said and self.on_wait:
+                    self.on_wait(f"store {self.path} is locked by another program; waiting up to "
+                                 f"{budget:g} s while {doing} (OPCOST_STORE_WAIT)")
+                    said = True
+
+    def _column(self, column: str, expr: str) -> str:
+        """expr, or NULL in a store whose schema predates `column` (read as it is)."""
+        return expr if self.version >= self.added_in.get(column, 0) else "NULL"
+
+    # --- writing --------------------------------------------------------------------
+
+    def create_run(self, *, label: str | None, env: dict[str, Any], argv: list[str],
+                   opcost_version: str, kind: str = "run") -> int:
+        return self._insert(
+            "creating a run",
+            "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+            (_now(), label, kind, opcost_version, rows.encode(list(argv)), rows.encode(env),
+             rows.encode(owner_here())))
+
+    def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
+                   op: str, unit: str, key: str | None = None) -> int:
+        return self._insert(
+            "adding a result",
+            "INSERT INTO results (run_id, position, bench, params, op, unit, status, key) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+            (run_id, position, bench, rows.encode(params), op, unit, key))
+
+    def add_process(self, result_id: int, *, idx: int, header: dict[str, Any], samples: list[dict[str, Any]],
+                    trailer: dict[str, Any] | None, meta: dict[str, Any] | None = None) -> int:
+        """Store one probe process with all its samples, committed before returning."""
+        # Encode before BEGIN: a sample that is not JSON fails without a transaction.
+        sample_rows = [(i, 1 if s.get("warmup") else 0, s.get("iters"), s.get("ns_per_op"),
+                        s.get("tsc_per_op"), rows.encode(s)) for i, s in enumerate(samples)]
+        header_json = rows.encode(header)
+        trailer_json = None if trailer is None else rows.encode(trailer)
+        meta_json = None if meta is None else rows.encode(meta)
+        with self._transaction("adding a process") as db:
+            process_id = self._insert_id(
+                db, "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
+                (result_id, idx, header_json, trailer_json, meta_json))
+            db.cursor().executemany(
+                self._sql("INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                [(process_id, *row) for row in sample_rows])
+        return process_id
+
+    def set_result(self, result_id: int, *, status: str, reason: str | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        if status not in RESULT_STATUSES:
+            raise ValueError(f"result status {status!r} not one of {RESULT_STATUSES}")
+        cur = self._execute(
+            "updating a result",
+            "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
+            (status, reason, None if summary is None else rows.encode(summary), result_id))
+        if cur.rowcount != 1:
+            raise StoreError(f"store {self.path} holds no result with id {result_id}")
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        if status not in FINAL_RUN_STATUSES:
+            raise ValueError(f"final run status {status!r} not one of {FINAL_RUN_STATUSES}")
+        cur = self._execute(
+            "finishing a run",
+            "UPDATE runs SET status = ?, finished = ? WHERE id = ?",
+            (status, _now(), run_id))
+        if cur.rowcount != 1:
+            raise StoreError(f"store {self.path} holds no run with id {run_id}")
+
+    def clean_abandoned(self) -> list[int]:
+        """Store "abandoned" for every run left "running" by an opcost that is
+        gone (its processes stay). Returns their ids."""
+        with self._guard("listing running runs"):
+            running = self._run(self._db, "SELECT id, " + self._column("runs.owner", "owner") +
+                                " FROM runs WHERE status = 'running'").fetchall()
+        gone = [rid for rid, owner in running if shown_status("running", rows.decode(owner)) == "abandoned"]
+        for rid in gone:
+            self._execute("marking a run abandoned",
+                          "UPDATE runs SET status = 'abandoned', finished = ? WHERE id = ? AND status = 'running'",
+                          (_now(), rid))
+        return gone
+
+    # --- reading --------------------------------------------------------------------
+
+    def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Runs newest first (by id: creation order, immune to clock changes)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, not {limit}")
+        lim = self.no_limit if limit is None else min(int(limit), MAX_INT)
+        if self._empty:
+            return []
+        with self._guard("listing runs"):
+            runs = self._run(
+                self._db,
+                "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
+                " (SELECT count(*) FROM results x WHERE x.run_id = r.id), " + self._column("runs.owner", "r.owner") +
+                " FROM runs r ORDER BY r.id DESC LIMIT ?", (lim,)).fetchall()
+            # Distinct bench names per run, in the order they first appear in the run.
+            benches = self._run(
+                self._db,
+                "SELECT run_id, bench, min(position) AS first FROM results"
+                " WHERE run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?)"
+                " GROUP BY run_id, bench ORDER BY run_id, first", (lim,)).fetchall()
+        return rows.run_entries(runs, benches)
+
+    def resolve(self, ref: str) -> int:
+        """A run reference: `id:N` (the run with that id), `label:TEXT` (the
+        most recent run with that label), or bare: all digits is tried as an
+        id first, then as a label; anything else is a label."""
+        text = str(ref)  # as given: `show 'base\n'` is not `show base`
+        how, colon, rest = text.partition(":")
+        kinds = (how,) if colon and how in ("id", "label") else ("id", "label")
+        if kinds != ("id", "label"):
+            text = rest
+        if kinds == ("id",) and not (text.isascii() and text.isdigit()):
+            raise UnknownRun(f"run reference '{printable(ref)}': an id is a number (id:12); `opcost history` "
+                             "lists them, and label:TEXT names a run by its label")
+        if not self._empty:
+            with self._guard("looking up a run"):
+                if "id" in kinds and text.isascii() and text.isdigit() and int(text) <= MAX_INT:
+                    row = self._run(self._db, "SELECT id FROM runs WHERE id = ?", (int(text),)).fetchone()
+                    if row:
+                        return int(row[0])
+                if "label" in kinds and text:
+                    row = self._run(self._db, "SELECT id FROM runs WHERE label = ? ORDER BY id DESC"
+                                    " LIMIT 1", (text,)).fetchone()
+                    if row:
+                        return int(row[0])
+        what = {"id": "id", "label": "label"}.get(kinds[0]) if len(kinds) == 1 else "id or label"
+        raise UnknownRun(f"no stored run with {what} '{printable(text if len(kinds) == 1 else ref)}'; "
+                         "`opcost history` lists them (id:N or label:TEXT says which a reference is)")
+
+    def load_run(self, ref: str | int) -> dict[str, Any]:
+        """The run as an `opcost.result/1` document (store/rows.py): results in
+        position order, processes in idx order, samples split into measured
+        and warm-up."""
+        run_id = self.resolve(str(ref))
+        key = self._column("results.key", "key")
+        meta = self._column("processes.meta", "p.meta")
+        owner = self._column("runs.owner", "owner")
+        with self._guard("loading a run"):
+            db = self._db
+            run = self._run(
+                db, "SELECT created, finished, label, kind, status, opcost_version, argv, env, " + owner +
+                " FROM runs WHERE id = ?", (run_id,)).fetchone()
+            results = self._run(
+                db, f"SELECT id, bench, params, op, unit, status, reason, summary, {key} FROM results"
+                " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
+            processes = self._run(
+                db, f"SELECT p.id, p.result_id, p.idx, p.header, p.trailer, {meta} FROM processes p"
+                " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
+                " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
+            samples = self._run(
+                db, "SELECT s.process_id, s.warmup, s.data FROM samples s"
+                " JOIN processes p ON p.id = s.process_id"
+                " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
+                " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
+        return rows.run_document(run_id, run, results, processes, samples)
+
+    # --- lifetime -------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"

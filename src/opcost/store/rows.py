@@ -1,0 +1,99 @@
+"""Rows to documents, and back to JSON columns: the one place that knows what a
+stored row means, for every backend.
+
+JSON columns hold what the probe and the runner produced, unchanged, so a
+stored run always turns back into the exact `opcost.result/1` document. The
+readers of store/base.py select the columns each function below names, in
+that order; a column an older schema lacks is selected as NULL. Each level (a
+process, a result, a run) is built by its own function, so that it can turn
+into a model object without touching the queries.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+from .owner import shown_status
+
+RESULT_SCHEMA = "opcost.result/1"
+
+Row = Sequence[Any]
+
+
+def encode(value: Any) -> str:
+    """A JSON column's text. sort_keys: params must compare equal as text too
+    (same variant, same JSON)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+# --- history ----------------------------------------------------------------------
+
+def run_entries(runs: Iterable[Row], benches: Iterable[Row]) -> list[dict[str, Any]]:
+    """`list_runs` entries. runs: (id, created, finished, label, kind, status,
+    opcost_version, number of results, owner), in the order listed; benches:
+    (run_id, bench, first position), ordered by run and first position."""
+    names: dict[int, list[str]] = {}
+    for run_id, bench, _ in benches:
+        names.setdefault(run_id, []).append(bench)
+    return [
+        {"id": rid, "created": created, "finished": finished, "label": label, "kind": kind,
+         "status": shown_status(status, decode(owner)), "opcost_version": version, "n_results": n,
+         "benches": names.get(rid, [])}
+        for rid, created, finished, label, kind, status, version, n, owner in runs
+    ]
+
+
+# --- one run: opcost.result/1 ------------------------------------------------------
+
+def process(row: Row) -> dict[str, Any]:
+    """row: (idx, header, trailer, meta); samples and warm-up filled in later."""
+    idx, header, trailer, meta = row
+    return {"index": idx, **(decode(meta) if meta else {}), "header": decode(header),
+            "trailer": decode(trailer), "samples": [], "warmup": []}
+
+
+def result(row: Row, processes: list[dict[str, Any]]) -> dict[str, Any]:
+    """row: (bench, params, op, unit, status, reason, summary, key)."""
+    bench, params, op, unit, status, reason, summary, key = row
+    return {"bench": bench, **({"key": key} if key else {}), "params": decode(params), "op": op, "unit": unit,
+            "status": status, "reason": reason, "summary": decode(summary), "processes": processes}
+
+
+def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Iterable[Row],
+                 samples: Iterable[Row]) -> dict[str, Any]:
+    """The run as an `opcost.result/1` document (plus store fields: run_id,
+    created, finished, label, kind, status, argv), from three bulk reads rather
+    than one query per process:
+    run: (created, finished, label, kind, status, opcost_version, argv, env, owner);
+    results: (id, *result's row), in position order;
+    processes: (id, result_id, *process's row), in result and idx order;
+    samples: (process_id, warmup, data), in process and idx order.
+    Each process splits its samples into measured ("samples") and "warmup"."""
+    by_id: dict[int, dict[str, Any]] = {}
+    by_result: dict[int, list[dict[str, Any]]] = {}
+    for pid, result_id, *rest in processes:
+        proc = process(rest)
+        by_id[pid] = proc
+        by_result.setdefault(result_id, []).append(proc)
+    for pid, warmup, data in samples:
+        by_id[pid]["warmup" if warmup else "samples"].append(decode(data))
+
+    created, finished, label, kind, status, version, argv, env, owner = run
+    return {
+        "schema": RESULT_SCHEMA,
+        "opcost_version": version,
+        "run_id": run_id,
+        "created": created,
+        "finished": finished,
+        "label": label,
+        "kind": kind,
+        "status": shown_status(status, decode(owner)),
+        "argv": decode(argv),
+        "env": decode(env),
+        "results": [result(rest, by_result.get(rid, [])) for rid, *rest in results],
+    }
