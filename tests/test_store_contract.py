@@ -96,13 +96,14 @@ def write_run(store: Store, label: str | None = "base", kind: str = "run") -> tu
             warm, meas = [sample(k, True) for k in range(2)], [sample(k) for k in range(3)]
             meta = {"round": idx, "seq": 7 * idx, "pad_bytes": 100 + idx, "wall_s": 0.25}
             store.add_process(rid, idx=idx, header=header, samples=warm + meas, trailer={"ok": True}, meta=meta)
-            processes.append({"index": idx, **dict(sorted(meta.items())), "header": header, "trailer": {"ok": True},
-                              "samples": meas, "warmup": warm})
+            processes.append({"index": idx, **dict(sorted(meta.items())), "header": header, "samples": meas,
+                              "warmup": warm, "trailer": {"ok": True}})
         summary = {"median_ns": 2.5, "n_processes": 2} if status == "ok" else None
         store.set_result(rid, status=status, reason=reason, summary=summary)
+        # the model's one shape (model.Result): a variant without processes reads {"n_processes": 0}
         results.append({"bench": bench, **({"key": key} if key else {}), "params": params, "op": "round trip",
-                        "unit": "ns", "status": status, "reason": reason, "summary": summary,
-                        "processes": processes})
+                        "unit": "ns", "status": status, "reason": reason, "processes": processes,
+                        "summary": summary if processes else {"n_processes": 0}})
     return run_id, {"schema": "opcost.result/1", "opcost_version": "0.1.0", "run_id": run_id,
                     "label": label, "kind": kind, "status": "running", "argv": ARGV, "env": ENV,
                     "results": results}
@@ -199,7 +200,7 @@ def test_statuses(backend):
         for status in base.RESULT_STATUSES:
             store.set_result(rid, status=status, reason=f"because {status}")
             r = store.load_run(running)["results"][0]
-            assert (r["status"], r["reason"], r["summary"]) == (status, f"because {status}", None)
+            assert (r["status"], r["reason"], r["summary"]) == (status, f"because {status}", {"n_processes": 0})
         assert {r["id"]: r["status"] for r in store.list_runs()} == {**finals, running: "running"}
         with pytest.raises(ValueError):
             store.set_result(rid, status="great")
@@ -296,7 +297,7 @@ def test_read_only_store_refuses_every_write(backend):
         run_id, want = write_run(store)
         rid = store.add_result(run_id, position=9, bench="b", params={}, op="o", unit="ns")
     want["results"].append({"bench": "b", "params": {}, "op": "o", "unit": "ns", "status": "pending",
-                            "reason": None, "summary": None, "processes": []})
+                            "reason": None, "processes": [], "summary": {"n_processes": 0}})
     with open_store(url, readonly=True) as store:
         writes = {
             "creating a run": lambda: store.create_run(label=None, env={}, argv=[], opcost_version="0.1.0"),
@@ -389,7 +390,7 @@ def test_a_store_of_the_oldest_schema_is_read_as_it_is_then_migrated(backend, mo
     want = {"schema": "opcost.result/1", "opcost_version": "0.0.1", "run_id": run_id, "label": "before",
             "kind": "run", "status": "complete", "argv": ["opcost"], "env": {},
             "results": [{"bench": "syscall.null", "params": {"via": "libc"}, "op": "system call", "unit": "ns",
-                         "status": "ok", "reason": None, "summary": {"median_ns": 95.0}, "processes": []}]}
+                         "status": "ok", "reason": None, "processes": [], "summary": {"median_ns": 95.0}}]}
     with open_store(url, readonly=True) as store:
         assert store.version == 1
         same_document(store.load_run("before"), want)

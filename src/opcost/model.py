@@ -87,7 +87,7 @@ class Process:
 class Result:
     """One variant of a run."""
     bench: str
-    key: str
+    key: str | None                # the display key (ctx.pipe:mode=thread); None in a store from 0.1.0
     params: dict
     op: str = ""
     unit: str = "ns"
@@ -99,16 +99,16 @@ class Result:
 
     def to_json(self) -> dict:
         summary = self.summary if self.summary is not None else (None if self.processes else {"n_processes": 0})
-        d: dict = {"bench": self.bench, "key": self.key, "params": self.params, "op": self.op, "unit": self.unit,
-             "status": self.status, "reason": self.reason, "processes": [p.to_json() for p in self.processes],
-             "summary": summary}
+        d: dict = {"bench": self.bench, **({"key": self.key} if self.key is not None else {}),
+                   "params": self.params, "op": self.op, "unit": self.unit, "status": self.status,
+                   "reason": self.reason, "processes": [p.to_json() for p in self.processes], "summary": summary}
         if self.parallel is not None:
             d["parallel"] = self.parallel
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Result":
-        return cls(d["bench"], d.get("key") or d["bench"], d.get("params") or {}, d.get("op", ""),
+        return cls(d["bench"], d.get("key"), d.get("params") or {}, d.get("op", ""),
                    d.get("unit", "ns"), d.get("status", "pending"), d.get("reason"),
                    [Process.from_json(p) for p in d.get("processes") or []], d.get("summary"), d.get("parallel"))
 

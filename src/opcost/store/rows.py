@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Sequence
 
+from ..model import Process, Result, Run
 from .owner import shown_status
-
-RESULT_SCHEMA = "opcost.result/1"
 
 Row = Sequence[Any]
 
@@ -48,20 +47,20 @@ def run_entries(runs: Iterable[Row], benches: Iterable[Row]) -> list[dict[str, A
     ]
 
 
-# --- one run: opcost.result/1 ------------------------------------------------------
+# --- one run: opcost.result/1, through the model ----------------------------------
 
-def process(row: Row) -> dict[str, Any]:
+def process(row: Row) -> Process:
     """row: (idx, header, trailer, meta); samples and warm-up filled in later."""
     idx, header, trailer, meta = row
-    return {"index": idx, **(decode(meta) if meta else {}), "header": decode(header),
-            "trailer": decode(trailer), "samples": [], "warmup": []}
+    return Process(idx, decode(header), [], [], decode(trailer), decode(meta) if meta else {})
 
 
-def result(row: Row, processes: list[dict[str, Any]]) -> dict[str, Any]:
+def result(row: Row, processes: list[Process]) -> Result:
     """row: (bench, params, op, unit, status, reason, summary, key)."""
     bench, params, op, unit, status, reason, summary, key = row
-    return {"bench": bench, **({"key": key} if key else {}), "params": decode(params), "op": op, "unit": unit,
-            "status": status, "reason": reason, "summary": decode(summary), "processes": processes}
+    summary = decode(summary)
+    return Result(bench, key or None, decode(params), op, unit, status, reason, processes, summary,
+                  summary.get("parallel") if isinstance(summary, dict) else None)
 
 
 def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Iterable[Row],
@@ -74,26 +73,16 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
     processes: (id, result_id, *process's row), in result and idx order;
     samples: (process_id, warmup, data), in process and idx order.
     Each process splits its samples into measured ("samples") and "warmup"."""
-    by_id: dict[int, dict[str, Any]] = {}
-    by_result: dict[int, list[dict[str, Any]]] = {}
+    by_id: dict[int, Process] = {}
+    by_result: dict[int, list[Process]] = {}
     for pid, result_id, *rest in processes:
         proc = process(rest)
         by_id[pid] = proc
         by_result.setdefault(result_id, []).append(proc)
     for pid, warmup, data in samples:
-        by_id[pid]["warmup" if warmup else "samples"].append(decode(data))
+        (by_id[pid].warmup if warmup else by_id[pid].samples).append(decode(data))
 
     created, finished, label, kind, status, version, argv, env, owner = run
-    return {
-        "schema": RESULT_SCHEMA,
-        "opcost_version": version,
-        "run_id": run_id,
-        "created": created,
-        "finished": finished,
-        "label": label,
-        "kind": kind,
-        "status": shown_status(status, decode(owner)),
-        "argv": decode(argv),
-        "env": decode(env),
-        "results": [result(rest, by_result.get(rid, [])) for rid, *rest in results],
-    }
+    return Run([result(rest, by_result.get(rid, [])) for rid, *rest in results], decode(env), decode(argv),
+               shown_status(status, decode(owner)), run_id, label, version,
+               stored={"created": created, "finished": finished, "kind": kind}).to_json()
