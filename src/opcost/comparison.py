@@ -19,7 +19,7 @@ def savings(sa: dict, sb: dict, switches: int) -> dict:
     cycles; per switch for switching benchmarks; and the whole system (both
     sides) where a helper takes part."""
     def row(s: dict) -> dict:
-        r = {name: s.get(key) for name, key in _CPU_PARTS}
+        r: dict = {name: s.get(key) for name, key in _CPU_PARTS}
         r["user+system"] = None if None in (r["user"], r["system"]) else r["user"] + r["system"]
         r["elapsed"] = s.get("median_ns")
         r["cycles"] = s.get("median_cycles")

@@ -198,7 +198,7 @@ def derive(processes: list[dict], derived: list[Derived]) -> dict:
             v = evaluate(d.expr, env)
             if v is not None:
                 vals.append(v)
-        entry = {"expr": d.shown_expr(), "profile": d.profile}
+        entry: dict = {"expr": d.shown_expr(), "profile": d.profile}
         if d.help:
             entry["help"] = d.help
         if vals:

@@ -144,7 +144,7 @@ def check_out(out: Path, arch: str) -> None:
 
 def probes() -> list[dict]:
     """Every architecture opcost knows, with the probe it would use and how it runs."""
-    rows = []
+    rows: list[dict] = []
     for arch in probe.KNOWN_ARCHES:
         info = probe.find_probe(arch)
         if info:

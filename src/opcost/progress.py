@@ -5,6 +5,7 @@ pip and hyperfine do; nothing with --no-progress."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 import time
 
 
@@ -60,7 +61,7 @@ class BarProgress(NullProgress):
                            TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
                            transient=True)
         self._total = total_batches
-        self._task = None
+        self._task: Any = None          # rich's TaskID, once entered
 
     def __enter__(self):
         self._p.__enter__()

@@ -41,7 +41,7 @@ class Recorder:
         self.warn = warn or (lambda msg: None)
         self.run_id: int | None = None
         self.result_ids: dict[int, int] = {}
-        self.results = []
+        self.results: list = []         # the runner's VariantResults
         self.status = "running"
         self.store_error: OpcostError | None = None   # why the store was given up
         self.store_missed = 0                         # processes measured after that

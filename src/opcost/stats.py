@@ -85,7 +85,7 @@ def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | N
 def process_stats(samples: list[dict]) -> dict:
     """One process: the median batch, and its CPU time per op."""
     ns = [s["ns_per_op"] for s in samples]
-    out = {
+    out: dict = {
         "median_ns": median(ns),
         "median_tsc": median([s["tsc_per_op"] for s in samples]),
         "user_ns_per_op": _per_op(samples, "user_ns"),
@@ -164,7 +164,7 @@ def _summarize_counters(stats: list[dict]) -> dict:
 
 def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
     """Everything a reader must know before trusting the number."""
-    out = []
+    out: list[dict] = []
     migrated = steal = total = 0
     for p in procs:
         want = p["header"]["cpus"][0] if p.get("header") else None
@@ -189,7 +189,7 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
                     f"{OUTLIER_MIN_REL:.0%} off the median: " + ", ".join(
                         f"#{i} ({meds[i] / mid - 1:+.1%})" for i in outl),
                     "processes": outl, "rounds": [procs[i].get("round") for i in outl]})
-    slow = [s.get("slow_start") for s in stats if "slow_start" in s]
+    slow = [bool(s.get("slow_start")) for s in stats if "slow_start" in s]
     if slow and sum(slow) * 2 > len(slow):
         out.append({"flag": "no steady state",
                     "detail": f"first batches >{SLOW_START - 1:.0%} slower in {sum(slow)} of {len(slow)} processes: "
