@@ -46,12 +46,13 @@ def run(args, argv) -> int:
     from ..comparison import pair_results, stored_document
     from ..export.json_comparison import serialize
     from ..report import format_comparison
-    from ..session import switches_table
+    from ..session import local_target, switches_table
 
     pair_results(run_a, run_b)   # input checked before numpy is imported
     fill_summaries(run_a)
     fill_summaries(run_b)
-    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(), diffs=diffs)
+    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(local_target()),
+                          diffs=diffs)
     if args.json is not None:
         output.write(args.json, serialize(doc))
     out = table_stream(args.json)
