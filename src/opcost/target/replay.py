@@ -109,7 +109,8 @@ class ReplayTarget:
     def run_process(self, req: ProbeRequest, timeout: float, on_line=None) -> ProcessResult:
         self._start(req)
         reply = self._reply(req)
-        self._sleep(reply.delay, timeout)
+        if _waited_past(reply.delay, timeout):
+            raise _timeout(timeout)
         start = self._clock_ns
         res = self._outcome(req, reply, start, on_line)
         self._clock_ns = start + round(res.wall_s * 1e9) + CALIBRATION_NS
@@ -122,7 +123,7 @@ class ReplayTarget:
             self._start(r)
         replies = [self._reply(r) for r in reqs]
         start, out = self._clock_ns, []
-        self._sleep(max(r.delay for r in replies) if replies else 0.0, None)
+        _waited_past(max((r.delay for r in replies), default=0.0), timeout)
         for r, reply in zip(reqs, replies):
             try:
                 if reply.delay > timeout:
@@ -139,13 +140,6 @@ class ReplayTarget:
         self.started.append(req)
         if self.interrupt_at is not None and len(self.started) == self.interrupt_at:
             raise KeyboardInterrupt
-
-    @staticmethod
-    def _sleep(delay: float, timeout: float | None) -> None:
-        if delay > 0:
-            time.sleep(delay if timeout is None else min(delay, timeout))
-        if timeout is not None and delay > timeout:
-            raise _timeout(timeout)
 
     def _bench(self, req: ProbeRequest) -> dict | None:
         """The table's entry (None for a build: variants' exe or program);
@@ -232,6 +226,14 @@ class ReplayTarget:
             t += round(ns)
         lines.append({"type": "trailer", "status": "ok", "samples": p.samples, "warmup": p.warmup})
         return lines
+
+
+def _waited_past(delay: float, timeout: float) -> bool:
+    """Sleep as long as the process takes, or until its timeout: True if it
+    would have been killed."""
+    if delay > 0:
+        time.sleep(min(delay, timeout))
+    return delay > timeout
 
 
 def _timeout(timeout: float) -> ProbeTimeout:
