@@ -59,7 +59,7 @@ def measure(tmp_path: Path, t: ReplayTarget, vs: list, *, processes: int = 3, sa
     runner = Runner(vs, opts, target=t, warn=warnings.append)
     try:
         runner.preflight()
-        runner.recorder = Recorder(store=store, json_path=str(json_path), env=t.env(), argv=["opcost", "run"],
+        runner.recorder = Recorder(store=store, exports=[("json", str(json_path))], env=t.env(), argv=["opcost", "run"],
                                    label=name, warn=warnings.append)
         outcome = runner.run()
         stored = store.load_run(runner.recorder.run_id)
