@@ -5,7 +5,8 @@ assumed. `python3 tests/golden_cases.py` rewrites tests/golden/ (do it only
 for an intended change, and say which in the commit).
 
 What varies between runs is masked: pids, CLOCK_MONOTONIC_RAW stamps, wall
-times, dates, the temporary directory, the machine's environment."""
+times, dates, the temporary directory, the checkout's path, the machine's
+environment."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _mask(obj):
 
 
 def _text(s: str, tmp: str) -> str:
-    s = s.replace(tmp, "TMP")
+    s = s.replace(tmp, "TMP").replace(str(ROOT) + "/", "ROOT/")
     s = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "DATE", s)
     return s
 

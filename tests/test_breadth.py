@@ -13,6 +13,7 @@ from opcost.runner import summarize_variant  # a summary: statistics and the fac
 from opcost import spec, stats
 from opcost.errors import UsageError
 from opcost.report import format_results
+from opcost.targets.replay import ReplayTarget
 
 FAST = ["--fake-clock", "100", "-p", "2", "-n", "3", "-w", "1", "--target-ms", "1", "--no-store"]
 TWO_CPUS = {0, 1} <= os.sched_getaffinity(0)
@@ -63,16 +64,17 @@ TABLE = {"benchmarks": [{"name": "ctx.unix", "op": "round trip", "helper": True,
 def test_explicit_cpu_pair_takes_its_placement_from_the_topology():
     asked = []
 
-    def placement_of(a, b, arch):
-        asked.append((a, b, arch))
-        return "smt"
+    class Target(ReplayTarget):
+        def placement_of(self, a, b, arch=None):
+            asked.append((a, b, arch))
+            return "smt"
 
-    (v,) = spec.expand("ctx.unix:cpu=0,1", lambda arch: TABLE, "x86_64", ["x86_64"], None, placement_of=placement_of)
+    target = Target(TABLE, arch="x86_64")
+    (v,) = spec.expand("ctx.unix:cpu=0,1", target)
     assert v.params["placement"] == "smt" and asked == [(0, 1, "x86_64")]
     with pytest.raises(UsageError, match=r"cpu=0,1 means placement=smt, but placement=core was asked"):
-        spec.expand("ctx.unix:cpu=0,1,placement=core", lambda arch: TABLE, "x86_64", ["x86_64"], None,
-                    placement_of=placement_of)
-    (v,) = spec.expand("ctx.unix:cpu=1,1", lambda arch: TABLE, "x86_64", ["x86_64"], None, placement_of=placement_of)
+        spec.expand("ctx.unix:cpu=0,1,placement=core", target)
+    (v,) = spec.expand("ctx.unix:cpu=1,1", target)
     assert v.params["placement"] == "same" and len(asked) == 2  # one CPU needs no topology
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from opcost.errors import UsageError
 from opcost.spec import expand, split_spec
+from opcost.targets.replay import ReplayTarget
 
 TABLE = {"benchmarks": [
     {"name": "ctx.pipe", "op": "round trip", "helper": True, "params": [
@@ -17,7 +18,7 @@ TABLE = {"benchmarks": [
 
 
 def ex(spec, cpus=None):
-    return expand(spec, lambda arch: TABLE, "x86_64", ["x86_64", "i386"], cpus)
+    return expand(spec, ReplayTarget(TABLE, arch="x86_64", arches=["x86_64", "i386"], cpus=[0, 1]), cpus)
 
 
 def test_split_keeps_cpu_commas():

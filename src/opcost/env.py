@@ -9,7 +9,8 @@ Values are JSON-native (str dict keys, lists, no tuples), so an environment
 read back from the store compares equal to a freshly collected one.
 
 Native facts (CPUID leaves, XCR0, MIDR_EL1) come from the probe's `cpuid`
-command; the caller parses that line and passes it in.
+command; the caller parses that line and passes it in (`LocalTarget.env()`:
+this machine's environment is collect() with its probe's answers).
 """
 
 from __future__ import annotations
@@ -467,15 +468,6 @@ def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
 
 
 # ---- rendering and comparison -----------------------------------------------
-
-def collect_local() -> dict:
-    """This machine, with what only its probe can tell (CPUID, XCR0, version)."""
-    from . import probe
-
-    version = probe.probe_version()
-    info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
-    return collect(probe.cpuid(), info)
-
 
 def _compact(value: Any, nested: bool = False) -> str:
     if isinstance(value, dict):

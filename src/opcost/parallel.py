@@ -18,18 +18,12 @@ it is under 90%.
 
 from __future__ import annotations
 
-import os
-
 LOW_OVERLAP = 0.9
 
 
-def allowed_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
-def place(n: int, cpus: list[int] | None = None) -> tuple[list[int], bool]:
-    """Copy i on cpus[i % len(cpus)]; wrapped is True when copies share CPUs."""
-    cpus = cpus if cpus is not None else allowed_cpus()
+def place(n: int, cpus: list[int]) -> tuple[list[int], bool]:
+    """Copy i on cpus[i % len(cpus)] (the target's allowed CPUs); wrapped is
+    True when copies share CPUs."""
     return [cpus[i % len(cpus)] for i in range(n)], n > len(cpus)
 
 

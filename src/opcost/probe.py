@@ -1,4 +1,8 @@
-"""The one module that starts the probe and parses what it prints.
+"""The one module that starts the probe and parses what it prints: the
+protocol with a probe process (ProbeRequest, ProcessResult, starting one and
+collecting its lines) and where this machine's probes are (find_probe...).
+It keeps nothing between calls; `target.LocalTarget` is what the rest of
+opcost calls, and keeps the answers worth keeping.
 
 The probe speaks JSON lines (schema `opcost.probe/1`): a header, one line per
 batch ("sample"), a trailer; or a single "unsupported" line (exit 3). Anything
@@ -156,34 +160,24 @@ def _run_simple(args: list[str], arch: str | None = None, timeout: float = 30) -
     return cp.stdout
 
 
-_LIST_CACHE: dict[str, dict] = {}
-
-
 def benchmark_table(arch: str | None = None) -> dict:
-    """`opcost-probe list --json`: benchmarks, their parameters, counter names."""
-    arch = arch or host_arch()
-    if arch not in _LIST_CACHE:
-        out = _run_simple(["list", "--json"], arch)
-        try:
-            _LIST_CACHE[arch] = json.loads(out)
-        except json.JSONDecodeError as e:
-            raise ProbeError(f"probe list printed invalid JSON: {e}") from e
-    return _LIST_CACHE[arch]
-
-
-_PLACEMENT_CACHE: dict[tuple, str] = {}
+    """`opcost-probe list --json`: benchmarks, their parameters, counter names.
+    Runs the probe every time: LocalTarget keeps the answer."""
+    out = _run_simple(["list", "--json"], arch)
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError as e:
+        raise ProbeError(f"probe list printed invalid JSON: {e}") from e
 
 
 def placement_of(a: int, b: int, arch: str | None = None) -> str:
     """The placement class (same|smt|core|llc|numa) of a CPU pair, as the
-    probe reads it from sysfs (`opcost-probe placement A B`)."""
-    key = (arch or host_arch(), a, b)
-    if key not in _PLACEMENT_CACHE:
-        try:
-            _PLACEMENT_CACHE[key] = json.loads(_run_simple(["placement", str(a), str(b)], arch))["name"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ProbeError(f"probe placement printed an unexpected answer: {e}") from e
-    return _PLACEMENT_CACHE[key]
+    probe reads it from sysfs (`opcost-probe placement A B`). Runs the probe
+    every time: LocalTarget keeps the answer."""
+    try:
+        return json.loads(_run_simple(["placement", str(a), str(b)], arch))["name"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ProbeError(f"probe placement printed an unexpected answer: {e}") from e
 
 
 def cpuid(arch: str | None = None) -> dict | None:

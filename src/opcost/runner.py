@@ -4,6 +4,8 @@ Each round runs one fresh probe process per variant in a freshly randomised
 order, so drift over the run spreads over all variants instead of turning into
 a difference between them. After every process the result is saved (store and
 --json), so a crash, a timeout or Ctrl-C loses nothing already measured.
+Probe processes start on the run's target (targets/): this machine, another
+one, or a replay of scripted outcomes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, Usag
 from .model import Process, Result
 from .protocol import Protocol
 from .spec import Variant
+from .targets.base import Target
 
 
 def _named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
@@ -123,12 +126,15 @@ def fill_summaries(doc: dict) -> None:
 
 
 class Runner:
-    """`recorder` receives every finished process (store, --json); `progress`
-    is told about every batch. Both are optional."""
+    """`target` runs the probe processes (target.Target); `recorder`
+    receives every finished process (store, --json); `progress` is told
+    about every batch. Both are optional."""
 
-    def __init__(self, variants: list[Variant], opts: RunOptions, recorder=None, progress=None, warn=None):
+    def __init__(self, variants: list[Variant], opts: RunOptions, target: Target, recorder=None, progress=None,
+                 warn=None):
         self.results = [VariantResult(v, op=v.op) for v in variants]
         self.opts = opts
+        self.target = target
         self.recorder = recorder
         self.progress = progress
         self.warn = warn or (lambda msg: None)
@@ -147,7 +153,7 @@ class Runner:
             v = vr.variant
             req = self._request(v, 0, 0, pad=False)
             try:
-                reason = probe.check(req)
+                reason = self.target.check(req)
             except ProbeError as e:
                 if not v.name:
                     raise
@@ -254,7 +260,7 @@ class Runner:
         from .parallel import common_window, copy_result, place
 
         v = vr.variant
-        cpus, wrapped = place(self.opts.parallel)
+        cpus, wrapped = place(self.opts.parallel, self.target.allowed_cpus())
         reqs = []
         for c, cpu in enumerate(cpus):
             r = self._request(v, rnd, idx * 1000 + 1 + c)
@@ -267,7 +273,7 @@ class Runner:
             if self.progress and d.get("type") == "sample":
                 self.progress.advance()
 
-        out = probe.run_concurrent(reqs, self.timeout, on_line)
+        out = self.target.run_concurrent(reqs, self.timeout, on_line)
         copies = []
         ok = [r for r in out if not isinstance(r, OpcostError) and r.unsupported is None]
         window = common_window(ok) if len(ok) == len(out) else None
@@ -295,7 +301,7 @@ class Runner:
                 self.progress.advance()
 
         try:
-            res = probe.run_process(req, self.timeout, on_line)
+            res = self.target.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
             return e
         if res.unsupported is not None:

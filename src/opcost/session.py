@@ -5,22 +5,25 @@ is stored), measure with the runner while the recorder keeps every process
 (store, --json), and finish: where the run went, how it ended, the exit code.
 
 Options are typed (`Settings`, with the `Protocol`), not an argparse
-Namespace: a command builds them once from its arguments.
+Namespace: a command builds them once from its arguments. Every step takes
+the target the variants run on (targets/): `local_target()` is this machine,
+made once per process; the fleet passes another.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import probe
 from .console import emit, warn
 from .errors import UsageError
 from .protocol import Protocol
 from .spec import Variant
+from .targets.base import Target
 
 if TYPE_CHECKING:
     from .record import Recorder
@@ -87,35 +90,42 @@ def exports_of(args) -> list[tuple[str, str]]:
     return out
 
 
-def counter_plan(text: str | None):
+@functools.cache
+def local_target() -> Target:
+    """This machine as a target (target.LocalTarget), one per process, so
+    its probe's table and CPU placements are asked once."""
+    from .targets.local import LocalTarget
+
+    return LocalTarget()
+
+
+def counter_plan(text: str | None, target: Target):
     """`--counters` -> a counters.Plan (profiles expanded), or None. Unknown
-    names are usage errors; known names this machine cannot count are not
+    names are usage errors; known names the target cannot count are not
     (they come back as <not supported> with the reason)."""
     from .counters import expand
 
-    return expand(text, probe.benchmark_table()["counters"]) if text is not None else None
+    return expand(text, target.benchmark_table()["counters"]) if text is not None else None
 
 
-def cpu_option(text: str | None) -> list[str] | None:
+def cpu_option(text: str | None, target: Target) -> list[str] | None:
     """--cpu: one placement `A` or `A,B`, alternatives `A|B`, ranges `A-B`:
     the list of placements (one variant each), or None when not given."""
     from .spec import cpu_alternatives
 
-    return cpu_alternatives(text, "--cpu") if text is not None else None
+    return cpu_alternatives(text, target, "--cpu") if text is not None else None
 
 
-def plan_variants(specs: list[str], cpus: list[str] | None) -> list[Variant]:
+def plan_variants(specs: list[str], cpus: list[str] | None, target: Target) -> list[Variant]:
     """Every variant the SPECs name (the default suite without one),
-    checked against the probe's table; a variant asked for twice is an error."""
+    checked against the target's table; a variant asked for twice is an error."""
     from .spec import expand
 
-    host = probe.host_arch()
-    arches = probe.installed_arches()
     if not specs:
-        specs = default_suite(probe.benchmark_table(host))
+        specs = default_suite(target.benchmark_table(target.host_arch()))
     variants: list[Variant] = []
     for s in specs:
-        variants += expand(s, probe.benchmark_table, host, arches, cpus, placement_of=probe.placement_of)
+        variants += expand(s, target, cpus)
     seen = set()
     for v in variants:
         k = (v.bench, tuple(sorted(v.all_params().items())))
@@ -125,10 +135,10 @@ def plan_variants(specs: list[str], cpus: list[str] | None) -> list[Variant]:
     return variants
 
 
-def switches_table() -> dict[str, int]:
+def switches_table(target: Target) -> dict[str, int]:
     """Context switches per operation of every benchmark (for stored runs,
     whose variants are gone)."""
-    return {b["name"]: b.get("switches_per_op", 0) for b in probe.benchmark_table()["benchmarks"]}
+    return {b["name"]: b.get("switches_per_op", 0) for b in target.benchmark_table()["benchmarks"]}
 
 
 @dataclass
@@ -141,16 +151,15 @@ class Measured:
         return [vr.to_json() for vr in self.outcome.results]
 
 
-def measure(settings: Settings, variants: list[Variant]) -> Measured:
-    """Check, preflight, run with a progress display, recording after every
-    process; the store is closed on the way out, whatever happens."""
-    from .env import collect_local
+def measure(settings: Settings, variants: list[Variant], target: Target) -> Measured:
+    """Check, preflight, run on the target with a progress display, recording
+    after every process; the store is closed on the way out, whatever happens."""
     from .progress import make_progress
     from .record import Recorder
     from .runner import RunOptions, Runner
 
     settings.check()
-    plan = counter_plan(settings.counters)
+    plan = counter_plan(settings.counters, target)
     store = None
     if not settings.no_store:
         from .store import open_store
@@ -159,11 +168,11 @@ def measure(settings: Settings, variants: list[Variant]) -> Measured:
     p = settings.protocol
     opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
                       derived=plan.derived if plan else [], parallel=settings.parallel)
-    runner = Runner(variants, opts, warn=warn)
+    runner = Runner(variants, opts, target=target, warn=warn)
     try:
         runner.preflight()
         exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
-        runner.recorder = Recorder(store=store, exports=exports, env=collect_local(),
+        runner.recorder = Recorder(store=store, exports=exports, env=target.env(),
                                    argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
         total = len(variants) * p.processes * (p.warmup + p.samples) * copies

@@ -7,13 +7,13 @@ parameter is stored and compared as its canonical decimal (`n=0x10` is
 `n=16`), so two spellings of one value are one variant. `cpu` and `arch` are
 parameters of every benchmark; the rest are checked against the probe's own
 table (`opcost-probe list --json`) so an error names the valid choices before
-anything is measured.
+anything is measured. The table, the CPUs and the placements come from the
+target the variants will run on (targets/), never from this process's machine.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass, field
 
 from .errors import UsageError
@@ -86,18 +86,10 @@ def split_spec(spec: str) -> tuple[str, list[tuple[str, str]]]:
     return name, pairs
 
 
-def allowed_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
-def default_cpu() -> int:
-    # The last CPU: CPU 0 usually takes more interrupts and housekeeping.
-    return allowed_cpus()[-1]
-
-
-def check_cpu_list(value: str, what: str = "cpu") -> str:
-    """One placement: "A" (measuring side) or "A,B" (measuring side, helper)."""
-    cpus = allowed_cpus()
+def check_cpu_list(value: str, target, what: str = "cpu") -> str:
+    """One placement: "A" (measuring side) or "A,B" (measuring side, helper),
+    on CPUs the target allows."""
+    cpus = target.allowed_cpus()
     valid = _cpu_ranges(cpus)
     parts = [p.strip() for p in value.split(",")]
     if not value.strip() or len(parts) > 2:
@@ -108,7 +100,7 @@ def check_cpu_list(value: str, what: str = "cpu") -> str:
     return ",".join(str(int(p)) for p in parts)
 
 
-def cpu_alternatives(value: str, what: str = "cpu") -> list[str]:
+def cpu_alternatives(value: str, target, what: str = "cpu") -> list[str]:
     """Every CPU placement a value names, one variant each: `A`, `A,B`,
     alternatives `A|B`, and ranges `A-B` (one variant per CPU in the range,
     e.g. all the little cores of a big.LITTLE machine; `opcost env` lists
@@ -123,10 +115,10 @@ def cpu_alternatives(value: str, what: str = "cpu") -> list[str]:
             lo, _, hi = alt.partition("-")
             if not (lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi):
                 raise UsageError(f"{what}={value}: {alt!r} is not a CPU range; write A-B with A <= B, "
-                                 f"valid CPUs: {_cpu_ranges(allowed_cpus())}")
-            out += [check_cpu_list(str(c), what) for c in range(int(lo), int(hi) + 1)]
+                                 f"valid CPUs: {_cpu_ranges(target.allowed_cpus())}")
+            out += [check_cpu_list(str(c), target, what) for c in range(int(lo), int(hi) + 1)]
         else:
-            out.append(check_cpu_list(alt, what))
+            out.append(check_cpu_list(alt, target, what))
     return list(dict.fromkeys(out))
 
 
@@ -162,20 +154,20 @@ def _check_value(bench: str, p: dict, v: str) -> str:
     return v
 
 
-def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
-           default_cpus: str | list[str] | None, placement_of=None) -> list[Variant]:
-    """All variants a SPEC denotes, validated. `table_for_arch(arch)` returns
-    the probe's benchmark table for that architecture; `default_cpus` is the
-    --cpu option (one placement, or a list of them from cpu_alternatives);
-    `placement_of(a, b, arch)` the placement class of a CPU pair (None: same
-    or core)."""
+def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> list[Variant]:
+    """All variants a SPEC denotes, validated against the target: its
+    benchmark table per architecture, its architectures, CPUs and the
+    placement class of a CPU pair. `default_cpus` is the --cpu option (one
+    placement, or a list of them from cpu_alternatives)."""
+    host_arch = target.host_arch()
+    arches = target.arches()
     name, pairs = split_spec(spec)
     lists = {k: [x.strip() for x in v.split("|")] for k, v in pairs}
     for k, vals in lists.items():
         if any(x == "" for x in vals):
             raise UsageError(f"SPEC {spec!r}: {k} has an empty value")
     if "cpu" in lists:
-        lists["cpu"] = cpu_alternatives("|".join(lists["cpu"]))
+        lists["cpu"] = cpu_alternatives("|".join(lists["cpu"]), target)
     elif isinstance(default_cpus, list) and len(default_cpus) > 1:
         lists["cpu"] = default_cpus  # --cpu 0-3: one variant per CPU, named by it
     if isinstance(default_cpus, list):
@@ -189,7 +181,7 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
     for combo in itertools.product(*(lists[k] for k in keys)):
         chosen = dict(zip(keys, combo))
         arch = chosen.pop("arch", host_arch)
-        table = table_for_arch(arch)
+        table = target.benchmark_table(arch)
         benches = {b["name"]: b for b in table["benchmarks"]}
         if name not in benches:
             raise UsageError(f"unknown benchmark {name!r}; valid: {', '.join(benches)}")
@@ -209,28 +201,23 @@ def expand(spec: str, table_for_arch, host_arch: str, arches: list[str],
             if "," in cpu and not b.get("helper"):
                 raise UsageError(f"{name} runs on one CPU; give cpu=A, not cpu={cpu}")
         else:
-            cpu = default_cpus or str(default_cpu())
+            cpu = default_cpus or str(target.default_cpu())
             if not b.get("helper"):
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
-        _reconcile_placement(name, params, cpu, b, "placement" in chosen, placement_of, arch)
+        _reconcile_placement(name, params, cpu, b, "placement" in chosen, target.placement_of, arch)
         variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin),
                                 b.get("switches_per_op", 0)))
     return variants
 
 
 def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool,
-                         placement_of=None, arch: str | None = None) -> None:
+                         placement_of, arch: str) -> None:
     """Two explicit CPUs decide the placement; say so if the user also asked
     for a placement that contradicts them (never silently change either)."""
     if "placement" not in params or "," not in cpu:
         return
     a, h = cpu.split(",")
-    if a == h:
-        implied = "same"
-    elif placement_of is not None:
-        implied = placement_of(int(a), int(h), arch)
-    else:
-        implied = "core"
+    implied = "same" if a == h else placement_of(int(a), int(h), arch)
     if placement_given and params["placement"] != implied:
         raise UsageError(f"{name}: cpu={cpu} means placement={implied}, but placement={params['placement']} was asked")
     params["placement"] = implied

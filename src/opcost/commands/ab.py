@@ -20,8 +20,7 @@ def add_parser(sub) -> None:
     add_measure_options(s)
 
 
-def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None) -> tuple:
-    from .. import probe
+def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> tuple:
     from ..spec import expand
 
     if cpus and len(cpus) > 1:
@@ -34,8 +33,7 @@ def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None) -> tuple:
         if "|" in params:
             raise UsageError(f"{arm} {params}: one variant per arm; `opcost run` expands value lists")
         spec = f"{bench}:{params}" if params.strip() else bench
-        vs = expand(spec, probe.benchmark_table, probe.host_arch(), probe.installed_arches(), cpus,
-                    placement_of=probe.placement_of)
+        vs = expand(spec, target, cpus)
         if len(vs) != 1:
             raise UsageError(f"{arm} {params}: names {len(vs)} variants; each arm is one variant")
         pair.append(vs[0])
@@ -49,11 +47,12 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()
-    cpus = session.cpu_option(args.cpu)
-    pairs = [variant_pair(bench, args.a, args.b, cpus) for bench in args.benches]
+    target = session.local_target()
+    cpus = session.cpu_option(args.cpu, target)
+    pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
-    m = session.measure(settings, [v for pair in pairs for v in pair])
+    m = session.measure(settings, [v for pair in pairs for v in pair], target)
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
     export.write(settings.exports, doc)

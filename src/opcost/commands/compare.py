@@ -46,12 +46,13 @@ def run(args, argv) -> int:
                          "their costs are not comparable (--force to compare anyway)")
     from ..comparison import pair_results, stored_document
     from ..report import format_comparison
-    from ..session import switches_table
+    from ..session import local_target, switches_table
 
     pair_results(run_a, run_b)   # input checked before numpy is imported
     fill_summaries(run_a)
     fill_summaries(run_b)
-    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(), diffs=diffs)
+    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(local_target()),
+                          diffs=diffs)
     export.write(exports, doc)
     out = table_stream(exports)
     emit([format_comparison(doc, color=out.isatty())], out)

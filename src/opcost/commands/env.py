@@ -1,4 +1,4 @@
-"""`opcost env`: this machine, as stored with every run."""
+"""`opcost env`: this machine, as stored with every run (its target's env())."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from ..env import collect_local, format_env
+    from ..env import format_env
+    from ..session import local_target
 
-    env = collect_local()
+    env = local_target().env()
     if args.json:
         dump_json(env)
     else:

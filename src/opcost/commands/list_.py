@@ -11,14 +11,14 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import probe
-    from ..session import default_suite
+    from ..session import default_suite, local_target
 
-    table = probe.benchmark_table()
+    target = local_target()
+    table = target.benchmark_table()
     if args.json:
         dump_json({**table, "default_suite": default_suite(table), "generic_params": [
             {"name": "cpu", "help": "CPU for the measuring side, or A,B (measuring side, helper)"},
-            {"name": "arch", "help": "probe architecture", "choices": probe.installed_arches()}]})
+            {"name": "arch", "help": "probe architecture", "choices": target.arches()}]})
         return 0
     for b in table["benchmarks"]:
         print(f"{b['name']:<16} {b['summary']}")
@@ -28,6 +28,6 @@ def run(args, argv) -> int:
                 f"{p['min']}..{p['max']}" if p["type"] == "int" else "text")
             print(f"{'':<16}   {p['name']}={allowed} (default {p['default']}): {p['help']}")
     print(f"\nevery benchmark also takes cpu=A[,B] (or a range A-B: one variant per CPU), "
-          f"arch={'|'.join(probe.installed_arches())} and spin=N")
+          f"arch={'|'.join(target.arches())} and spin=N")
     print(f"default suite (`opcost run` with no SPEC): {' '.join(default_suite(table))}")
     return 0

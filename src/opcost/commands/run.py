@@ -25,7 +25,8 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
-    variants = session.plan_variants(args.specs, session.cpu_option(args.cpu))
+    target = session.local_target()
+    variants = session.plan_variants(args.specs, session.cpu_option(args.cpu, target), target)
     if settings.parallel > 1:
         pinned = [v.key() for v in variants if "cpu" in v.given]
         if args.cpu or pinned:
@@ -34,10 +35,10 @@ def run(args, argv) -> int:
                              + " (restrict the CPUs with taskset instead)")
         from ..parallel import place
 
-        cpus, wrapped = place(settings.parallel)
+        cpus, wrapped = place(settings.parallel, target.allowed_cpus())
         if wrapped:
             warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
-    m = session.measure(settings, variants)
+    m = session.measure(settings, variants, target)
     emit([format_results(m.results)], table_stream(settings.exports))
     return session.finish(settings, m)

@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 def run(args, argv) -> int:
     from .. import export
     from ..runner import fill_summaries
-    from ..session import exports_of
+    from ..session import exports_of, local_target
     from ..store import open_store
 
     exports = exports_of(args)
@@ -34,14 +34,15 @@ def run(args, argv) -> int:
     print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
           f", {doc.get('created', '')}, {doc.get('status', '')}" +
           (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
-    print(format_stored(doc))
+    print(format_stored(doc, local_target()))
     return 0
 
 
-def format_stored(doc: dict) -> str:
+def format_stored(doc: dict, target) -> str:
     """A stored run as the command that measured it printed it: `ab` and
     `variants` runs as their comparison (rebuilt from the stored results and
-    the stored command line), any other as the results table."""
+    the stored command line, an `ab`'s switches per operation from the
+    target's table), any other as the results table."""
     from ..comparison import ab_document, variants_document
     from ..report import format_comparison, format_results, format_variants
     from ..session import switches_table
@@ -50,7 +51,8 @@ def format_stored(doc: dict) -> str:
     res = doc["results"]
     if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
         return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
-                                             run_id=doc["run_id"], env=doc.get("env"), switches=switches_table()),
+                                             run_id=doc["run_id"], env=doc.get("env"),
+                                             switches=switches_table(target)),
                                  color=sys.stdout.isatty())
     if doc.get("kind") == "variants" and args is not None and res:
         vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))

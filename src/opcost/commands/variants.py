@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     from .. import build, session
-    from ..spec import check_cpu_list, default_cpu
+    from ..spec import check_cpu_list
 
     source = build.check_source(args.source)
     defines = build.check_defines(args.defines)
@@ -49,27 +49,28 @@ def run(args, argv) -> int:
     settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
                                           warmup=given["warmup"] or 0)
     settings.check()
+    target = session.local_target()
     if args.cpu is not None:
-        cpu = check_cpu_list(args.cpu, "--cpu")
+        cpu = check_cpu_list(args.cpu, target, "--cpu")
         if "," in cpu:
             raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
     else:
-        cpu = str(default_cpu())
-    session.counter_plan(args.counters)   # before the builds (seconds each in op mode), not after
+        cpu = str(target.default_cpu())
+    session.counter_plan(args.counters, target)   # before the builds (seconds each in op mode), not after
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
-    return _build_and_measure(args, settings, source=source, defines=defines, cc=cc, cflags=cflags, cpu=cpu,
-                              given=given)
+    return _build_and_measure(args, settings, target, source=source, defines=defines, cc=cc, cflags=cflags,
+                              cpu=cpu, given=given)
 
 
-def _build_and_measure(args, settings, *, source, defines, cc, cflags, cpu, given) -> int:
-    from .. import build, export, probe, session
+def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpu, given) -> int:
+    from .. import build, export, session
     from ..comparison import variants_document
     from ..report import format_variants
 
     with build.make_workdir() as tmp:
         b = build.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
-                        cpu=cpu, arch=probe.host_arch(), log=warn)
+                        cpu=cpu, arch=target.host_arch(), log=warn)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):
@@ -79,7 +80,7 @@ def _build_and_measure(args, settings, *, source, defines, cc, cflags, cpu, give
         settings.protocol = settings.protocol.with_(
             samples=ds if given["samples"] is None else given["samples"],
             warmup=dw if given["warmup"] is None else given["warmup"])
-        m = session.measure(settings, b.variants)
+        m = session.measure(settings, b.variants, target)
     res = m.results
     doc = variants_document(res, delta=args.delta / 100, run_id=m.recorder.run_id, env=m.recorder.env)
     export.write(settings.exports, doc)
