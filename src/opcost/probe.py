@@ -435,7 +435,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
                                + (", before its header" if res.header is None else "")
                                + "): stuck, killed; --timeout SEC sets a hard limit instead")
         for key, _ in sel.select(timeout=max(0.01, min(left, stall - (now - last), 0.5))):
-            chunk = os.read(key.fileobj.fileno(), 65536)
+            chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
                 open_streams -= 1

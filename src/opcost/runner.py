@@ -321,7 +321,7 @@ class Runner:
             vr.status, vr.reason = "unsupported", res.unsupported
             self.warn(f"{v.key()}: cannot be measured here: {res.unsupported}")
             return None
-        vr.op = res.header.get("op", vr.op)
+        vr.op = (res.header or {}).get("op", vr.op)
         self.seq += 1
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),

@@ -122,7 +122,8 @@ class ReplayTarget:
         for r in reqs:
             self._start(r)
         replies = [self._reply(r) for r in reqs]
-        start, out = self._clock_ns, []
+        start = self._clock_ns
+        out: list = []  # a ProcessResult or the error of each
         _waited_past(max((r.delay for r in replies), default=0.0), timeout)
         for r, reply in zip(reqs, replies):
             try:
