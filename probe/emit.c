@@ -2,6 +2,21 @@
 #include "emit.h"
 #include "json.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+	int on;
+	char *buf;
+	size_t len, cap;
+	struct timespec last_progress;
+} held;
+
+static void hold_append(const char *line, size_t n);
+
 #include <unistd.h>
 
 static void emit_params(struct jb *j, const struct bench_ctx *ctx)
@@ -93,6 +108,10 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 	jb_int(&j, "warmup", ri->warmup);
 	if (ri->target_ms > 0)
 		jb_num(&j, "target_ms", ri->target_ms);
+	if (ri->batch_ms > 0)
+		jb_num(&j, "batch_ms", ri->batch_ms);
+	if (ri->hold)
+		jb_str(&j, "output", "held");
 	jb_bool(&j, "fake_clock", ri->fake);
 	jb_arr_begin(&j, "counters");
 	for (int i = 0; ri->cs && i < ri->cs->n; i++) {
@@ -220,8 +239,113 @@ void emit_sample(const struct run_info *ri, long i, int warmup, const struct bat
 	}
 	emit_counters(&j, ri, B);
 	jb_obj_end(&j);
+	if (held.on) {
+		size_t n = jb_line(&j);
+		hold_append(j.buf, n);
+	} else {
+		jb_emit(&j, 1);
+	}
+	jb_free(&j);
+}
+
+/* --- held samples ------------------------------------------------------------
+ * With `run --hold` the sample lines are kept in memory and written after the
+ * measured batches (emit_release), so the front end is not woken up between
+ * batches; a progress line at most once a second says the probe is alive. On
+ * SIGINT or SIGTERM what is held is written at once and the probe exits with
+ * 128 + the signal. The buffer grows between batches, never inside one, with
+ * the two signals blocked while it changes. */
+
+static void write_all(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(1, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void held_signal(int sig)
+{
+	write_all(held.buf, held.len);
+	_exit(128 + sig);
+}
+
+static void hold_append(const char *line, size_t n)
+{
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	if (held.len + n > held.cap) {
+		size_t cap = held.cap ? held.cap : 65536;
+		while (cap < held.len + n)
+			cap *= 2;
+		char *b = realloc(held.buf, cap);
+		if (!b)
+			die(EXIT_FAIL, "out of memory holding the samples");
+		held.buf = b;
+		held.cap = cap;
+	}
+	memcpy(held.buf + held.len, line, n);
+	held.len += n;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void emit_hold(void)
+{
+	held.on = 1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = held_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &held.last_progress);
+}
+
+void emit_progress(long done, long total)
+{
+	if (!held.on)
+		return;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	double since = (double)(now.tv_sec - held.last_progress.tv_sec) +
+		       (double)(now.tv_nsec - held.last_progress.tv_nsec) * 1e-9;
+	if (since < 1.0 && done < total)
+		return;
+	held.last_progress = now;
+	struct jb j;
+	jb_init(&j);
+	jb_obj_begin(&j, NULL);
+	jb_str(&j, "type", "progress");
+	jb_int(&j, "batches", done);
+	jb_int(&j, "of", total);
+	jb_obj_end(&j);
 	jb_emit(&j, 1);
 	jb_free(&j);
+}
+
+void emit_release(void)
+{
+	if (!held.on)
+		return;
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	write_all(held.buf, held.len);
+	held.len = 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 void emit_trailer(long samples, long warmup)

@@ -50,6 +50,8 @@ struct run_info {
 	const char *iters_source;
 	long samples, warmup;
 	double target_ms;          /* <= 0: not written */
+	double batch_ms;           /* one batch as calibrated (<= 0: not known, --iters: not written) */
+	int hold;                  /* --hold: samples written after the batches ("output": "held") */
 	const struct counter_set *cs; /* NULL: none */
 };
 
@@ -57,6 +59,14 @@ void emit_header(const struct run_info *ri, int argc, char **argv);
 /* Sample i of the warm-up (warmup) or measured batches. */
 void emit_sample(const struct run_info *ri, long i, int warmup, const struct batch *B);
 void emit_trailer(long samples, long warmup);
+/* --hold: keep the samples in memory from now on (and write them at once on
+ * SIGINT/SIGTERM, then exit 128 + the signal); emit_progress writes a
+ * progress line at most once a second (and after the last batch); emit_release
+ * writes the held samples. Without emit_hold both progress and release do
+ * nothing. */
+void emit_hold(void);
+void emit_progress(long done, long total);
+void emit_release(void);
 /* --check passed: the parameters as resolved (ctx NULL: none, `time`). */
 void emit_check(const struct bench_ctx *ctx);
 /* The operation cannot be measured here: ctx->err says why. */

@@ -26,6 +26,7 @@ struct run {
 	double spin_ticks; /* cost of one spin_chain(spin), measured alone */
 	uint64_t fake_rng;
 	struct usage helper_prev;
+	double batch_ms; /* one batch as calibrated (0: --iters, not known) */
 };
 
 /* The loop of a benchmark with nothing but spin_chain(spin) in it; with
@@ -267,6 +268,7 @@ static uint64_t calibrate_iters(struct run *R)
 	if (R->o.iters > 0)
 		return (uint64_t)R->o.iters;
 	double target_ticks = R->o.target_ms * 1e-3 * R->tsc_hz;
+	R->batch_ms = R->o.target_ms;
 	if (R->o.fake_ns > 0) {
 		double n = R->o.target_ms * 1e6 / (R->o.fake_ns * (double)ctx_ops_per_iter(&R->ctx));
 		return n < 1 ? 1 : (uint64_t)n;
@@ -278,6 +280,8 @@ static uint64_t calibrate_iters(struct run *R)
 		double t = B.raw_ticks > 1 ? B.raw_ticks : 1;
 		if (t >= target_ticks / 8 || n >= (1ull << 40)) {
 			double scaled = (double)n * target_ticks / t;
+			if (scaled < 1) /* one iteration is longer than a batch should be */
+				R->batch_ms = t / n / R->tsc_hz * 1e3;
 			return scaled < 1 ? 1 : (uint64_t)scaled;
 		}
 		/* grow fast while far away, then by the measured ratio */
@@ -307,6 +311,8 @@ static void describe(struct run *R, uint64_t iters, struct run_info *ri)
 	ri->samples = R->o.samples;
 	ri->warmup = R->o.warmup;
 	ri->target_ms = R->o.target_ms;
+	ri->batch_ms = R->batch_ms;
+	ri->hold = R->o.hold;
 	ri->cs = &R->cs;
 }
 
@@ -366,13 +372,18 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	struct run_info ri;
 	describe(&R, iters, &ri);
 	emit_header(&ri, argc, argv);
+	if (R.o.hold)
+		emit_hold();
 
 	struct batch B;
-	for (long i = 0; i < R.o.warmup + R.o.samples; i++) {
+	long total = R.o.warmup + R.o.samples;
+	for (long i = 0; i < total; i++) {
 		int warm = i < R.o.warmup;
 		run_batch(&R, iters, &B, 1);
 		emit_sample(&ri, warm ? i : i - R.o.warmup, warm, &B);
+		emit_progress(i + 1, total);
 	}
+	emit_release();
 	counters_close(&R.cs);
 	if (R.ctx.b->teardown)
 		R.ctx.b->teardown(&R.ctx);

@@ -22,6 +22,7 @@ struct run_opts {
 	unsigned long long seed;
 	int check; /* validate and set up, measure nothing */
 	long spin;  /* injected cost: spin_chain(spin) per operation */
+	int hold;   /* --hold: write the samples after the batches (emit_hold) */
 };
 
 /* The whole run; its exit code. argv goes into the header as given. */

@@ -167,6 +167,12 @@ void jb_null(struct jb *j, const char *key)
 	puts_(j, "null");
 }
 
+size_t jb_line(struct jb *j)
+{
+	put(j, "\n", 1);
+	return j->len;
+}
+
 int jb_emit(struct jb *j, int fd)
 {
 	put(j, "\n", 1);

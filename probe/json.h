@@ -30,4 +30,7 @@ void jb_bool(struct jb *j, const char *key, int val);
 void jb_null(struct jb *j, const char *key);
 /* Write the finished top-level value plus '\n' to fd in one write; resets j. */
 int jb_emit(struct jb *j, int fd);
+/* The finished top-level value plus '\n' as text (j->buf, the returned
+ * length), for a caller that keeps it (emit.c's held samples); then jb_free. */
+size_t jb_line(struct jb *j);
 #endif

@@ -19,9 +19,11 @@ static const char usage_text[] =
 	"usage: opcost-probe list [--json]\n"
 	"       opcost-probe run BENCH [-P key=value]... [--samples N] [--warmup N]\n"
 	"                        [--target-ms MS] [--iters N] [--cpu A[,B]] [--counters LIST]\n"
-	"                        [--fake-clock NS [--seed S]] [--spin N] [--check]\n"
+	"                        [--fake-clock NS [--seed S]] [--spin N] [--check] [--hold]\n"
 	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
+	"       (--hold: write the samples after the batches, a progress line at most once a second;\n"
+	"        on SIGINT/SIGTERM the samples so far, then exit 128+signal)\n"
 	"       opcost-probe placement CPU_A CPU_B   (placement class of a CPU pair, from sysfs)\n"
 	"       opcost-probe time [--samples N] [--warmup N] [--cpu C] [--fake-clock NS [--seed S]]\n"
 	"                         [--check] -- PROGRAM [ARGS...]   (one sample per program run)\n"
@@ -68,6 +70,9 @@ static void run_options(int argc, char **argv, struct run_opts *o)
 				die(EXIT_USAGE, "--spin %s: at most %d dependent adds per operation", v, SPIN_MAX);
 		} else if (strcmp(a, "--check") == 0) {
 			o->check = 1;
+			takes = 0;
+		} else if (strcmp(a, "--hold") == 0) {
+			o->hold = 1;
 			takes = 0;
 		} else if (strcmp(a, "--seed") == 0 && v)
 			o->seed = strtoull(v, NULL, 0);

@@ -184,14 +184,14 @@ def _cpuid_cpu(cpuid: dict | None) -> Field:
     kind, reason = _cpuid_kind(cpuid)
     if kind == "x86":
         keys = ("vendor", "brand", "signature", "family", "model", "stepping")
-        return _field({k: cpuid.get(k) for k in keys},
+        return _field({k: (cpuid or {}).get(k) for k in keys},
                       "probe cpuid: leaves 0, 1, 0x80000002-0x80000004")
     if kind == "arm":
         source = "probe: MIDR_EL1 (mrs, emulated by Linux)"
-        if cpuid.get("midr") is None:
-            return _field(None, source, cpuid.get("midr_reason"))
+        if (cpuid or {}).get("midr") is None:
+            return _field(None, source, (cpuid or {}).get("midr_reason"))
         keys = ("midr", "implementer", "part", "variant", "revision", "architecture")
-        return _field({k: cpuid.get(k) for k in keys}, source)
+        return _field({k: (cpuid or {}).get(k) for k in keys}, source)
     return _field(None, "probe cpuid", reason)
 
 
@@ -199,7 +199,7 @@ def _cpuid_features(cpuid: dict | None) -> Field:
     source = "probe cpuid: leaves 1, 7, 0x80000001, 0x80000007"
     kind, reason = _cpuid_kind(cpuid)
     if kind == "x86":
-        return _field(cpuid.get("features"), source, "not in the cpuid output")
+        return _field((cpuid or {}).get("features"), source, "not in the cpuid output")
     if kind == "arm":
         reason = "no CPUID on aarch64"
     return _field(None, source, reason)
@@ -208,12 +208,12 @@ def _cpuid_features(cpuid: dict | None) -> Field:
 def _cpu_counter(cpuid: dict | None) -> Field:
     kind, reason = _cpuid_kind(cpuid)
     if kind == "x86":
-        return _field({"invariant_tsc": (cpuid.get("features") or {}).get("invariant_tsc"),
-                       "leaf_0x15": cpuid.get("tsc_leaf_0x15"),
-                       "leaf_0x16": cpuid.get("tsc_leaf_0x16")},
+        return _field({"invariant_tsc": ((cpuid or {}).get("features") or {}).get("invariant_tsc"),
+                       "leaf_0x15": (cpuid or {}).get("tsc_leaf_0x15"),
+                       "leaf_0x16": (cpuid or {}).get("tsc_leaf_0x16")},
                       "probe cpuid: 0x80000007 EDX[8], leaves 0x15, 0x16")
     if kind == "arm":
-        return _field({"cntfrq_hz": cpuid.get("cntfrq_hz")}, "probe: CNTFRQ_EL0")
+        return _field({"cntfrq_hz": (cpuid or {}).get("cntfrq_hz")}, "probe: CNTFRQ_EL0")
     return _field(None, "probe cpuid", reason)
 
 
@@ -221,10 +221,10 @@ def _xstate(cpuid: dict | None) -> Field:
     source = "probe: XGETBV(0), cpuid leaf 0xD"
     kind, reason = _cpuid_kind(cpuid)
     if kind == "x86":
-        if cpuid.get("xcr0") is None:
+        if (cpuid or {}).get("xcr0") is None:
             return _field(None, source, "OS has not enabled XSAVE (CPUID.1:ECX.OSXSAVE clear)")
-        value = {"xcr0": cpuid["xcr0"], "features": cpuid.get("xcr0_features")}
-        value.update(cpuid.get("xsave") or {})
+        value = {"xcr0": (cpuid or {})["xcr0"], "features": (cpuid or {}).get("xcr0_features")}
+        value.update((cpuid or {}).get("xsave") or {})
         return _field(value, source)
     if kind == "arm":
         reason = "no XSAVE on aarch64"
@@ -236,8 +236,8 @@ def _hypervisor(cpuid: dict | None, blocks: list[dict[str, str]]) -> Field:
     sys_type, _ = _read("/sys/hypervisor/type")
     flags = blocks[0].get("flags") if blocks else None
     return _field({
-        "cpuid_bit": cpuid.get("hypervisor") if kind == "x86" else None,
-        "cpuid_vendor": cpuid.get("hypervisor_vendor") if kind == "x86" else None,
+        "cpuid_bit": (cpuid or {}).get("hypervisor") if kind == "x86" else None,
+        "cpuid_vendor": (cpuid or {}).get("hypervisor_vendor") if kind == "x86" else None,
         "sys_hypervisor_type": sys_type,
         "cpuinfo_flag": None if flags is None else "hypervisor" in flags.split(),
     }, "probe cpuid leaf 1 ECX[31] and 0x40000000; /sys/hypervisor/type; "

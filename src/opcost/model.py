@@ -59,7 +59,7 @@ def kind_of(doc: dict) -> str:
 
 # --- opcost.result/1 ------------------------------------------------------------
 
-_META = ("round", "seq", "pad_bytes", "wall_s")
+_META = ("round", "seq", "pad_bytes", "wall_s", "front_end")
 
 
 @dataclass

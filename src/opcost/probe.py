@@ -208,6 +208,7 @@ class ProbeRequest:
     seed: int = 0                   # this process's seed (fake clock)
     pad_bytes: int = 0              # setup randomisation: env padding length
     spin: int = 0                   # injected cost per operation
+    hold: bool = False              # --hold: samples after the batches (no CPU is free for the front end)
     exe: str | None = None          # a probe built for this request (variants --mode op)
     program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
 
@@ -229,6 +230,8 @@ class ProbeRequest:
             a += ["--counters", self.counters]
         if self.spin:
             a += ["--spin", str(self.spin)]
+        if self.hold and not check:
+            a += ["--hold"]
         return a + fake + (["--check"] if check else [])
 
     def command(self) -> list[str]:
@@ -247,6 +250,8 @@ class ProcessResult:
     pad_bytes: int = 0
     wall_s: float = 0.0
     emulator: str | None = None     # qemu-ARCH when the probe ran emulated
+    progress: int = 0               # batches done, from --hold's progress lines
+    front_end: str = ""             # where the front end was while the probe measured (LocalTarget)
     first_line_s: float | None = None   # when the header arrived (calibration done), from t_ref
     last_line_s: float | None = None    # when the last line arrived
     # per measured sample: (previous line's arrival, its own arrival), seconds from t_ref: the
@@ -292,21 +297,26 @@ def pad_length(rng: random.Random) -> int:
     return rng.randrange(0, 4097)
 
 
-def run_process(req: ProbeRequest, timeout: float, on_line=None) -> ProcessResult:
+def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=None) -> ProcessResult:
     """Run one probe process to completion. Raises ProbeError (crash, bad
     output), ProbeTimeout, UsageError (the probe refused its input), and lets
     KeyboardInterrupt through after killing the probe's process group.
     ProbeError and ProbeTimeout messages do not name the benchmark: the caller
-    prefixes the variant (bench and parameters), which it alone knows."""
+    prefixes the variant (bench and parameters), which it alone knows.
+    `after_start()` is called once the process exists (the caller may then
+    move itself off the CPUs it measures on: a child started after that
+    would inherit the narrower affinity)."""
     proc, res, t0 = _start(req)
     try:
+        if after_start:
+            after_start()
         return _collect(req, proc, res, t0, timeout, on_line)
     except BaseException:
         _kill_group(proc)
         raise
 
 
-def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None) -> list:
+def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after_start=None) -> list:
     """Start every request at once (one Popen after the other, no waiting in
     between) and collect them side by side, one thread per process. Returns,
     in order, a ProcessResult or the ProbeError/ProbeTimeout/UsageError of each.
@@ -321,6 +331,8 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None) -> li
         t_all = time.monotonic()
         for r in reqs:
             procs.append(_start(r))
+        if after_start:
+            after_start()
 
         def work(i: int) -> None:
             proc, res, t0 = procs[i]
@@ -379,6 +391,28 @@ def _collect(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: fl
     return res
 
 
+# A probe is stuck, not slow, when it says nothing for this long: before its
+# header (set-up and calibration: a 1 GiB parent is written, hackbench's
+# workers start), and after it a multiple of one batch as calibrated (the
+# header's batch_ms) or of the longest gap between its lines so far. A probe
+# that keeps making progress is never killed; --timeout is a hard limit.
+STARTUP_STALL_S = 120.0
+MIN_STALL_S = 30.0
+STALL_BATCHES = 20
+
+
+PROGRESS_S = 1.0   # a probe holding its samples says it is alive about this often
+
+
+def stall_limit(res: ProcessResult, longest_gap: float) -> float:
+    if res.header is None:
+        return STARTUP_STALL_S
+    batch_s = (res.header.get("batch_ms") or 0) / 1000.0
+    if res.header.get("output") == "held":
+        batch_s = max(batch_s, PROGRESS_S)
+    return max(MIN_STALL_S, STALL_BATCHES * max(batch_s, longest_gap))
+
+
 def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on_line, t_ref: float) -> None:
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
@@ -386,14 +420,22 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
     buf = b""
     prev_s = 0.0
     open_streams = 2
+    last = t0           # when the probe last said something on stdout
+    longest_gap = 0.0   # the longest silence between two of its lines after the header
     while open_streams:
-        left = timeout - (time.monotonic() - t0)
+        now = time.monotonic()
+        left = timeout - (now - t0)
         if left <= 0:
             _kill_group(proc)
-            raise ProbeTimeout(f"probe did not finish within {timeout:g} s (killed); "
-                               "raise --timeout if it is just slow")
-        for key, _ in sel.select(timeout=min(left, 0.5)):
-            chunk = os.read(key.fileobj.fileno(), 65536)
+            raise ProbeTimeout(f"probe did not finish within {timeout:g} s (--timeout; killed)")
+        stall = stall_limit(res, longest_gap)
+        if now - last > stall:
+            _kill_group(proc)
+            raise ProbeTimeout(f"probe made no progress for {now - last:.0f} s (no line within {stall:.0f} s"
+                               + (", before its header" if res.header is None else "")
+                               + "): stuck, killed; --timeout SEC sets a hard limit instead")
+        for key, _ in sel.select(timeout=max(0.01, min(left, stall - (now - last), 0.5))):
+            chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
                 open_streams -= 1
@@ -403,6 +445,11 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
                 continue
             buf += chunk
             *lines, buf = buf.split(b"\n")
+            if lines:
+                t = time.monotonic()
+                if res.header is not None:
+                    longest_gap = max(longest_gap, t - last)
+                last = t
             for line in lines:
                 if line.strip():
                     d = _accept(res, line, on_line)
@@ -415,10 +462,10 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
     if buf.strip():
         raise ProbeError("probe printed a partial line at exit")
     try:
-        proc.wait(timeout=max(1.0, timeout - (time.monotonic() - t0)))
+        proc.wait(timeout=max(1.0, min(timeout - (time.monotonic() - t0), MIN_STALL_S)))
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise ProbeTimeout(f"probe did not exit within {timeout:g} s (killed)") from None
+        raise ProbeTimeout("probe closed its output but did not exit (killed)") from None
 
 
 def _accept(res: ProcessResult, line: bytes, on_line) -> dict:
@@ -439,6 +486,8 @@ def _accept(res: ProcessResult, line: bytes, on_line) -> dict:
         res.trailer = d
     elif kind == "unsupported":
         res.unsupported = d.get("reason") or "unsupported on this machine"
+    elif kind == "progress":   # --hold: alive, so many batches done (the samples come at the end)
+        res.progress = int(d.get("batches", 0))
     else:
         raise ProbeError(f"probe printed an unknown line type {kind!r}")
     if on_line:

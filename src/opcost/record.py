@@ -72,7 +72,8 @@ class Recorder:
             try:
                 self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
                                        samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
-                                       meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s")})
+                                       meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s",
+                                                                  "front_end") if k in proc})
             except OpcostError as e:
                 self._lose_store(e)
         if self.store is None and self.store_error is not None:

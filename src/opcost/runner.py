@@ -10,6 +10,7 @@ one, or a replay of scripted outcomes.
 
 from __future__ import annotations
 
+import math
 import random
 import signal
 import time
@@ -80,10 +81,9 @@ class Outcome:
 
 
 def process_timeout(p: Protocol) -> float:
-    if p.timeout:
-        return p.timeout
-    # Generous: calibration plus every batch at ten times its target length.
-    return 30.0 + (p.warmup + p.samples + 8) * p.target_ms / 1000.0 * 10
+    """The hard limit of one probe process: --timeout, else none. A probe
+    that stops making progress is stopped sooner (probe.stall_limit)."""
+    return p.timeout if p.timeout else math.inf
 
 
 def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
@@ -237,6 +237,26 @@ class Runner:
             self.recorder.finish(status if status != "complete" or error is None else "failed")
         return Outcome(self.results, status, error, signum)
 
+    def _progress_counter(self):
+        """The progress display told of every batch: a sample line each, or
+        (a probe holding its samples) its progress lines, then not again for
+        the samples that follow them."""
+        seen = {"held": False}
+
+        def on_line(d: dict) -> None:
+            if not self.progress:
+                return
+            kind = d.get("type")
+            if kind == "header":
+                seen["held"] = d.get("output") == "held"
+            elif kind == "progress":
+                done = int(d.get("batches", 0))
+                self.progress.advance(max(0, done - seen.get("n", 0)))
+                seen["n"] = done
+            elif kind == "sample" and not seen["held"]:
+                self.progress.advance()
+        return on_line
+
     def _copies_per_round(self) -> int:
         return 1 + (self.opts.parallel if self.opts.parallel > 1 else 0)
 
@@ -269,11 +289,7 @@ class Runner:
         if self.progress:
             self.progress.begin(f"{v.key()} x{len(reqs)}")
 
-        def on_line(d):
-            if self.progress and d.get("type") == "sample":
-                self.progress.advance()
-
-        out = self.target.run_concurrent(reqs, self.timeout, on_line)
+        out = self.target.run_concurrent(reqs, self.timeout, self._progress_counter())
         copies = []
         ok = [r for r in out if not isinstance(r, OpcostError) and r.unsupported is None]
         window = common_window(ok) if len(ok) == len(out) else None
@@ -296,10 +312,7 @@ class Runner:
         if self.progress:
             self.progress.begin(v.key())
 
-        def on_line(d):
-            if self.progress and d.get("type") == "sample":
-                self.progress.advance()
-
+        on_line = self._progress_counter()
         try:
             res = self.target.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
@@ -308,11 +321,11 @@ class Runner:
             vr.status, vr.reason = "unsupported", res.unsupported
             self.warn(f"{v.key()}: cannot be measured here: {res.unsupported}")
             return None
-        vr.op = res.header.get("op", vr.op)
+        vr.op = (res.header or {}).get("op", vr.op)
         self.seq += 1
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
-                "wall_s": round(res.wall_s, 4), "header": res.header, "samples": res.samples,
-                "warmup": res.warmup, "trailer": res.trailer}
+                "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),
+                "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
         with interrupts.deferred():   # kept and recorded together, or neither
             vr.processes.append(proc)
             if self.recorder:

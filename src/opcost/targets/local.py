@@ -1,13 +1,42 @@
 """This machine: its probes (probe.find_probe), its affinity mask, its /sys
 (env.collect). The probe's table and the placements of CPU pairs are asked
-once per target (`session.local_target()` makes one per process)."""
+once per target (`session.local_target()` makes one per process).
+
+While a probe measures, the front end keeps off its CPUs: when this
+process may run on CPUs the measurement does not use, all its threads are
+pinned to those for the duration; when it may not (one CPU, or a two-party
+benchmark spanning every CPU), the probe holds its samples until its batches
+are done (`--hold`) and the front end is woken about once a second at most.
+OPCOST_QUIET=0 turns both off (the validation compares with and without)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+from typing import Iterator
 
 from .. import probe
 from ..env import collect
+
+
+def _tids() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+def _pin_all(cpus: set[int]) -> None:
+    for tid in _tids():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass   # a thread that just ended
+
+
+def _cpus_of(req: probe.ProbeRequest) -> set[int]:
+    return {int(c) for c in (req.cpus or "").split(",") if c.strip().isdigit()}
 
 
 class LocalTarget:
@@ -16,6 +45,25 @@ class LocalTarget:
     def __init__(self) -> None:
         self._tables: dict[str, dict] = {}
         self._placements: dict[tuple, str] = {}
+        self._own = set(os.sched_getaffinity(0))   # where this process may run
+
+    @contextlib.contextmanager
+    def _quiet(self, reqs: list[probe.ProbeRequest]) -> Iterator[tuple[bool, str, object]]:
+        """(hold the samples?, what the front end did, what to call once the
+        probes exist) while these requests run; the front end's own CPUs are
+        given back after."""
+        if os.environ.get("OPCOST_QUIET", "1") == "0":
+            yield False, "not kept off the measuring CPUs (OPCOST_QUIET=0)", None
+            return
+        measuring = set().union(*(_cpus_of(r) for r in reqs))
+        spare = self._own - measuring
+        if not spare or not measuring:
+            yield True, "samples held by the probe (no CPU free of the measurement)", None
+            return
+        try:
+            yield False, "pinned to CPU " + ",".join(map(str, sorted(spare))), lambda: _pin_all(spare)
+        finally:
+            _pin_all(self._own)
 
     def host_arch(self) -> str:
         return probe.host_arch()
@@ -58,7 +106,17 @@ class LocalTarget:
         return probe.check(req, timeout)
 
     def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
-        return probe.run_process(req, timeout, on_line)
+        with self._quiet([req]) as (hold, how, pin):
+            res = probe.run_process(dataclasses.replace(req, hold=hold and not req.program), timeout, on_line,
+                                    after_start=pin)
+        res.front_end = how
+        return res
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
-        return probe.run_concurrent(reqs, timeout, on_line)
+        with self._quiet(reqs) as (hold, how, pin):
+            out = probe.run_concurrent([dataclasses.replace(r, hold=hold and not r.program) for r in reqs],
+                                       timeout, on_line, after_start=pin)
+        for r in out:
+            if isinstance(r, probe.ProcessResult):
+                r.front_end = how
+        return out

@@ -123,7 +123,7 @@ class ReplayTarget:
             self._start(r)
         replies = [self._reply(r) for r in reqs]
         start = self._clock_ns
-        out: list = []
+        out: list = []  # a ProcessResult or the error of each
         _waited_past(max((r.delay for r in replies), default=0.0), timeout)
         for r, reply in zip(reqs, replies):
             try:
