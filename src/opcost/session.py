@@ -77,9 +77,10 @@ class Settings:
         export.check(self.exports, self.document)
 
 
-def exports_of(args) -> list[tuple[str, str]]:
+def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
     """--json FILE (an alias of --export json:FILE) and every --export
-    FORMAT:FILE, each checked (format known, path writable)."""
+    FORMAT:FILE, each checked (format known, path writable; with `document`,
+    the format takes that kind of document)."""
     from . import export, output
 
     out = []
@@ -87,6 +88,8 @@ def exports_of(args) -> list[tuple[str, str]]:
         output.check_target(args.json)
         out.append(("json", args.json))
     out += [export.parse(text) for text in getattr(args, "export", None) or []]
+    if document is not None:
+        export.check(out, document)
     return out
 
 

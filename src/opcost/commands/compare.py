@@ -29,8 +29,7 @@ def run(args, argv) -> int:
     from ..session import exports_of
     from ..store import open_store
 
-    exports = exports_of(args)
-    export.check(exports, "comparison")
+    exports = exports_of(args, "comparison")
     with open_store(args.store, readonly=True) as store:
         id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
         if id_a == id_b:

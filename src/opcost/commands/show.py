@@ -23,8 +23,7 @@ def run(args, argv) -> int:
     from ..session import exports_of, local_target
     from ..store import open_store
 
-    exports = exports_of(args)
-    export.check(exports, "result")
+    exports = exports_of(args, "result")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run)
     fill_summaries(doc)
