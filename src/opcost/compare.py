@@ -25,13 +25,13 @@ import math
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from .protocol import SCHEDULE
 
 import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 ALPHA = 0.05
 DELTA = 0.02
-SCHEDULE = (10, 20, 40)
 MIN_PROCESSES = 6
 MAD_SCALE = 1.4826
 # The sampling SD of a median of n normal values is sigma * sqrt(pi / (2n)):
@@ -262,27 +262,34 @@ def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
         c = dict(c, p_adjusted=pa)
         c["verdict"] = verdict(c["ratio"], c["ci95_ratio"], pa, c["delta"], alpha)
         if c["verdict"] == "inconclusive":
-            d, ch = c["delta"], abs(c["change"])
-            # Two ways to decide it: show the observed difference is real
-            # (an effect of |change|), or show it lies inside +/- delta (a CI
-            # half-width under delta - |change|). Size for the larger of the
-            # two targets, i.e. the cheaper way; sizing the equivalence side
-            # with the test's power formula errs on the generous side.
-            # max(...) >= delta/2 > 0, so the target is never zero.
-            target = max(ch, d - ch)
-            cv = c.get("cv_robust")
-            if cv is None:
-                na, nb = c["n_a"], c["n_b"]
-                cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
-            need = processes_needed(cv, target, alpha)
-            c["processes_needed"] = need
-            # "More" means a stage beyond what already ran: re-running the
-            # same count would not change an inconclusive answer.
-            c["schedule"] = next_schedule(max(need, max(c["n_a"], c["n_b"]) + 1))
-            if c["schedule"] is None:
-                c["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
-                                      f"schedule {', '.join(map(str, SCHEDULE))}")
+            c.update(advice(c, alpha))
         out.append(c)
+    return out
+
+
+def advice(c: dict, alpha: float = ALPHA) -> dict:
+    """What would decide an inconclusive comparison: "processes_needed" (per
+    arm) and "schedule", the next declared stage that reaches it, or None
+    with a "schedule_note" when even 40 would not."""
+    d, ch = c["delta"], abs(c["change"])
+    # Two ways to decide it: show the observed difference is real (an
+    # effect of |change|), or show it lies inside +/- delta (a CI
+    # half-width under delta - |change|). Size for the larger of the two
+    # targets, i.e. the cheaper way; sizing the equivalence side with the
+    # test's power formula errs on the generous side. max(...) >= delta/2
+    # > 0, so the target is never zero.
+    target = max(ch, d - ch)
+    cv = c.get("cv_robust")
+    if cv is None:
+        na, nb = c["n_a"], c["n_b"]
+        cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
+    need = processes_needed(cv, target, alpha)
+    # "More" means a stage beyond what already ran: re-running the same
+    # count would not change an inconclusive answer.
+    out: dict = {"processes_needed": need, "schedule": next_schedule(max(need, max(c["n_a"], c["n_b"]) + 1))}
+    if out["schedule"] is None:
+        out["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
+                                f"schedule {', '.join(map(str, SCHEDULE))}")
     return out
 
 

@@ -79,15 +79,72 @@ def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, en
     """The `opcost.comparison/1` document of an A/B run from its results, in
     pairs A, B per benchmark as `opcost ab` measures and stores them (so
     `show` rebuilds it from the store). `switches`: context switches per
-    operation by benchmark (the seed-000 savings per switch)."""
+    operation by benchmark (the seed-000 savings per switch). A run of the
+    sequential design (its processes carry `stage`) is decided by replaying
+    its looks (sequential.py); any other by the fixed design."""
     switches = switches or {}
     pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
     entries = [entry(ra, rb, delta=delta, key=ra["bench"], switches=switches.get(ra["bench"], 0))
                for ra, rb in pairs]
-    entries, summary = finish(entries)
+    context: dict = {"env": env}
+    if any("stage" in p for r in results for p in r.get("processes") or []):
+        entries, summary, context["design"] = finish_sequential(entries, pairs, delta)
+    else:
+        entries, summary = finish(entries)
     return document(kind="ab", interleaved=True, entries=entries, summary=summary, delta=delta,
                     a={"params": a, "run_id": run_id}, b={"params": b, "run_id": run_id},
-                    aa=all(ra["params"] == rb["params"] for ra, rb in pairs), env=env)
+                    aa=all(ra["params"] == rb["params"] for ra, rb in pairs), **context)
+
+
+def arms(procs_a: list[dict], procs_b: list[dict]):
+    """sequential.Arms of one benchmark: the round and per-process median
+    (stats.process_stats' median batch, the figure compare works on) of
+    every process of A and of B that has samples."""
+    from .stats import median
+
+    def one(procs):
+        kept = [p for p in procs if p.get("samples")]
+        return [p["round"] for p in kept], [median([s["ns_per_op"] for s in p["samples"]]) for p in kept]
+
+    (ra, ma), (rb, mb) = one(procs_a), one(procs_b)
+    return ra, ma, rb, mb
+
+
+def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int) -> list[bool]:
+    """The live look of a sequential `ab` after `rounds` rounds: per benchmark
+    (its A and B processes), whether it is settled (the same replay as the
+    final document's, so the two agree). One that cannot be compared (an
+    arm failed or is unsupported) is settled: more rounds would not help."""
+    from . import sequential
+
+    got = [arms(pa, pb) for pa, pb in pairs]
+    decided, _ = sequential.decide([g if min(len(g[1]), len(g[3])) >= 2 else None for g in got],
+                                   delta=delta, rounds=rounds, final=False)
+    return [d is None or bool(d["sequential"]["settled"]) for d in decided]
+
+
+def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta: float) -> tuple[list[dict], dict, dict]:
+    """The verdicts of a sequential `ab`: its looks replayed from the rounds
+    of its processes; each compared benchmark's statistics are those of the
+    look that settled it (in a run that measured it no more after that,
+    which is how `ab` runs, the same processes as its summaries). Returns
+    the entries, the summary and the design record."""
+    from . import compare, sequential
+
+    got = [arms(ra.get("processes") or [], rb.get("processes") or []) if "ratio" in e else None
+           for e, (ra, rb) in zip(entries, pairs)]
+    rounds = max((r + 1 for g in got if g for r in g[0] + g[2]), default=0)
+    decided, done = sequential.decide(got, delta=delta, rounds=rounds, final=True)
+    out = [dict(e, **d) if d is not None else e for e, d in zip(entries, decided)]
+    planned = sequential.looks(sequential.STAGES)
+    last = done[-1] if done else None
+    design = {"kind": "sequential", "spending": sequential.SPENDING, "test": sequential.TEST, "alpha": sequential.ALPHA,
+              "stages": list(sequential.STAGES), "planned": [lk.to_json() for lk in planned],
+              "looks": [lk.to_json() for lk in done], "looks_done": len(done),
+              "stopped": {"look": last.number if last else None,
+                          "processes_per_arm": last.processes if last else 0,
+                          "reason": sequential.stop_reason(decided, done)}}
+    return out, compare.summary([e for e in out if "ratio" in e]), design
 
 
 def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:

@@ -22,6 +22,9 @@ opcost.result/1
     the run; summary is null while status is running (computed once at the
     end); run status may read "abandoned" (from a store: its opcost is gone);
     an outliers flag carries processes[] and rounds[].
+  issue 13: processes[].stage in an `ab` run of the sequential design (no
+    -p): the look (1, 2, 3) the process belongs to; it marks the run as
+    sequential, so `show` replays its looks.
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
@@ -35,6 +38,17 @@ opcost.comparison/1
     (faster|slower|same|negligible|inconclusive, B relative to A; null when
     an arm has no data, with `status`), processes_needed and schedule when
     inconclusive, flags, savings}, summary {geomean_ratio, n, counts}.
+  issue 13: design, in an `ab` of the sequential design (without -p; absent:
+    the fixed design, -p N, and every document before): {kind:
+    "sequential", spending, test, alpha, stages, planned[] and looks[] (done) of
+    {look, processes_per_arm, information, alpha_spent, z, p_level,
+    ci_level}, looks_done, stopped {look, processes_per_arm, reason:
+    settled | last stage | ended early}}; comparisons[].sequential {look,
+    processes_per_arm, p_level, ci_at_level, settled (why it stopped there),
+    looks[] of {look, n_a, n_b, ratio, p_adjusted, p_level, ci_at_level,
+    verdict}}: the entry's statistics are those of the look that settled it,
+    and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
+    the looks).
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field
@@ -59,7 +73,9 @@ def kind_of(doc: dict) -> str:
 
 # --- opcost.result/1 ------------------------------------------------------------
 
-_META = ("round", "seq", "pad_bytes", "wall_s", "front_end")
+# The runner's facts about a process; "stage" only in a sequential ab run,
+# "front_end" where the front end was while the probe measured.
+META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage")
 
 
 @dataclass
@@ -71,7 +87,7 @@ class Process:
     samples: list[dict] = field(default_factory=list)
     warmup: list[dict] = field(default_factory=list)
     trailer: dict | None = None
-    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s
+    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s (, stage)
 
     def to_json(self) -> dict:
         return {"index": self.index, **self.meta, "header": self.header, "samples": self.samples,
@@ -80,7 +96,7 @@ class Process:
     @classmethod
     def from_json(cls, d: dict) -> "Process":
         return cls(d["index"], d.get("header"), list(d.get("samples") or []), list(d.get("warmup") or []),
-                   d.get("trailer"), {k: d[k] for k in _META if k in d})
+                   d.get("trailer"), {k: d[k] for k in META if k in d})
 
 
 @dataclass

@@ -129,6 +129,9 @@ BOUNDS.update({
 })
 
 DEFAULT_DELTA = "2"
+# The declared schedule of processes per arm (STATISTICS.md): the stages of
+# `ab`'s sequential design, and the counts an inconclusive verdict points to.
+SCHEDULE = (10, 20, 40)
 
 
 def add_options(parser: argparse.ArgumentParser, defaults: dict | None = None) -> None:

@@ -22,7 +22,7 @@ import time
 from . import __version__, output
 from .errors import OpcostError
 from . import export
-from .model import Run
+from .model import META, Run
 
 # A regular export is rewritten when the time since the last write is at
 # least this many times what the last write took.
@@ -72,8 +72,7 @@ class Recorder:
             try:
                 self.store.add_process(self.result_ids[id(vr)], idx=proc["index"], header=proc["header"],
                                        samples=proc["warmup"] + proc["samples"], trailer=proc["trailer"],
-                                       meta={k: proc[k] for k in ("round", "seq", "pad_bytes", "wall_s",
-                                                                  "front_end") if k in proc})
+                                       meta={k: proc[k] for k in META if k in proc})
             except OpcostError as e:
                 self._lose_store(e)
         if self.store is None and self.store_error is not None:

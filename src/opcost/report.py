@@ -294,12 +294,16 @@ def format_comparison(doc: dict, color: bool = False) -> str:
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
     out.append(_table(rows, right={2, 3, 4, 6, 7}))
+    if (doc.get("design") or {}).get("kind") == "sequential":
+        out.append(_design_text(doc))
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+        twice = "twice the " if (doc.get("design") or {}).get("kind") == "sequential" else ""
         out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   "verdicts are B relative to A; p: smaller of Mann-Whitney U and Kolmogorov-Smirnov over "
-                   "per-process medians, Holm-adjusted across benchmarks")
+                   f"verdicts are B relative to A; p: {twice}smaller of Mann-Whitney U and Kolmogorov-Smirnov over "
+                   "per-process medians" + (" (Bonferroni for taking the smaller)" if twice else "")
+                   + ", Holm-adjusted across benchmarks")
     for e in doc["comparisons"]:
         if "savings" in e:
             per = ("per op" if not e["savings"]["A"].get("elapsed per switch")
@@ -317,6 +321,29 @@ def format_comparison(doc: dict, color: bool = False) -> str:
         out.append("environment differences:\n" + ("\n".join(f"  {d['field']}: {_short(d['a'])} -> {_short(d['b'])}"
                                                           for d in diffs) if diffs else "  none"))
     return "\n\n".join(out)
+
+
+def _design_text(doc: dict) -> str:
+    """The sequential design: its looks and levels, and where each benchmark
+    stopped: "stopped after 20 processes per arm (look 2 of 3): slower"."""
+    d = doc["design"]
+    planned = d["planned"]
+    lines = [f"sequential design: looks after {', '.join(str(lk['processes_per_arm']) for lk in planned)} processes "
+             f"per arm ({d['spending']} alpha spending); significant at p (Holm) under "
+             + ", ".join(f"{lk['p_level']:.2g}" for lk in planned) + ";\n"
+             "a verdict is settled when significant beyond delta, or when its CI at that level lies inside +/- delta"]
+    n = len(planned)
+    for e in doc["comparisons"]:
+        q = e.get("sequential")
+        if not q:
+            continue
+        if q["processes_per_arm"] not in d["stages"]:
+            where = f"the run ended before look {q['look']} of {n}"
+        else:
+            where = f"look {q['look']} of {n}" + (", where the run ended" if q["settled"] == "the run ended here" else "")
+        lines.append(f"  {printable(e['key'])}: stopped after {q['processes_per_arm']} processes per arm "
+                     f"({where}): {e['verdict']}")
+    return "\n".join(lines)
 
 
 def _switch_count(e: dict) -> int:

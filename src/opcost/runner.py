@@ -42,6 +42,9 @@ class RunOptions:
     counters: str | None = None                   # the probe's event list
     derived: list = field(default_factory=list)   # counters.Derived metrics to compute
     parallel: int = 1                             # > 1: also run this many copies at once per round
+    # A sequential design (ab without -p): the rounds after which the
+    # runner's `look` decides whether to go on; empty: protocol.processes rounds.
+    stages: tuple[int, ...] = ()
 
 
 @dataclass
@@ -53,6 +56,7 @@ class VariantResult:
     processes: list[dict] = field(default_factory=list)
     summary: dict | None = None
     parallel_rounds: list[dict] = field(default_factory=list)   # --parallel: one entry per round
+    settled: bool = False          # a sequential look decided it: measured no more
 
     def to_model(self) -> Result:
         s = self.summary
@@ -126,18 +130,23 @@ def fill_summaries(doc: dict) -> None:
 
 
 class Runner:
-    """`target` runs the probe processes (target.Target); `recorder`
+    """`target` runs the probe processes (targets.Target); `recorder`
     receives every finished process (store, --json); `progress` is told
-    about every batch. Both are optional."""
+    about every batch. Both are optional. With `opts.stages`, after every
+    stage but the last `look(number, results)` (number 1-based) says whether
+    to go on; it may mark variants `settled` (measured no more). The rounds
+    go on in the same run: round numbers, run order and padding continue, and
+    every process is recorded as before."""
 
     def __init__(self, variants: list[Variant], opts: RunOptions, target: Target, recorder=None, progress=None,
-                 warn=None):
+                 warn=None, look=None):
         self.results = [VariantResult(v, op=v.op) for v in variants]
         self.opts = opts
         self.target = target
         self.recorder = recorder
         self.progress = progress
         self.warn = warn or (lambda msg: None)
+        self.look = look
         self.rng = random.Random(opts.protocol.seed)
         self.seq = 0  # processes started, in order: proves the interleaving
         self.timeout = process_timeout(opts.protocol)
@@ -195,27 +204,14 @@ class Runner:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         # an OpcostError (a damaged store...) propagates: nothing was measured
         try:
-            for rnd in range(self.opts.protocol.processes if status == "complete" else 0):
-                order = list(range(len(self.results)))
-                self.rng.shuffle(order)
-                for i in order:
-                    vr = self.results[i]
-                    if vr.status in ("unsupported", "failed"):
-                        if self.progress:
-                            self.progress.skip((self.opts.protocol.warmup + self.opts.protocol.samples) * self._copies_per_round())
-                        continue
-                    err = self._round(vr, rnd, i)
-                    if isinstance(err, UsageError):
-                        vr.status, vr.reason = "failed", str(err)
-                        raise err
-                    if err is not None:
-                        error = error if isinstance(error, ProbeTimeout) else err
-                        vr.status, vr.reason = "failed", str(err)
-                        self.warn(f"{vr.variant.key()}: {err}")
-                        if self.recorder:
-                            self.recorder.variant_updated(vr)
-                if self.progress:
-                    self.progress.round_done(rnd + 1, self.opts.protocol.processes)
+            ends = self.opts.stages or (self.opts.protocol.processes,)
+            start = 0
+            for number, end in enumerate(ends if status == "complete" else (), 1):
+                for rnd in range(start, end):
+                    error = self._one_round(rnd, end, error)
+                start = end
+                if number == len(ends) or not (self.look and self.look(number, self.results)):
+                    break
         except KeyboardInterrupt as e:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         except OpcostError as e:
@@ -256,6 +252,30 @@ class Runner:
             elif kind == "sample" and not seen["held"]:
                 self.progress.advance()
         return on_line
+    def _one_round(self, rnd: int, total: int, error: OpcostError | None) -> OpcostError | None:
+        """One process of every variant still measured, in a fresh random
+        order; returns the run's error so far (a timeout wins)."""
+        order = list(range(len(self.results)))
+        self.rng.shuffle(order)
+        for i in order:
+            vr = self.results[i]
+            if vr.status in ("unsupported", "failed") or vr.settled:
+                if self.progress:
+                    self.progress.skip((self.opts.protocol.warmup + self.opts.protocol.samples) * self._copies_per_round())
+                continue
+            err = self._round(vr, rnd, i)
+            if isinstance(err, UsageError):
+                vr.status, vr.reason = "failed", str(err)
+                raise err
+            if err is not None:
+                error = error if isinstance(error, ProbeTimeout) else err
+                vr.status, vr.reason = "failed", str(err)
+                self.warn(f"{vr.variant.key()}: {err}")
+                if self.recorder:
+                    self.recorder.variant_updated(vr)
+        if self.progress:
+            self.progress.round_done(rnd + 1, total)
+        return error
 
     def _copies_per_round(self) -> int:
         return 1 + (self.opts.parallel if self.opts.parallel > 1 else 0)
@@ -326,6 +346,8 @@ class Runner:
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),
                 "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
+        if self.opts.stages:   # the look this process belongs to: marks a sequential run
+            proc["stage"] = next(k for k, end in enumerate(self.opts.stages, 1) if rnd < end)
         with interrupts.deferred():   # kept and recorded together, or neither
             vr.processes.append(proc)
             if self.recorder:

@@ -55,6 +55,7 @@ class Settings:
     store: str | None = None                 # URL; None: the default store
     no_store: bool = False
     progress: bool = True
+    stages: tuple[int, ...] = ()             # ab's sequential design: looks after these rounds
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
@@ -154,9 +155,11 @@ class Measured:
         return [vr.to_json() for vr in self.outcome.results]
 
 
-def measure(settings: Settings, variants: list[Variant], target: Target) -> Measured:
+def measure(settings: Settings, variants: list[Variant], target: Target, look=None) -> Measured:
     """Check, preflight, run on the target with a progress display, recording
-    after every process; the store is closed on the way out, whatever happens."""
+    after every process; the store is closed on the way out, whatever happens.
+    With settings.stages, `look` decides after each stage whether to go on
+    (runner.Runner)."""
     from .progress import make_progress
     from .record import Recorder
     from .runner import RunOptions, Runner
@@ -170,15 +173,16 @@ def measure(settings: Settings, variants: list[Variant], target: Target) -> Meas
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
     opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
-                      derived=plan.derived if plan else [], parallel=settings.parallel)
-    runner = Runner(variants, opts, target=target, warn=warn)
+                      derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages)
+    runner = Runner(variants, opts, target=target, warn=warn, look=look)
     try:
         runner.preflight()
         exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
         runner.recorder = Recorder(store=store, exports=exports, env=target.env(),
                                    argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
-        total = len(variants) * p.processes * (p.warmup + p.samples) * copies
+        rounds = settings.stages[-1] if settings.stages else p.processes   # sequential: at most
+        total = len(variants) * rounds * (p.warmup + p.samples) * copies
         with make_progress(total, enabled=None if settings.progress else False) as prog:
             runner.progress = prog
             outcome = runner.run()

@@ -1,34 +1,58 @@
 #!/usr/bin/env python3
 """CI coverage by simulation over real A/A data: do opcost's 95% CIs of B/A
-cover the true ratio 93-97% of the time?
+cover the true ratio 93-97% of the time, also after a sequential `ab`
+stopped early?
 
 Input: the comparison documents kept by `aa.py --keep DIR` (real interleaved
 A/A runs on this machine). Each process median is divided by the median of
 its own comparison (drift between sessions removed, the shape of the noise
 kept: skew, outliers, bimodality), all are pooled per benchmark, and each
-trial draws n A and n B processes from the pool without replacement,
-multiplies B by a known ratio r, and asks compare.ratio_ci for the CI.
-Also reported: how often the real A/A comparisons' own CIs contained 1."""
+trial draws A and B processes from the pool without replacement and
+multiplies B by a known ratio r. --design sequential (default): 40 per arm
+in rounds, the sequential rule of `ab` (looks at 10, 20, 40, delta 2%)
+decides where it stops, and the 95% CI it reports there is checked;
+--design fixed: --n per arm, compare.ratio_ci. Also reported: how often the
+real A/A comparisons' own CIs contained 1."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from opcost import compare  # noqa: E402
+from opcost import compare, sequential  # noqa: E402
+
+
+def trial(arr: np.ndarray, r: float, args, rng, t: int) -> tuple[bool, int]:
+    """(the CI covers r, processes per arm it stopped at)."""
+    n = sequential.STAGES[-1] if args.design == "sequential" else args.n
+    idx = rng.choice(arr.size, size=2 * n, replace=False)
+    a, b = arr[idx[:n]], arr[idx[n:]] * r
+    if args.design == "fixed":
+        _, (lo, hi) = compare.ratio_ci(a, b, resamples=args.resamples, seed=t)
+        return bool(lo <= r <= hi), n
+    rounds = list(range(n))
+    (e,), _ = sequential.decide([(rounds, list(a), rounds, list(b))], delta=args.delta / 100, rounds=n,
+                                final=True, resamples=args.resamples)
+    lo, hi = e["ci95_ratio"]
+    return bool(lo <= r <= hi), e["sequential"]["processes_per_arm"]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("docs", help="directory of A/A comparison documents (aa.py --keep)")
-    ap.add_argument("--trials", type=int, default=2000)
-    ap.add_argument("--n", type=int, default=10, help="processes per arm in each simulated comparison")
-    ap.add_argument("--ratios", default="1.0,1.02,1.05")
+    ap.add_argument("--design", choices=("sequential", "fixed"), default="sequential")
+    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--n", type=int, default=10, help="--design fixed: processes per arm")
+    ap.add_argument("--delta", type=float, default=2.0, help="--design sequential: delta in percent")
+    ap.add_argument("--ratios", default="1.0,1.02,1.03,1.05")
+    ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     pools: dict[str, list[float]] = {}
@@ -46,25 +70,24 @@ def main() -> int:
             direct.setdefault(e["bench"], []).append(lo <= 1.0 <= hi)
     rng = np.random.default_rng(args.seed)
     ratios = [float(r) for r in args.ratios.split(",")]
-    print(f"{len(files)} real A/A comparisons; {args.trials} simulated comparisons of {args.n} vs {args.n} "
-          "processes per benchmark and ratio")
+    t0 = time.monotonic()
+    print(f"{len(files)} real A/A comparisons; {args.trials} simulated comparisons per benchmark and ratio, "
+          + ("sequential design (looks at 10, 20, 40 per arm, delta "
+             f"{args.delta:g}%)" if args.design == "sequential" else f"fixed design, {args.n} vs {args.n}"))
     print(f"{'benchmark':<16} {'pool':>5} {'real A/A CIs containing 1':>26}  " +
-          "  ".join(f"coverage r={r:g}" for r in ratios))
+          "  ".join(f"coverage r={r:g} (stopped at 10/20/40)" for r in ratios))
     for bench, pool in pools.items():
         arr = np.asarray(pool)
-        cov = []
+        cells = []
         for r in ratios:
-            hits = 0
-            for t in range(args.trials):
-                idx = rng.choice(arr.size, size=2 * args.n, replace=False)
-                a, b = arr[idx[: args.n]], arr[idx[args.n:]] * r
-                _, (lo, hi) = compare.ratio_ci(a, b, resamples=2000, seed=t)
-                hits += lo <= r <= hi
-            cov.append(hits / args.trials)
+            got = [trial(arr, r, args, rng, t) for t in range(args.trials)]
+            stops = Counter(n for _, n in got)
+            cells.append(f"{sum(h for h, _ in got) / args.trials:>14.1%} ("
+                         + "/".join(str(stops.get(n, 0)) for n in sequential.STAGES) + ")")
         d = direct[bench]
-        print(f"{bench:<16} {arr.size:>5} {sum(d):>19}/{len(d)} = {sum(d) / len(d):.1%}  " +
-              "  ".join(f"{c:>14.1%}" for c in cov))
-    print("target: 93-97%")
+        print(f"{bench:<16} {arr.size:>5} {sum(d):>19}/{len(d)} = {sum(d) / len(d):.1%}  " + "  ".join(cells),
+              flush=True)
+    print(f"target: 93-97%; {time.monotonic() - t0:.0f} s")
     return 0
 
 

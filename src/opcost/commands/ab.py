@@ -12,12 +12,15 @@ def add_parser(sub) -> None:
     s = sub.add_parser("ab", help="interleaved A/B of two variants, with a verdict",
                        description="Each round runs one A and one B process in a random order. "
                        "PARAMS is key=value,key=value (cpu, arch and spin included); identical A and B "
-                       "make an A/A run, which measures the noise.")
+                       "make an A/A run, which measures the noise. Without -p the design is sequential: "
+                       "it looks after 10, 20 and 40 processes per arm (O'Brien-Fleming alpha spending) "
+                       "and stops as soon as every verdict is settled; -p N measures exactly N.")
     s.add_argument("benches", nargs="+", metavar="BENCH")
     s.add_argument("--a", required=True, metavar="PARAMS", help="variant A (the baseline)")
     s.add_argument("--b", required=True, metavar="PARAMS", help="variant B (verdicts are B relative to A)")
     protocol.add_delta(s)
-    add_measure_options(s)
+    add_measure_options(s, {"processes": None, "processes_help": "default: sequential, looks after "
+                            + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"})
 
 
 def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> tuple:
@@ -40,6 +43,20 @@ def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> 
     return tuple(pair)
 
 
+def sequential_look(stages: tuple[int, ...], delta: float):
+    """The runner's look after stage `number`: marks the benchmarks whose
+    verdict is settled (measured no more) and says whether any is not."""
+    def look(number: int, results: list) -> bool:
+        from ..comparison import settled_after
+
+        pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
+        done = settled_after([(a.processes, b.processes) for a, b in pairs], delta=delta, rounds=stages[number - 1])
+        for (a, b), d in zip(pairs, done):
+            a.settled = b.settled = d
+        return not all(done)
+    return look
+
+
 def run(args, argv) -> int:
     from .. import export, session
     from ..comparison import ab_document
@@ -52,7 +69,12 @@ def run(args, argv) -> int:
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
-    m = session.measure(settings, [v for pair in pairs for v in pair], target)
+    look = None
+    if args.processes is None:   # the sequential design: stage 1, look, more rounds while needed
+        settings.stages = protocol.SCHEDULE
+        settings.protocol = settings.protocol.with_(processes=protocol.SCHEDULE[0])
+        look = sequential_look(settings.stages, args.delta / 100)
+    m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
     export.write(settings.exports, doc)
