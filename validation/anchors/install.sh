@@ -74,7 +74,8 @@ if [ -z "$bindir" ] || [ -n "$missing" ]; then
 fi
 os=$(basename "$bindir")
 rm -rf "$dest/lmbench"
-mv "$build/lmbench" "$dest/lmbench" && rmdir "$build"
+mv "$build/lmbench" "$dest/lmbench" || { rm -rf "$build"; fail "cannot move the build to $dest/lmbench"; }
+rmdir "$build"
 sha256sum < "$tarball" | cut -d' ' -f1 > "$dest/lmbench.stamp"
 echo "ok $dest/lmbench/bin/$os" > "$status"
 say "lmbench built in $dest/lmbench/bin/$os"
