@@ -75,7 +75,8 @@ BENCH_VARIANTS = [
     pytest.param("ctx.pipe", ["-P", "fp=both", "-P", "fpkind=x87"], marks=X86),
     pytest.param("ctx.pipe", ["-P", "fp=parent", "-P", "fpkind=sse"], marks=X86),
     ("ctx.yield", []), ("ctx.yield", ["-P", "mode=thread"]),
-    ("signal.catch", []), ("signal.catch", ["-P", "sig=0"]), pytest.param("signal.catch", ["-P", "state=sse"], marks=X86), ("signal.install", []),
+    ("signal.catch", []), ("signal.catch", ["-P", "sig=0"]), pytest.param("signal.catch", ["-P", "state=sse"], marks=X86),
+    ("signal.install", []), ("signal.install", ["-P", "refill=yes"]),
 ]
 
 
