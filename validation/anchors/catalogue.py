@@ -78,21 +78,24 @@ def resolve(row: Row, benches: dict[str, set[str]], tools: Tools, cfg: Config) -
     """What can run for this row: {'status': 'ok'|'not in opcost'|'anchor unavailable', ...}.
     benches: opcost benchmark name -> its declared parameter names."""
     anchor, why = row.find_anchor(tools, cfg)
-    out = {"anchor": anchor, "why": why, "spec": row.spec(), "dropped_params": [],
-           "minus_spec": row.spec(params={**row.params, **row.minus}) if row.minus else None}
+    out = {"anchor": anchor, "why": why, "spec": row.spec(), "dropped_params": [], "minus_spec": None,
+           "minus_div": row.minus_div}
     if row.bench not in benches:
         out["status"] = "not in opcost"
         out["why"] = f"not in this opcost (no benchmark {row.bench})"
         return out
     declared = benches[row.bench]
-    out["dropped_params"] = [k for k in {**row.params, **(row.minus or {})} if k not in declared]
+    out["dropped_params"] = [k for k in row.params if k not in declared]
     out["spec"] = row.spec(declared)
     if row.minus:
-        if any(k not in declared for k in row.minus):
+        mb = row.minus_bench or row.bench
+        lacks = [k for k in row.minus if k not in benches.get(mb, set())]
+        if mb not in benches or lacks:
             out["status"] = "not in opcost"
-            out["why"] = f"not in this opcost ({row.bench} has no {', '.join(row.minus)}=, needed to subtract)"
+            out["why"] = f"not in this opcost ({mb} has no {', '.join(lacks or row.minus)}=, needed to subtract)"
             return out
-        out["minus_spec"] = row.spec(declared, {**row.params, **row.minus})
+        params = row.minus if row.minus_bench else {**row.params, **row.minus}
+        out["minus_spec"] = Row(row.name, mb, params, row.unit, row.find_anchor, "").spec(benches[mb])
     out["status"] = "ok" if anchor else "anchor unavailable"
     return out
 

@@ -95,7 +95,9 @@ class Row:
     sized_like_anchor: bool = False  # give the probe the anchor process's footprint (resident=, mappings=)
     differs: str = ""               # how the anchor's definition differs from this opcost spec ("": it does not)
     band: tuple[float | None, float | None] | None = RATIO_BAND  # judged ratio range; None: not judged
-    minus: dict[str, str] | None = None  # opcost's figure less the same benchmark with these parameters
+    minus: dict[str, str] | None = None  # opcost's figure less this spec's (same benchmark, these parameters changed)
+    minus_bench: str | None = None  # ... or this benchmark with only the minus parameters
+    minus_div: int = 1              # ... divided by this (per-page share of a per-mapping cost)
     tool: str = "perf"              # --ops group: perf, hackbench, lmbench
 
     def spec(self, declared: set[str] | None = None, params: dict[str, str] | None = None) -> str:

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             row, res = active[name], resolved[name]
             return {"opcost": lambda: run_opcost(cmd, env, res["spec"], cpu, extra_long if row.long else extra,
                                                  Path(tmp), whole_process_share=row.long or row.children,
-                                                 minus_spec=res["minus_spec"]),
+                                                 minus_spec=res["minus_spec"], minus_div=res["minus_div"]),
                     "anchor": lambda: run_anchor(res["anchor"], cpu)}
 
         runs = il.rounds(args.runs, list(active), sides, attempt)

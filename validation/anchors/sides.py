@@ -45,14 +45,14 @@ def opcost_benches(cmd: list[str], env: dict[str, str]) -> dict[str, set[str]]:
 
 
 def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whole_process_share: bool = False,
-               minus_spec: str | None = None) -> dict:
+               minus_spec: str | None = None, minus_div: int = 1) -> dict:
     """One opcost measurement. cpu_share: CPU time over wall time of the
     measured batches from opcost's own per-batch rusage (measuring side and
     helper), or, with whole_process_share (benchmarks whose samples leave
     their workers' CPU time out: msg.hackbench, proc.fork), of the whole opcost process
     tree (the CLI's Python start-up included: close to 1 when undisturbed).
     minus_spec: measured in the same opcost run (its rounds interleave the
-    two) and its median subtracted, as an anchor that subtracts a part."""
+    two) and its median / minus_div subtracted, as an anchor that subtracts a part."""
     out = work / "opcost.json"
     if out.exists():
         out.unlink()
@@ -72,7 +72,7 @@ def run_opcost(cmd, env, spec: str, cpu: int, extra: list[str], work: Path, whol
         raise Failure(f"{shlex.join(argv)}: exit {cp.returncode}\n{tail(cp.stderr, 6)}")
     try:
         medians = [float(r["summary"]["median_ns"]) for r in rs]
-        got = {"ns_per_op": medians[0] - sum(medians[1:]), "cv_processes": rs[0]["summary"].get("cv"),
+        got = {"ns_per_op": medians[0] - sum(medians[1:]) / minus_div, "cv_processes": rs[0]["summary"].get("cv"),
                "wall_s": wall, "op": rs[0].get("op"),
                "cpu_share": tree_share if whole_process_share else opcost_share(
                    [x for r in rs for p in r.get("processes") or [] for x in p.get("samples") or []])}

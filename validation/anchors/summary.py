@@ -104,7 +104,7 @@ def fmt_cv(x: float | None) -> str:
 
 def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
     out = {"operation": row.name, "unit": row.unit, "opcost_spec": res["spec"], "status": res["status"],
-           "minus_spec": res.get("minus_spec"), "differs": row.differs, "band": row.band, "tool": row.tool,
+           "minus_spec": res.get("minus_spec"), "minus_div": res.get("minus_div", 1), "differs": row.differs, "band": row.band, "tool": row.tool,
            "why": res["why"], "dropped_params": res["dropped_params"],
            "anchor_tool": res["anchor"].tool if res["anchor"] else None,
            "anchor_command": shown_command(res["anchor"], cpu) if res["anchor"] else None,
@@ -137,7 +137,9 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
 
 
 def opcost_name(r: dict) -> str:
-    return f"`{r['opcost_spec']}`" + (f" - `{r['minus_spec']}`" if r.get("minus_spec") else "")
+    div = r.get("minus_div") or 1
+    return f"`{r['opcost_spec']}`" + (f" - `{r['minus_spec']}`" + (f" / {div}" if div != 1 else "")
+                                      if r.get("minus_spec") else "")
 
 
 def verdict_text(r: dict) -> str:
