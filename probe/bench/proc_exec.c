@@ -3,12 +3,16 @@
  * whose _start only calls exit (probe/tiny.S, no libc start-up) + waitpid(2).
  * The program lives in a memfd (lib/tinyexe.c) and is run with fexecve(3)
  * (execveat(fd, "", AT_EMPTY_PATH)): no file on disk. resident= and
- * mappings= (lib/footprint.c) size the parent that forks. */
+ * mappings= (lib/footprint.c) size the parent that forks. prog=PATH runs
+ * that program instead (argv {PATH}, empty environment, stdout closed in the
+ * child first, as lmbench lat_proc exec runs its dynamically linked hello):
+ * what loading a real program adds. */
 #include "../probe.h"
 #include "../lib/footprint.h"
 #include "../lib/tinyexe.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -19,24 +23,30 @@ static const char *const via_choices[] = {"fork", "vfork", NULL};
 static const struct bench_param params[] = {
 	{"via", PT_ENUM, "create the child with fork(2) or vfork(2), then fexecve the tiny program", "fork", via_choices,
 	 0, 0},
+	{"prog", PT_STR,
+	 "tiny: the embedded tiny static program; else the path of a program to execute (argv {PATH}, empty "
+	 "environment, stdout closed in the child, as lmbench lat_proc exec runs /tmp/hello); it must exit 0",
+	 "tiny", NULL, 0, 0},
 	FOOTPRINT_PARAMS,
 	{NULL, 0, NULL, NULL, NULL, 0, 0},
 };
 
 struct state {
-	int fd, use_vfork;
+	int fd, use_vfork, close_stdout;
 	char path[64];
 	uint64_t failed;
 };
 
 static struct state st;
-static char *const child_argv[] = {"opcost-tiny", NULL};
+static char *child_argv[] = {"opcost-tiny", NULL};
 static char *const child_envp[] = {NULL};
 
 static __attribute__((noinline)) pid_t start(const struct state *s)
 {
 	pid_t pid = s->use_vfork ? vfork() : fork();
 	if (pid == 0) {
+		if (s->close_stdout)
+			close(1);
 		fexecve(s->fd, child_argv, child_envp);
 		_exit(127);
 	}
@@ -64,13 +74,33 @@ static int setup(struct bench_ctx *ctx)
 	int rc = footprint_setup(ctx);
 	if (rc != BENCH_OK)
 		return rc;
-	s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
-	if (s->fd < 0) {
-		footprint_teardown(ctx);
-		return BENCH_UNSUPPORTED;
+	const char *prog = param_str(ctx, "prog");
+	if (strcmp(prog, "tiny") != 0) {
+		s->close_stdout = 1;
+		child_argv[0] = (char *)prog;
+		s->fd = open(prog, O_RDONLY | O_CLOEXEC);
+		if (s->fd < 0) {
+			snprintf(ctx->err, sizeof(ctx->err), "prog=%s cannot be opened: %s", prog, strerror(errno));
+			footprint_teardown(ctx);
+			return BENCH_BADPARAM;
+		}
+	} else {
+		child_argv[0] = "opcost-tiny";
+		s->fd = tinyexe_open(s->path, sizeof(s->path), ctx->err, sizeof(ctx->err));
+		if (s->fd < 0) {
+			footprint_teardown(ctx);
+			return BENCH_UNSUPPORTED;
+		}
 	}
 	int status = 0;
 	if (one(s, &status) != 0) {
+		if (s->close_stdout) {
+			snprintf(ctx->err, sizeof(ctx->err), "prog=%s did not run and exit 0 (wait status 0x%x; 127: exec failed)",
+				 prog, status);
+			close(s->fd);
+			footprint_teardown(ctx);
+			return BENCH_BADPARAM;
+		}
 		snprintf(ctx->err, sizeof(ctx->err),
 			 "the tiny program in a memfd cannot be executed (wait status 0x%x; 127: exec failed: vm.memfd_noexec, or a foreign architecture without binfmt_misc)",
 			 status);

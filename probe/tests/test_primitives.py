@@ -51,6 +51,7 @@ CASES = [
     ("proc.vfork", [], 10, "vfork+exit+wait", None),
     ("proc.exec", [], 5, "fork+exec+exit+wait", None),
     ("proc.exec", ["via=vfork"], 5, "fork+exec+exit+wait", None),
+    ("proc.exec", ["prog=/bin/true"], 3, "fork+exec+exit+wait", None),
     ("proc.spawn", [], 5, "spawn+exec+exit+wait", None),
     ("thread.create", [], 20, "create+exit+join", None),
     ("thread.create", ["stack=64"], 20, "create+exit+join", None),
@@ -95,6 +96,13 @@ def test_new_benchmark_runs_and_reports_per_operation(bench, params, iters, op, 
             assert s["ns_per_iter"] == pytest.approx(s["ns"] / s["iters"], rel=1e-9)
     if bench.startswith("ctx."):
         assert header["placement"]["name"] == "same" and header["placement"]["cpus"][0] == header["cpus"][0]
+
+
+def test_exec_of_a_program_that_fails_is_a_bad_parameter():
+    """prog= must name a program that runs and exits 0: said before anything is timed."""
+    for prog, why in (("/nonexistent/prog", "cannot be opened"), ("/bin/false", "did not run and exit 0")):
+        cp = probe("run", "proc.exec", "-P", f"prog={prog}", "--iters", "2", *FAST)
+        assert cp.returncode == 2 and why in cp.stderr, (cp.returncode, cp.stderr)
 
 
 def test_nanosleep_reports_its_overshoot():

@@ -77,7 +77,8 @@ BENCH_VARIANTS = [(name, quick_args(name)) for name in TABLE] + [
     ("syscall.null", ["-P", "via=inline"]), ("ctx.pipe", ["-P", "mode=thread"]),
     pytest.param("ctx.pipe", ["-P", "fp=both", "-P", "fpkind=x87"], marks=X86),
     pytest.param("ctx.pipe", ["-P", "fp=parent", "-P", "fpkind=sse"], marks=X86),
-    ("ctx.yield", ["-P", "mode=thread"]), pytest.param("signal.catch", ["-P", "state=sse"], marks=X86),
+    ("ctx.yield", ["-P", "mode=thread"]), ("signal.catch", ["-P", "sig=0"]),
+    pytest.param("signal.catch", ["-P", "state=sse"], marks=X86), ("signal.install", ["-P", "refill=yes"]),
 ]
 
 

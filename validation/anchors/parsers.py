@@ -55,3 +55,28 @@ def parse_lmbench(text: str) -> dict:
     if not m:
         raise ValueError("no '<what>: X microseconds' line in lmbench output")
     return {"ns_per_op": float(m.group(2)) * 1000.0, "what": m.group(1).strip()}
+
+
+def parse_lat_ctx(text: str) -> dict:
+    """lmbench lat_ctx -s K N: '"size=Kk ovr=O' (a pipe write+read in one
+    process, us) then 'N T' (one context switch, us: the ring's round trip / N
+    less O; no line when that comes out <= 0). ns_per_op is the ring's round
+    trip rebuilt from them, N x (T + O): what ctx.pipe measures for N = 2."""
+    o = re.search(r"size=([0-9]+)k\s+ovr=" + _NUM, text)
+    t = re.search(r"^\s*([0-9]+)\s+" + _NUM + r"\s*$", text, re.M)
+    if not o:
+        raise ValueError("no 'size=Kk ovr=O' line in lat_ctx output")
+    if not t:
+        raise ValueError("no 'PROCS TIME' line in lat_ctx output (it prints none when the switch comes out <= 0)")
+    procs, switch_us, ovr_us = int(t.group(1)), float(t.group(2)), float(o.group(2))
+    return {"ns_per_op": procs * (switch_us + ovr_us) * 1000.0, "switch_ns": switch_us * 1000.0,
+            "ovr_ns": ovr_us * 1000.0, "procs": procs, "size_kb": int(o.group(1))}
+
+
+def parse_lat_mmap(text: str) -> dict:
+    """lmbench lat_mmap SIZE FILE: 'MB US' (the size in MB, then one
+    mmap + touches + munmap in microseconds; 3 decimals below 10 us)."""
+    m = re.search(r"^\s*" + _NUM + r"\s+" + _NUM + r"\s*$", text, re.M)
+    if not m:
+        raise ValueError("no 'SIZE_MB MICROSECONDS' line in lat_mmap output")
+    return {"ns_per_op": float(m.group(2)) * 1000.0, "size_mb": float(m.group(1))}

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from validation.anchors.catalogue import Anchor, Row
-from validation.anchors.sides import TIMEOUT_S, pinned
+from validation.anchors.sides import TIMEOUT_S, anchor_env, pinned
 from validation.harness.script import log
 
 
@@ -38,7 +38,7 @@ def anchor_footprint(anchor: Anchor, cpu: int, interval: float = 0.02) -> dict |
     the loader). None if it exited before a sample."""
     argv, pre = pinned(anchor.argv, cpu)
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=pre)
+                            stderr=subprocess.DEVNULL, preexec_fn=pre, env=anchor_env(anchor))
     best: dict | None = None
     try:
         deadline = time.monotonic() + TIMEOUT_S
