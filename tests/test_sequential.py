@@ -96,6 +96,9 @@ def test_nothing_compared_and_a_run_that_ended_early():
     assert got[1]["sequential"]["settled"] in ("the run ended here", "its CI at the look's level lies inside +/- delta",
                                                "significant at the look's level and beyond delta")
     assert [lk.processes for lk in done] == [10, 13]
+    # a run stopped before any benchmark could be compared
+    assert sequential.decide([None, None], delta=0.02, rounds=0, final=True) == ([None, None], [])
+    assert sequential.stop_reason([None, None], []) == "ended early"
 
 
 def test_the_boundaries_hold_alpha_for_the_rank_statistic():

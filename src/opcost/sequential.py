@@ -198,6 +198,8 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
     and the looks done. final: the last look done is the run's end, so its
     verdicts stand whatever they are."""
     ns = plan(rounds, stages)
+    if not ns:   # nothing measured that could be compared
+        return [None] * len(arms), []
     done = looks(ns, stages[-1], alpha)
     state: list[dict | None] = [None] * len(arms)
     history: list[list[dict]] = [[] for _ in arms]

@@ -30,12 +30,22 @@ from validation.harness.checkout import ab, probe_header  # noqa: E402
 
 
 def spin_for(target: float, base_ns: float, cpu: str) -> tuple[int, float, float]:
-    """k extra adds whose measured alone-cost is closest to target * base."""
+    """k extra adds whose measured alone-cost is closest to target * base. A
+    short chain costs less per add than a long one (out-of-order execution
+    hides part of it), so k is refined on the measured extra cost itself."""
     one = probe_header("syscall.null", 1, cpu)["spin"]["ns"]
+    want = target * base_ns
     per_add = (probe_header("syscall.null", 201, cpu)["spin"]["ns"] - one) / 200
-    k = max(1, round(target * base_ns / per_add))
-    extra = probe_header("syscall.null", 1 + k, cpu)["spin"]["ns"] - one
-    return k, one, extra
+    k = max(1, round(want / per_add))
+    tried: dict[int, float] = {}
+    for _ in range(4):
+        tried[k] = probe_header("syscall.null", 1 + k, cpu)["spin"]["ns"] - one
+        nxt = max(1, round(k * want / tried[k])) if tried[k] > 0 else k * 2
+        if nxt in tried:
+            break
+        k = nxt
+    k = min(tried, key=lambda j: abs(tried[j] - want))
+    return k, one, tried[k]
 
 
 def one(k: int, opts: list[str]) -> tuple[dict, float]:
