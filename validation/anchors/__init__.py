@@ -1,9 +1,12 @@
 """validation/anchors: opcost against perf bench, hackbench and lmbench.
 
   run.py        the script: options, the interleaved runs, the report
-  catalogue.py  which opcost spec is compared with which anchor command
+  catalogue.py  which opcost spec is compared with which perf bench / hackbench command
+  lmbench.py    lmbench's rows: its commands, and how each definition differs from opcost's
+  model.py      a row, an anchor, the tools found here, the report's sizes (data only)
   parsers.py    anchor output -> ns per operation
-  sides.py      one opcost measurement, one anchor run
-  sizing.py     proc.fork's parent sized like the anchor's process
-  summary.py    the runs of a row -> figures, verdict, markdown line
+  sides.py      one opcost measurement (or a difference of two), one anchor run
+  sizing.py     a fork's parent sized like the anchor's process
+  summary.py    the runs of a row -> figures, verdict (ratio band, F-test), markdown line
+  install.sh    perf, rt-tests; builds lmbench outside the repository
 """

@@ -1,7 +1,8 @@
 """The catalogue of anchors: for each row, which opcost benchmark and
 parameters are compared with which established tool's command ("the
 anchor"), whether that tool is here (and if not, why), and which rows --ops
-selects. make_rows lists the rows; resolve says what can run of one."""
+selects. The perf bench and hackbench rows are here, lmbench's in
+lmbench.py. make_rows lists the rows; resolve says what can run of one."""
 
 from __future__ import annotations
 

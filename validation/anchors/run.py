@@ -55,10 +55,11 @@ opcost has no benchmark (or parameter) for is marked 'not in this opcost'.
 
 Needs: bash validation/anchors/install.sh (perf, rt-tests, lmbench). CI does
 not gate on this: it is a report (exit 0 after printing; --check exits 1 on a
-FAIL). Runtime on a 2-CPU VM: about 1 minute per run for the lmbench rows
-(opcost's own default protocol, about 2.5 s per measurement; lmbench 0.3-0.7
-s, lat_pipe 5 s) and 1.5 for the others (msg.hackbench: 20 whole runs per
-opcost measurement); reruns of disturbed pairs add to that on a busy machine.
+FAIL). Runtime on a 2-CPU VM: about 70 s of measuring per run for the 19
+lmbench rows (opcost's own default protocol, about 2.5 s per measurement;
+lmbench 0.3-0.7 s, lat_pipe 5 s) and 25 s for the 6 others (msg.hackbench:
+20 whole runs per opcost measurement); reruns of disturbed pairs add to that
+on a busy machine (--retries bounds them).
 --ops picks rows (a name, its first word, a benchmark, or a tool: perf,
 hackbench, lmbench); --scale shrinks or grows perf's and hackbench's loops.
 
