@@ -158,13 +158,13 @@ class Measured:
 def measure(settings: Settings, variants: list[Variant], target: Target, look=None) -> Measured:
     """Check, preflight, run on the target with a progress display, recording
     after every process; the store is closed on the way out, whatever happens.
+    The caller has checked `settings` (Settings.check) before planning.
     With settings.stages, `look` decides after each stage whether to go on
     (runner.Runner)."""
     from .progress import make_progress
     from .record import Recorder
     from .runner import RunOptions, Runner
 
-    settings.check()
     plan = counter_plan(settings.counters, target)
     store = None
     if not settings.no_store:
