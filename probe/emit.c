@@ -112,6 +112,13 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 		jb_num(&j, "batch_ms", ri->batch_ms);
 	if (ri->hold)
 		jb_str(&j, "output", "held");
+	if (ri->schedstat) {
+		/* run delay: the time the measuring thread was runnable but not running */
+		jb_obj_begin(&j, "run_delay");
+		jb_bool(&j, "available", ri->schedstat_ok);
+		jb_str(&j, ri->schedstat_ok ? "source" : "reason", ri->schedstat);
+		jb_obj_end(&j);
+	}
 	jb_bool(&j, "fake_clock", ri->fake);
 	jb_arr_begin(&j, "counters");
 	for (int i = 0; ri->cs && i < ri->cs->n; i++) {
@@ -226,6 +233,10 @@ void emit_sample(const struct run_info *ri, long i, int warmup, const struct bat
 	jb_int(&j, "cpu_after", B->cpu_after);
 	if (B->steal >= 0)
 		jb_int(&j, "steal_ticks", B->steal);
+	if (B->sched_valid) {
+		jb_int(&j, "run_ns", B->sched.run_ns);
+		jb_int(&j, "run_delay_ns", B->sched.delay_ns);
+	}
 	if (B->helper_valid) {
 		jb_obj_begin(&j, "helper");
 		jb_int(&j, "cpu", B->helper_cpu);
@@ -235,6 +246,10 @@ void emit_sample(const struct run_info *ri, long i, int warmup, const struct bat
 		jb_num(&j, "sys_ns_per_op", (double)B->helper.sys_ns / n);
 		jb_int(&j, "nvcsw", B->helper.nvcsw);
 		jb_int(&j, "nivcsw", B->helper.nivcsw);
+		if (B->helper_sched_valid) {
+			jb_int(&j, "run_ns", B->helper_sched.run_ns);
+			jb_int(&j, "run_delay_ns", B->helper_sched.delay_ns);
+		}
 		jb_obj_end(&j);
 	}
 	emit_counters(&j, ri, B);

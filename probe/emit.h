@@ -16,6 +16,12 @@ struct usage {
 	int64_t user_ns, sys_ns, nvcsw, nivcsw;
 };
 
+/* From /proc/self/task/TID/schedstat: time on the CPU and time runnable
+ * but waiting for it (run delay), ns. */
+struct sched_times {
+	int64_t run_ns, delay_ns;
+};
+
 /* One sample: a batch of `run`, or one program run of `time`. */
 struct batch {
 	uint64_t iters, executed;  /* executed: written when it differs (the fake clock runs fewer) */
@@ -27,6 +33,10 @@ struct batch {
 	uint64_t start_raw_ns; /* CLOCK_MONOTONIC_RAW at the batch start: lines up concurrent probes; 0: not written */
 	struct usage self, helper;
 	int helper_valid, helper_cpu;
+	/* schedstat over the batch (outside the timed region, around it):
+	 * sched_valid 0: not available, not written */
+	struct sched_times sched, helper_sched;
+	int sched_valid, helper_sched_valid;
 	int cpu_before, cpu_after;
 	long long steal; /* steal time during the batch (USER_HZ ticks); < 0: unknown, not written */
 	struct counter_snapshot c0, c1;
@@ -53,6 +63,8 @@ struct run_info {
 	double batch_ms;           /* one batch as calibrated (<= 0: not known, --iters: not written) */
 	int hold;                  /* --hold: samples written after the batches ("output": "held") */
 	const struct counter_set *cs; /* NULL: none */
+	const char *schedstat;     /* NULL: not written; else where run delay comes from, or why it is not there */
+	int schedstat_ok;
 };
 
 void emit_header(const struct run_info *ri, int argc, char **argv);

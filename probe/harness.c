@@ -26,6 +26,9 @@ struct run {
 	double spin_ticks; /* cost of one spin_chain(spin), measured alone */
 	uint64_t fake_rng;
 	struct usage helper_prev;
+	struct sched_times helper_sched_prev;
+	int sched_fd; /* the measuring thread's schedstat, opened once; -1: unavailable */
+	char sched_why[200];
 	double batch_ms; /* one batch as calibrated (0: --iters, not known) */
 };
 
@@ -133,9 +136,12 @@ static long long read_steal(int cpu)
 	return steal;
 }
 
-static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu)
+static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu, struct sched_times *sched,
+			int *sched_valid)
 {
 	*valid = 0;
+	if (sched_valid)
+		*sched_valid = 0;
 	if (!R->ctx.b->sync_helper)
 		return;
 	R->ctx.b->sync_helper(&R->ctx);
@@ -150,6 +156,15 @@ static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu)
 	R->helper_prev = now;
 	*valid = 1;
 	*cpu = h->cpu;
+	if (h->sched_valid) {
+		struct sched_times st = {h->run_ns, h->delay_ns};
+		if (sched) {
+			sched->run_ns = st.run_ns - R->helper_sched_prev.run_ns;
+			sched->delay_ns = st.delay_ns - R->helper_sched_prev.delay_ns;
+			*sched_valid = 1;
+		}
+		R->helper_sched_prev = st;
+	}
 }
 
 /* A benchmark with prepare(): every iteration is its own timed segment,
@@ -159,6 +174,8 @@ static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu)
 static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struct usage *u1)
 {
 	struct usage sum = {0, 0, 0, 0};
+	struct sched_times ssum = {0, 0};
+	int sched_ok = R->sched_fd >= 0;
 	memset(&B->c0, 0, sizeof(B->c0));
 	memset(&B->c1, 0, sizeof(B->c1));
 	B->raw_ticks = 0;
@@ -167,6 +184,9 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		if (R->ctx.b->prepare(&R->ctx) != 0)
 			die(EXIT_FAIL, "%s: %s", R->ctx.b->name, R->ctx.err[0] ? R->ctx.err : "prepare failed");
 		struct counter_snapshot a, b;
+		struct sched_times sa, sb;
+		if (sched_ok && sched_read(R->sched_fd, &sa) < 0)
+			sched_ok = 0;
 		struct usage ua = self_usage();
 		counters_read(&R->cs, &a);
 		uint64_t w = mono_raw_ns();
@@ -176,6 +196,12 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		B->wall_ns += mono_raw_ns() - w;
 		counters_read(&R->cs, &b);
 		struct usage ub = self_usage();
+		if (sched_ok && sched_read(R->sched_fd, &sb) == 0) {
+			ssum.run_ns += sb.run_ns - sa.run_ns;
+			ssum.delay_ns += sb.delay_ns - sa.delay_ns;
+		} else {
+			sched_ok = 0;
+		}
 		B->raw_ticks += (double)(t1 - t0);
 		for (int k = 0; k < R->cs.n; k++) {
 			B->c1.value[k] += b.value[k] - a.value[k];
@@ -189,6 +215,8 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 	}
 	*u0 = (struct usage){0, 0, 0, 0};
 	*u1 = sum;
+	B->sched = ssum;
+	B->sched_valid = sched_ok;
 }
 
 /* One batch of the operation; with_aux: then the aux loop alone with the
@@ -207,6 +235,8 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 	B->executed = fake && iters > 64 ? 64 : iters;
 	B->steal = read_steal(R->ctx.cpus[0]);
 	B->cpu_before = sched_getcpu();
+	struct sched_times q0 = {0, 0}, q1 = {0, 0};
+	int sched_ok = R->sched_fd >= 0 && !R->ctx.b->prepare && sched_read(R->sched_fd, &q0) == 0;
 	struct usage u0 = self_usage();
 	counters_read(&R->cs, &B->c0);
 	uint64_t w0 = mono_raw_ns();
@@ -222,6 +252,11 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 		B->wall_ns = mono_raw_ns() - w0;
 		counters_read(&R->cs, &B->c1);
 		u1 = self_usage();
+		if (sched_ok && sched_read(R->sched_fd, &q1) == 0) {
+			B->sched.run_ns = q1.run_ns - q0.run_ns;
+			B->sched.delay_ns = q1.delay_ns - q0.delay_ns;
+			B->sched_valid = 1;
+		}
 		B->raw_ticks = (double)(t1 - t0);
 	}
 	B->start_raw_ns = w0;
@@ -232,7 +267,7 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 	B->self.sys_ns = u1.sys_ns - u0.sys_ns;
 	B->self.nvcsw = u1.nvcsw - u0.nvcsw;
 	B->self.nivcsw = u1.nivcsw - u0.nivcsw;
-	helper_sync(R, &B->helper, &B->helper_valid, &B->helper_cpu);
+	helper_sync(R, &B->helper, &B->helper_valid, &B->helper_cpu, &B->helper_sched, &B->helper_sched_valid);
 
 	/* a prepared benchmark pays one clock pair per iteration */
 	double clocks = R->ctx.b->prepare ? (double)iters : 1.0;
@@ -250,6 +285,10 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 			B->helper = B->self;
 		B->cpu_before = B->cpu_after = R->ctx.cpus[0];
 		B->steal = 0;
+		if (B->sched_valid) /* on the CPU the whole batch, never waiting */
+			B->sched = (struct sched_times){(int64_t)ns, 0};
+		if (B->helper_sched_valid)
+			B->helper_sched = (struct sched_times){(int64_t)(ns / 2), 0};
 	}
 	B->net_ticks = B->raw_ticks - R->clock_ovh * clocks - loop_subtracted(R) * (double)iters;
 	if (with_aux && has_aux(R)) {
@@ -314,6 +353,10 @@ static void describe(struct run *R, uint64_t iters, struct run_info *ri)
 	ri->batch_ms = R->batch_ms;
 	ri->hold = R->o.hold;
 	ri->cs = &R->cs;
+	ri->schedstat_ok = R->sched_fd >= 0;
+	ri->schedstat = R->sched_fd >= 0 ? "/proc/self/task/TID/schedstat of the measuring thread (and of the helper), "
+					   "read before and after every batch outside its timed region"
+					 : R->sched_why;
 }
 
 int harness_run(const struct run_opts *o, int argc, char **argv)
@@ -338,6 +381,8 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	int rc = pin_self(R.ctx.cpus[0]);
 	if (rc < 0)
 		die(EXIT_FAIL, "cannot pin to CPU %d: %s", R.ctx.cpus[0], strerror(-rc));
+	/* Run delay: opened once, here, on the measuring thread, before anything is measured. */
+	R.sched_fd = sched_open(R.sched_why, sizeof(R.sched_why));
 
 	R.ctx.spin = (unsigned)R.o.spin;
 	R.ctx.shm = mmap(NULL, sizeof(struct helper_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -367,7 +412,7 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	counters_open(&R.cs);
 	int dummy_valid, dummy_cpu;
 	struct usage dummy;
-	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu); /* baseline */
+	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu, NULL, NULL); /* baseline */
 	uint64_t iters = calibrate_iters(&R);
 	struct run_info ri;
 	describe(&R, iters, &ri);

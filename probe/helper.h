@@ -18,6 +18,8 @@ struct helper_shm {
 	volatile int64_t user_ns, sys_ns;
 	volatile int64_t nvcsw, nivcsw;
 	volatile int valid;      /* usage has been published at least once */
+	volatile int64_t run_ns, delay_ns; /* schedstat of the helper thread */
+	volatile int sched_valid;          /* run_ns/delay_ns read (schedstat available) */
 };
 
 /* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
@@ -36,6 +38,15 @@ int helper_start(struct bench_ctx *ctx, struct helper *h, int thread, void (*fn)
 /* A process is killed and reaped; a thread is joined (the benchmark has made
  * its fn return first). */
 void helper_stop(struct helper *h);
+/* The calling thread's run delay through fd, its open
+ * /proc/self/task/TID/schedstat (2nd field), and its CPU time
+ * (CLOCK_THREAD_CPUTIME_ID: exact, where schedstat's 1st field is as old as
+ * the last tick), into a struct sched_times (emit.h); 0, or -1 when it
+ * cannot be read. */
+struct sched_times;
+int sched_read(int fd, struct sched_times *out);
+/* Open the calling thread's schedstat: an fd, or -1 with why in err. */
+int sched_open(char *err, size_t len);
 /* Called by helpers between operations (helper_poll_inline): one load,
  * and on request publishes the helper's own usage into ctx->shm. */
 void helper_publish(struct bench_ctx *ctx);

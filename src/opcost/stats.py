@@ -26,6 +26,16 @@ OUTLIER_MADS = 3.0
 # At a spread of 0.3% a process 3 MADs off is 1% off: not worth a reader's doubt.
 OUTLIER_MIN_REL = 0.02
 SLOW_START = 1.05
+# `contended` (docs/statistics.md): a batch is contended when the time it lost
+# waiting for its CPU exceeds this share of its wall time (half the default
+# practical threshold, 2%: below it, waiting cannot by itself move a figure
+# past delta) ...
+CONTENDED_BATCH_SHARE = 0.01
+# ... and a variant is flagged when more than this share of its measured
+# batches were: a process's figure is its median batch, and with 10% of the
+# batches inflated the median is the 56th percentile of the clean ones, a
+# shift inside the batch-to-batch spread; past that, the figure moves.
+CONTENDED_BATCHES = 0.10
 
 
 def median(xs) -> float:
@@ -106,6 +116,50 @@ def process_stats(samples: list[dict]) -> dict:
     return out
 
 
+def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
+    """Time one batch lost waiting for a CPU, ns; None where the probe could
+    not read run delay. The measuring thread's run delay (runnable, not
+    running), plus the helper's where it has a CPU of its own (while the
+    helper waits, the operation waits). With the helper on the measuring
+    CPU the two wait for each other by design, so the loss is what neither
+    ran: wall time less both threads' CPU time."""
+    if "run_delay_ns" not in sample:
+        return None
+    h = sample.get("helper") or {}
+    if h and helper_same_cpu:
+        if "run_ns" not in h or "run_ns" not in sample:
+            return None
+        return max(0.0, float(sample["wall_ns"] - sample["run_ns"] - h["run_ns"]))
+    return float(sample["run_delay_ns"] + h.get("run_delay_ns", 0))
+
+
+def contention(procs: list[dict]) -> dict | None:
+    """How much of the measured time the processes lost waiting for their
+    CPU (another task had it): the share over all measured batches, how many
+    batches lost more than CONTENDED_BATCH_SHARE, and the involuntary
+    switches per batch. None when no sample carries run delay (an older
+    probe, or a kernel without schedstat: the probe's header says why)."""
+    lost = wall = 0.0
+    n = over = 0
+    nivcsw = 0
+    for p in procs:
+        cpus = (p.get("header") or {}).get("cpus") or []
+        same = len(cpus) > 1 and cpus[0] == cpus[1]
+        for s in p["samples"]:
+            x = batch_lost_ns(s, same)
+            if x is None or not s.get("wall_ns"):
+                continue
+            n += 1
+            lost += x
+            wall += s["wall_ns"]
+            over += x > CONTENDED_BATCH_SHARE * s["wall_ns"]
+            nivcsw += s.get("nivcsw", 0) + (s.get("helper") or {}).get("nivcsw", 0)
+    if not n:
+        return None
+    return {"lost_share": lost / wall if wall else 0.0, "batches": n, "batches_over": over,
+            "batch_share_threshold": CONTENDED_BATCH_SHARE, "involuntary_switches_per_batch": nivcsw / n}
+
+
 def _med_or_none(xs):
     xs = [x for x in xs if x is not None]
     return median(xs) if xs else None
@@ -144,6 +198,9 @@ def summarize(processes: list[dict]) -> dict:
     counters = _summarize_counters(stats)
     if counters:
         summary["counters"] = counters
+    cont = contention(procs)
+    if cont is not None:
+        summary["contention"] = cont
     summary["flags"] = flags(procs, stats, summary)
     return summary
 
@@ -194,6 +251,13 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
         out.append({"flag": "no steady state",
                     "detail": f"first batches >{SLOW_START - 1:.0%} slower in {sum(slow)} of {len(slow)} processes: "
                               "raise --warmup"})
+    cont = summary.get("contention")
+    if cont and cont["batches_over"] > CONTENDED_BATCHES * cont["batches"]:
+        out.append({"flag": "contended", "lost_share": cont["lost_share"],
+                    "detail": f"{cont['lost_share']:.1%} of the measured time lost waiting for the CPU (run delay: "
+                              f"runnable, another task running); {cont['batches_over']} of {cont['batches']} batches "
+                              f"lost > {CONTENDED_BATCH_SHARE:.0%}, {cont['involuntary_switches_per_batch']:.1f} "
+                              "involuntary switches per batch: the figure includes that waiting"})
     emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "
