@@ -285,10 +285,11 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 			B->helper = B->self;
 		B->cpu_before = B->cpu_after = R->ctx.cpus[0];
 		B->steal = 0;
-		if (B->sched_valid) /* on the CPU the whole batch, never waiting */
-			B->sched = (struct sched_times){(int64_t)ns, 0};
-		if (B->helper_sched_valid)
-			B->helper_sched = (struct sched_times){(int64_t)(ns / 2), 0};
+		/* on the CPU the whole batch, never waiting; the same on every machine */
+		B->sched = (struct sched_times){(int64_t)ns, 0};
+		B->sched_valid = 1;
+		B->helper_sched = (struct sched_times){(int64_t)(ns / 2), 0};
+		B->helper_sched_valid = B->helper_valid;
 	}
 	B->net_ticks = B->raw_ticks - R->clock_ovh * clocks - loop_subtracted(R) * (double)iters;
 	if (with_aux && has_aux(R)) {
@@ -353,8 +354,9 @@ static void describe(struct run *R, uint64_t iters, struct run_info *ri)
 	ri->batch_ms = R->batch_ms;
 	ri->hold = R->o.hold;
 	ri->cs = &R->cs;
-	ri->schedstat_ok = R->sched_fd >= 0;
-	ri->schedstat = R->sched_fd >= 0 ? "/proc/self/task/TID/schedstat of the measuring thread (and of the helper), "
+	ri->schedstat_ok = R->sched_fd >= 0 || ri->fake;
+	ri->schedstat = ri->fake ? "fake clock: every batch on the CPU throughout, no run delay"
+			: R->sched_fd >= 0 ? "/proc/self/task/TID/schedstat of the measuring thread (and of the helper), "
 					   "read before and after every batch outside its timed region"
 					 : R->sched_why;
 }

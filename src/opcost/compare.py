@@ -317,3 +317,57 @@ def arm_flags(summary_a: dict, summary_b: dict) -> list[dict]:
             out.append({"arm": arm, "flag": f["flag"], "detail": detail,
                         "text": f"{arm}: {f['flag']}: {detail}" if detail else f"{arm}: {f['flag']}"})
     return out
+
+
+def _draws(arms: list, resamples: int, seed: int) -> list:
+    """Bootstrap medians of each arm, resampled independently (as ratio_ci
+    does): one array of `resamples` medians per arm."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for x in arms:
+        x = np.asarray(x, dtype=float)
+        idx = rng.integers(0, x.size, size=(resamples, x.size))
+        out.append(np.median(x[idx], axis=1))
+    return out
+
+
+def _pct(draws, conf: float) -> list[float] | None:
+    d = np.asarray(draws, dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return None
+    lo, hi = np.percentile(d, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
+    return [float(lo), float(hi)]
+
+
+def saving_ci(pairs: list[tuple], conf: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> dict:
+    """A saving and its confidence, the savings table's (seed 000) figures:
+    for pairs [(a, b), ...] of per-process values (A's and B's processes of
+    one quantity, e.g. user ns per op), the saving sum(median(a) - median(b))
+    and the relative saving sum(...) / sum(median(a)), each with a
+    percentile-bootstrap CI: every arm resampled with replacement on its own,
+    the processes being the independent unit, exactly as ratio_ci. One pair is
+    one benchmark's saving; two pairs are the seed's system-wide estimate
+    (child-fp and parent-fp summed). "of_b": the saving over sum(median(b)),
+    the seed's denominator for that estimate. "spans_zero": the saving's CI
+    contains 0 (not shown to differ). CIs are None with fewer than 2
+    processes in an arm."""
+    arms = [np.asarray(x, dtype=float) for pair in pairs for x in pair]
+    meds = [float(np.median(x)) for x in arms]
+    diff = sum(meds[0::2]) - sum(meds[1::2])
+    sa, sb = sum(meds[0::2]), sum(meds[1::2])
+    out: dict = {"saving": diff, "improvement": diff / sa if sa else None, "of_b": diff / sb if sb else None,
+                 "ci95": None, "ci95_improvement": None, "ci95_of_b": None, "spans_zero": None}
+    if any(x.size < 2 for x in arms):
+        return out
+    d = _draws(arms, resamples, seed)
+    da, db = sum(d[0::2]), sum(d[1::2])
+    dd = da - db
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["ci95"] = _pct(dd, conf)
+        out["ci95_improvement"] = _pct(dd / da, conf) if sa else None
+        out["ci95_of_b"] = _pct(dd / db, conf) if sb else None
+    ci = out["ci95"]
+    out["spans_zero"] = bool(ci is not None and ci[0] <= 0 <= ci[1])
+    return out

@@ -13,27 +13,159 @@ from .model import Comparison
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
 
 
-def savings(sa: dict, sb: dict, switches: int) -> dict:
+def _add(*xs):
+    return None if any(x is None for x in xs) else sum(xs)
+
+
+def _process_columns(procs: list[dict]) -> dict[str, list]:
+    """Per process (stats.process_stats), the savings table's quantities per
+    operation: user, system, user+system, elapsed (its median batch), cycles,
+    and the whole system (both sides' user+system) where a helper takes part;
+    a process without one is left out of that column."""
+    from .stats import process_stats
+
+    cols: dict[str, list] = {k: [] for k in ("user", "system", "user+system", "elapsed", "cycles", "whole system")}
+    for p in procs:
+        if not p.get("samples"):
+            continue
+        ps = process_stats(p["samples"])
+        u, sy = ps.get("user_ns_per_op"), ps.get("sys_ns_per_op")
+        vals = {"user": u, "system": sy, "user+system": _add(u, sy), "elapsed": ps["median_ns"],
+                "cycles": ps["median_tsc"],
+                "whole system": _add(u, sy, ps.get("helper_user_ns_per_op"), ps.get("helper_sys_ns_per_op"))}
+        for k, v in vals.items():
+            if v is not None:
+                cols[k].append(v)
+    return cols
+
+
+def _tsc_hz(procs: list[dict]) -> float | None:
+    hz = sorted(p["header"]["tsc_hz"] for p in procs if (p.get("header") or {}).get("tsc_hz"))
+    return hz[len(hz) // 2] if hz else None
+
+
+def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None,
+            procs_b: list[dict] | None = None) -> dict:
     """Seed 000's table: per operation, for A, B, the difference A-B and the
     improvement (A-B)/A, of user, system, user+system and elapsed time, ns and
     cycles; per switch for switching benchmarks; and the whole system (both
-    sides) where a helper takes part."""
-    def row(s: dict) -> dict:
-        r: dict = {name: s.get(key) for name, key in _CPU_PARTS}
-        r["user+system"] = None if None in (r["user"], r["system"]) else r["user"] + r["system"]
-        r["elapsed"] = s.get("median_ns")
-        r["cycles"] = s.get("median_cycles")
-        if "helper_user_ns_per_op" in s:
-            r["whole system"] = s.get("cpu_ns_per_op")
+    sides) where a helper takes part. With the processes of both arms, every
+    figure is the median over processes with a 95% bootstrap CI of the
+    difference and of the improvement (compare.saving_ci: each arm resampled
+    over its processes), "spans_zero" where the difference's CI contains 0;
+    and "seed": the seed's own headline, the user+system saving per switch in
+    ns and in cycles (at the TSC rate), with its CI."""
+    ca = _process_columns(procs_a or [])
+    cb = _process_columns(procs_b or [])
+    per_process = bool(ca["elapsed"] and cb["elapsed"])
+
+    def row(s: dict, cols: dict) -> dict:
+        from .stats import median
+
+        if per_process:
+            r = {k: (median(v) if v else None) for k, v in cols.items()}
+            if "helper_user_ns_per_op" not in s:
+                r.pop("whole system")
+        else:
+            r = {name: s.get(key) for name, key in _CPU_PARTS}
+            r["user+system"] = _add(r["user"], r["system"])
+            r["elapsed"] = s.get("median_ns")
+            r["cycles"] = s.get("median_cycles")
+            if "helper_user_ns_per_op" in s:
+                r["whole system"] = s.get("cpu_ns_per_op")
         if switches:
             r["elapsed per switch"] = r["elapsed"] / switches if r["elapsed"] is not None else None
             r["cycles per switch"] = r["cycles"] / switches if r["cycles"] is not None else None
         return r
 
-    a, b = row(sa), row(sb)
+    a, b = row(sa, ca), row(sb, cb)
     diff = {k: (a[k] - b[k]) if a.get(k) is not None and b.get(k) is not None else None for k in a}
     pct = {k: (diff[k] / a[k]) if diff[k] is not None and a[k] else None for k in a}
-    return {"A": a, "B": b, "difference": diff, "improvement": pct}
+    out: dict = {"A": a, "B": b, "difference": diff, "improvement": pct}
+    if not per_process:
+        return out
+    from . import compare
+
+    ci_d: dict = {}
+    ci_i: dict = {}
+    span: dict = {}
+    for k in a:
+        base, scale = (k.removesuffix(" per switch"), switches) if k.endswith(" per switch") else (k, 1)
+        if not ca.get(base) or not cb.get(base):
+            ci_d[k] = ci_i[k] = span[k] = None
+            continue
+        sv = compare.saving_ci([(ca[base], cb[base])])
+        ci_d[k] = [x / scale for x in sv["ci95"]] if sv["ci95"] else None
+        ci_i[k] = sv["ci95_improvement"]
+        span[k] = sv["spans_zero"]
+    out.update(ci95_difference=ci_d, ci95_improvement=ci_i, spans_zero=span)
+    hz = _tsc_hz((procs_a or []) + (procs_b or []))
+    if ca["user+system"] and cb["user+system"]:
+        n = switches or 1
+        sv = compare.saving_ci([(ca["user+system"], cb["user+system"])])
+        out["seed"] = _seed_figure(sv, n, hz, per="switch" if switches else "op")
+    return out
+
+
+def _seed_figure(sv: dict, n: int, hz: float | None, per: str) -> dict:
+    """A user+system saving as the seed states it: ns and cycles per switch
+    (per op where the operation is not a switch), with the CI."""
+    d = {"per": per, "switches_per_op": n if per == "switch" else 0,
+         "saving_ns": sv["saving"] / n, "ci95_ns": [x / n for x in sv["ci95"]] if sv["ci95"] else None,
+         "improvement": sv["improvement"], "ci95_improvement": sv["ci95_improvement"],
+         "spans_zero": sv["spans_zero"], "tsc_hz": hz}
+    if hz:
+        c = hz / 1e9
+        d["saving_cycles"] = d["saving_ns"] * c
+        d["ci95_cycles"] = [x * c for x in d["ci95_ns"]] if d["ci95_ns"] else None
+    return d
+
+
+def system_wide(triples: list[tuple[dict, dict, dict]], switches: dict[str, int]) -> list[dict]:
+    """Seed 000's system-wide estimate: "sum the results of child-fp and
+    parent-fp" (the parent's accounting moves part of the cost to the
+    process that does not use the FPU). For every benchmark compared with
+    both `fp=child` and `fp=parent` and otherwise the same parameters: the
+    user+system saved per operation over the two variants together (the
+    seed's 5.52 s / 10,000,000 iterations), per switch, in cycles, and as a
+    share of B's user+system over both (the seed's 5.8%: 5.52 s / 95.24 s)
+    and of A's, each with its bootstrap CI over the four arms' processes.
+    triples: (entry, result A, result B) of the compared benchmarks."""
+    from . import compare
+
+    groups: dict[tuple, dict] = {}
+    for e, ra, rb in triples:
+        pa, pb = ra.get("params") or {}, rb.get("params") or {}
+        fp = pa.get("fp")
+        if fp not in ("child", "parent") or pb.get("fp") != fp or "savings" not in e:
+            continue
+        rest = (e["bench"], tuple(sorted((k, str(v)) for k, v in pa.items() if k != "fp")),
+                tuple(sorted((k, str(v)) for k, v in pb.items() if k != "fp")))
+        groups.setdefault(rest, {})[fp] = (e, ra, rb)
+    out = []
+    for (bench, _, _), g in groups.items():
+        if set(g) != {"child", "parent"}:
+            continue
+        pairs = []
+        for fp in ("child", "parent"):
+            _, ra, rb = g[fp]
+            ca, cb = _process_columns(ra.get("processes") or []), _process_columns(rb.get("processes") or [])
+            pairs.append((ca["user+system"], cb["user+system"]))
+        if any(not x for pair in pairs for x in pair):
+            continue
+        sv = compare.saving_ci(pairs)
+        sw = switches.get(bench, 0)
+        # two variants' operations: the saving per operation of both is half the summed per-op saving
+        per_op = {"saving": sv["saving"] / 2, "ci95": [x / 2 for x in sv["ci95"]] if sv["ci95"] else None,
+                  "improvement": sv["improvement"], "ci95_improvement": sv["ci95_improvement"],
+                  "spans_zero": sv["spans_zero"]}
+        procs = [p for fp in ("child", "parent") for r in g[fp][1:] for p in r.get("processes") or []]
+        fig = _seed_figure(per_op, sw or 1, _tsc_hz(procs), per="switch" if sw else "op")
+        fig.update(bench=bench, child=g["child"][0]["key"], parent=g["parent"][0]["key"],
+                   saving_ns_per_op=per_op["saving"], ci95_ns_per_op=per_op["ci95"],
+                   of_b=sv["of_b"], ci95_of_b=sv["ci95_of_b"])
+        out.append(fig)
+    return out
 
 
 def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0) -> dict:
@@ -53,7 +185,7 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
 
     e.update(compare.compare_arms(ma, mb, delta=delta))
     e["flags"] = compare.arm_flags(sa, sb)
-    e["savings"] = savings(sa, sb, switches)
+    e["savings"] = savings(sa, sb, switches, res_a.get("processes"), res_b.get("processes"))
     return e
 
 
@@ -87,6 +219,9 @@ def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, en
     entries = [entry(ra, rb, delta=delta, key=ra["bench"], switches=switches.get(ra["bench"], 0))
                for ra, rb in pairs]
     context: dict = {"env": env}
+    sw = system_wide([(e, ra, rb) for e, (ra, rb) in zip(entries, pairs)], switches)
+    if sw:
+        context["system_wide"] = sw
     if any("stage" in p for r in results for p in r.get("processes") or []):
         entries, summary, context["design"] = finish_sequential(entries, pairs, delta)
     else:
@@ -202,10 +337,11 @@ def stored_document(run_a: dict, run_b: dict, *, delta: float, switches: dict[st
     pairs, unmatched = pair_results(run_a, run_b)
     id_a, id_b = run_a["run_id"], run_b["run_id"]
     entries = [entry(a, b, delta=delta, key=result_key(a), switches=switches.get(a["bench"], 0)) for a, b in pairs]
+    sw = system_wide([(e, a, b) for e, (a, b) in zip(entries, pairs)], switches)
     entries, summary = finish(entries)
     return document(
         kind="compare", interleaved=False, entries=entries, summary=summary, delta=delta,
         a={"run_id": id_a, "label": run_a.get("label"), "created": run_a.get("created")},
         b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
         env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
-        env_a=run_a.get("env"), env_b=run_b.get("env"))
+        env_a=run_a.get("env"), env_b=run_b.get("env"), **({"system_wide": sw} if sw else {}))

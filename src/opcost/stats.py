@@ -142,9 +142,11 @@ def contention(procs: list[dict]) -> dict | None:
     lost = wall = 0.0
     n = over = 0
     nivcsw = 0
+    paired = False
     for p in procs:
         cpus = (p.get("header") or {}).get("cpus") or []
         same = len(cpus) > 1 and cpus[0] == cpus[1]
+        paired = paired or same
         for s in p["samples"]:
             x = batch_lost_ns(s, same)
             if x is None or not s.get("wall_ns"):
@@ -157,7 +159,9 @@ def contention(procs: list[dict]) -> dict | None:
     if not n:
         return None
     return {"lost_share": lost / wall if wall else 0.0, "batches": n, "batches_over": over,
-            "batch_share_threshold": CONTENDED_BATCH_SHARE, "involuntary_switches_per_batch": nivcsw / n}
+            "batch_share_threshold": CONTENDED_BATCH_SHARE, "involuntary_switches_per_batch": nivcsw / n,
+            "method": "wall time less the CPU time of the measuring thread and its helper on the same CPU" if paired
+            else "run delay (schedstat) of the measuring thread, plus its helper's"}
 
 
 def _med_or_none(xs):
@@ -254,8 +258,10 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
     cont = summary.get("contention")
     if cont and cont["batches_over"] > CONTENDED_BATCHES * cont["batches"]:
         out.append({"flag": "contended", "lost_share": cont["lost_share"],
-                    "detail": f"{cont['lost_share']:.1%} of the measured time lost waiting for the CPU (run delay: "
-                              f"runnable, another task running); {cont['batches_over']} of {cont['batches']} batches "
+                    "detail": f"{cont['lost_share']:.1%} of the measured time lost waiting for the CPU ("
+                              + ("neither the measuring thread nor its helper on the same CPU ran: another task did"
+                                 if cont["method"].startswith("wall") else "run delay: runnable, another task running")
+                              + f"); {cont['batches_over']} of {cont['batches']} batches "
                               f"lost > {CONTENDED_BATCH_SHARE:.0%}, {cont['involuntary_switches_per_batch']:.1f} "
                               "involuntary switches per batch: the figure includes that waiting"})
     emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
