@@ -130,7 +130,9 @@ def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
         if "run_ns" not in h or "run_ns" not in sample:
             return None
         return max(0.0, float(sample["wall_ns"] - sample["run_ns"] - h["run_ns"]))
-    return float(sample["run_delay_ns"] + h.get("run_delay_ns", 0))
+    # the helper's figure spans from one sync to the next (its wake-up for the
+    # sync after the batch included): never more than the batch itself
+    return float(min(sample["run_delay_ns"] + h.get("run_delay_ns", 0), sample.get("wall_ns") or float("inf")))
 
 
 def contention(procs: list[dict]) -> dict | None:
