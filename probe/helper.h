@@ -18,6 +18,7 @@ struct helper_shm {
 	volatile int64_t user_ns, sys_ns;
 	volatile int64_t nvcsw, nivcsw;
 	volatile int valid;      /* usage has been published at least once */
+	volatile int tid;        /* the helper's kernel thread id (0: none), for its counters (:helper) */
 };
 
 /* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or
