@@ -362,3 +362,20 @@ def test_compare_of_stored_runs_compares_counters(run_cli):
     assert by["ctx.yield"]["counters"]["context-switches:helper"]["status"] == "ok"
     assert by["syscall.null"]["counters"]["context-switches:helper"]["status"] == "unsupported"
     assert "has no helper" in by["syscall.null"]["counters"]["context-switches:helper"]["reason"]
+
+
+def test_variants_in_op_mode_compare_counters(run_cli, src, tmp_path):
+    """`variants` shares the comparison: each build against the first, with
+    its counters (here the thread's CPU time per call and its TSC ticks)."""
+    path = src("#include <stdint.h>\n#ifdef SLOW\nstatic volatile uint64_t d = 7;\n#else\n#define d 7\n#endif\n"
+               "uint64_t opcost_op(uint64_t x) { for (int k = 0; k < 8; k++) x = (x | 1ull << 63) / d + k; "
+               "return x; }\n")
+    out = tmp_path / "v.json"
+    cp = run_cli("variants", path, "-D", "FAST", "-D", "SLOW", "-p", "3", "-n", "3", "--target-ms", "1",
+                 "--counters", "task-clock,context-switches", "--json", out, "--no-store", "--no-progress",
+                 timeout=240)
+    assert cp.returncode == 0, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    tc = e["counters"]["task-clock"]
+    assert tc["status"] == "ok" and tc["ratio"] > 1.2 and tc["ci95_ratio"] is not None
+    assert "counters per op, B against A" in cp.stdout
