@@ -352,13 +352,14 @@ def test_real_sysfs_event_counts(run_cli, tmp_path):
 def test_compare_of_stored_runs_compares_counters(run_cli):
     for label in ("k1", "k2"):
         cp = run_cli("run", "ctx.yield", "syscall.null", "-p", "2", "-n", "3", "-w", "1", "--target-ms", "2",
-                     "--no-progress", "--counters", "context-switches,context-switches:helper", "--label", label,
+                     "--no-progress", "--counters", "task-clock,context-switches:helper", "--label", label,
                      timeout=120)
         assert cp.returncode == 0, cp.stderr
     cp = run_cli("compare", "k1", "k2", "--json", "-")
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(cp.stdout)
     by = {e["bench"]: e for e in doc["comparisons"]}
+    assert list(by["ctx.yield"]["counters"]) == ["task-clock", "context-switches:helper"]   # as asked, not sorted
     assert by["ctx.yield"]["counters"]["context-switches:helper"]["status"] == "ok"
     assert by["syscall.null"]["counters"]["context-switches:helper"]["status"] == "unsupported"
     assert "has no helper" in by["syscall.null"]["counters"]["context-switches:helper"]["reason"]

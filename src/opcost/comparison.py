@@ -76,6 +76,11 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
     names = list(ca) + [n for n in cb if n not in ca]
     if not names:
         return {}
+    # as asked for (the probe header's order): a stored summary comes back with its keys sorted
+    asked = [c.get("name") for r in (res_a, res_b) for p in r.get("processes") or []
+             for c in (p.get("header") or {}).get("counters") or []]
+    rank = {n: i for i, n in reversed(list(enumerate(asked)))}
+    names.sort(key=lambda n: rank.get(n, len(rank)))
 
     def per_process(res: dict) -> list[dict]:
         return [process_stats(p["samples"]).get("counters") or {} for p in res.get("processes") or []
