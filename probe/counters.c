@@ -64,35 +64,107 @@ const char *counters_known_names(int i)
 	return (i >= 0 && (size_t)i < NEVENTS) ? events[i].name : NULL;
 }
 
-static int parse_one(const char *tok, struct counter *c, char *err, size_t errlen)
+/* The modifiers of a name: everything after the first ':' that follows its
+ * last '/' (perf's pmu/terms/ spelling has no ':' inside). */
+static const char *modifiers_of(const char *name)
 {
-	char base[64];
-	const char *colon = strchr(tok, ':');
-	size_t blen = colon ? (size_t)(colon - tok) : strlen(tok);
-	if (blen == 0 || blen >= sizeof(base) || strlen(tok) >= sizeof(c->name)) {
-		snprintf(err, errlen, "counter name '%s' is empty or too long", tok);
-		return -1;
-	}
-	memcpy(base, tok, blen);
-	base[blen] = '\0';
-	snprintf(c->name, sizeof(c->name), "%s", tok);
+	const char *slash = strrchr(name, '/');
+	return strchr(slash ? slash : name, ':');
+}
 
-	if (colon) {
-		for (const char *m = colon + 1; *m; m++) {
+static int parse_mods(const char *tok, const char *mods, struct counter *c, char *err, size_t errlen)
+{
+	/* :u, :k, :uk, :helper, in any order, each segment once */
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", mods);
+	char *save = NULL;
+	int seen_uk = 0;
+	for (char *seg = strtok_r(buf, ":", &save); seg; seg = strtok_r(NULL, ":", &save)) {
+		if (strcmp(seg, "helper") == 0) {
+			if (c->helper)
+				goto bad;
+			c->helper = 1;
+			continue;
+		}
+		if (seen_uk)
+			goto bad;
+		seen_uk = 1;
+		for (const char *m = seg; *m; m++) {
 			if (*m == 'u')
 				c->exclude_kernel = 1;
 			else if (*m == 'k')
 				c->exclude_user = 1;
 			else {
-				snprintf(err, errlen, "counter '%s': unknown modifier '%c'; valid: :u (user only), :k (kernel only)", tok, *m);
+				snprintf(err, errlen, "counter '%s': unknown modifier '%s'; valid: :u (user only), :k (kernel only), :helper (the benchmark's helper)", tok, seg);
 				return -1;
 			}
 		}
-		if (c->exclude_kernel && c->exclude_user) {
-			/* ":uk" means both, as in perf */
-			c->exclude_kernel = c->exclude_user = 0;
-		}
 	}
+	if (c->exclude_kernel && c->exclude_user) {
+		/* ":uk" means both, as in perf */
+		c->exclude_kernel = c->exclude_user = 0;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "counter '%s': a modifier is given twice; write at most one of :u/:k/:uk and one :helper", tok);
+	return -1;
+}
+
+/* "@TYPE:CONFIG[:CONFIG1[:CONFIG2]]", numbers in C notation. */
+static int parse_encoding(const char *tok, const char *enc, struct counter *c, char *err, size_t errlen)
+{
+	unsigned long long v[4] = {0, 0, 0, 0};
+	int n = 0;
+	const char *p = enc;
+	while (n < 4) {
+		char *end;
+		errno = 0;
+		v[n] = strtoull(p, &end, 0);
+		if (end == p || errno || (*end != ':' && *end != '\0'))
+			break;
+		n++;
+		if (*end == '\0') {
+			if (n < 2)
+				break;
+			if (v[0] > 0xffffffffull)
+				break;
+			c->type = (uint32_t)v[0];
+			c->config = v[1];
+			c->config1 = v[2];
+			c->config2 = v[3];
+			c->encoded = 1;
+			return 0;
+		}
+		p = end + 1;
+	}
+	snprintf(err, errlen, "counter '%s': bad encoding '@%s'; write @TYPE:CONFIG[:CONFIG1[:CONFIG2]] (numbers, e.g. @4:0x129)", tok, enc);
+	return -1;
+}
+
+static int parse_one(const char *tok, struct counter *c, char *err, size_t errlen)
+{
+	char name[sizeof(c->name)], base[sizeof(c->name)];
+	const char *at = strrchr(tok, '@');
+	size_t nlen = at ? (size_t)(at - tok) : strlen(tok);
+	if (nlen == 0 || nlen >= sizeof(name)) {
+		snprintf(err, errlen, "counter name '%s' is empty or too long (at most %zu characters)", tok, sizeof(name) - 1);
+		return -1;
+	}
+	memcpy(name, tok, nlen);
+	name[nlen] = '\0';
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	const char *mods = modifiers_of(name);
+	size_t blen = mods ? (size_t)(mods - name) : strlen(name);
+	if (blen == 0) {
+		snprintf(err, errlen, "counter name '%s' is empty", tok);
+		return -1;
+	}
+	memcpy(base, name, blen);
+	base[blen] = '\0';
+	if (mods && parse_mods(tok, mods + 1, c, err, errlen) < 0)
+		return -1;
+	if (at)
+		return parse_encoding(tok, at + 1, c, err, errlen);
 
 	if (base[0] == 'r' && base[1]) {
 		char *end;
@@ -110,24 +182,49 @@ static int parse_one(const char *tok, struct counter *c, char *err, size_t errle
 			return 0;
 		}
 	}
-	size_t off = (size_t)snprintf(err, errlen, "unknown counter '%s'; valid: rNNNN (raw hex)", base);
+	size_t off = (size_t)snprintf(err, errlen, "unknown counter '%s'; valid: rNNNN (raw hex), NAME@TYPE:CONFIG", base);
 	for (size_t i = 0; i < NEVENTS && off < errlen; i++)
 		off += (size_t)snprintf(err + off, errlen - off, ", %s", events[i].name);
 	return -1;
 }
 
+/* The next token of a counter list: up to a ',' that is not between the
+ * slashes of perf's pmu/terms/ spelling. */
+static char *next_token(char **p)
+{
+	char *s = *p;
+	if (!s || !*s)
+		return NULL;
+	int inside = 0;
+	char *q = s;
+	for (; *q; q++) {
+		if (*q == '/')
+			inside = !inside;
+		else if (*q == ',' && !inside)
+			break;
+	}
+	if (*q) {
+		*q = '\0';
+		*p = q + 1;
+	} else
+		*p = q;
+	return s;
+}
+
 int counters_parse(const char *list, struct counter_set *cs, char *err, size_t errlen)
 {
 	memset(cs, 0, sizeof(*cs));
-	cs->leader = -1;
+	cs->leader = cs->helper_leader = -1;
 	if (!list || !*list)
 		return 0;
-	char *copy = strdup(list), *save = NULL;
+	char *copy = strdup(list), *rest = copy;
 	if (!copy) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	for (char *tok = next_token(&rest); tok; tok = next_token(&rest)) {
+		if (!*tok)
+			continue;
 		if (cs->n == MAX_COUNTERS) {
 			snprintf(err, errlen, "too many counters (at most %d)", MAX_COUNTERS);
 			free(copy);
@@ -157,26 +254,31 @@ static int read_paranoid(void)
 	return v;
 }
 
-static int open_event(struct counter *c, int group_fd, int exclude_kernel)
+static int open_event(struct counter *c, int group_fd, int exclude_kernel, int pid)
 {
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.type = c->type;
 	a.config = c->config;
+	a.config1 = c->config1;
+	a.config2 = c->config2;
 	a.disabled = group_fd == -1;
 	a.exclude_kernel = (unsigned)exclude_kernel;
 	a.exclude_user = (unsigned)c->exclude_user;
 	a.exclude_hv = (unsigned)exclude_kernel;
 	a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_ID | PERF_FORMAT_TOTAL_TIME_ENABLED |
 			PERF_FORMAT_TOTAL_TIME_RUNNING;
-	return (int)syscall(SYS_perf_event_open, &a, 0, -1, group_fd, 0);
+	return (int)syscall(SYS_perf_event_open, &a, pid, -1, group_fd, 0);
 }
 
 static void explain(struct counter *c, int err)
 {
 	c->status = CTR_NOT_SUPPORTED;
 	switch (err) {
+	case ESRCH:
+		snprintf(c->reason, sizeof(c->reason), "the helper was gone when its counters were opened (%s)", strerror(err));
+		break;
 	case ENOENT:
 	case EOPNOTSUPP:
 	case ENODEV:
@@ -193,6 +295,14 @@ static void explain(struct counter *c, int err)
 			 "perf_event_paranoid is %d: run as root or set it to 1 (sysctl kernel.perf_event_paranoid=1) to count this event",
 			 read_paranoid());
 		break;
+	case EINVAL:
+		if (c->encoded) {
+			snprintf(c->reason, sizeof(c->reason),
+				 "perf_event_open: %s: this PMU refuses the encoding, or counts a whole CPU or socket rather than one thread",
+				 strerror(err));
+			break;
+		}
+		/* fall through */
 	default:
 		snprintf(c->reason, sizeof(c->reason), "perf_event_open: %s", strerror(err));
 	}
@@ -200,12 +310,12 @@ static void explain(struct counter *c, int err)
 
 /* Open one event into group gfd (-1: as a leader), falling back to user
  * space only when perf_event_paranoid forbids kernel counting. */
-static int open_with_fallback(struct counter *c, int gfd)
+static int open_with_fallback(struct counter *c, int gfd, int pid)
 {
-	int fd = open_event(c, gfd, c->exclude_kernel);
+	int fd = open_event(c, gfd, c->exclude_kernel, pid);
 	if (fd < 0 && (errno == EACCES || errno == EPERM) && !c->exclude_kernel) {
 		/* paranoid 2 still allows counting our own user-space work */
-		fd = open_event(c, gfd, 1);
+		fd = open_event(c, gfd, 1, pid);
 		if (fd >= 0) {
 			c->user_only_fallback = 1;
 			snprintf(c->reason, sizeof(c->reason),
@@ -216,29 +326,38 @@ static int open_with_fallback(struct counter *c, int gfd)
 	return fd;
 }
 
-void counters_open(struct counter_set *cs)
+void counters_open(struct counter_set *cs, int helper_tid)
 {
-	/* Test hook: OPCOST_TEST_GROUP_MAX=N makes the main group refuse
-	 * members beyond N with ENOSPC, as a PMU with N counters would, so the
-	 * "opened alone" path runs on machines without one. */
+	/* Test hook: OPCOST_TEST_GROUP_MAX=N makes a group refuse members
+	 * beyond N with ENOSPC, as a PMU with N counters would, so the "opened
+	 * alone" path runs on machines without one. */
 	const char *gm = getenv("OPCOST_TEST_GROUP_MAX");
-	int group_max = gm ? atoi(gm) : 0, in_group = 0;
-	cs->leader = -1;
+	int group_max = gm ? atoi(gm) : 0, in_group[2] = {0, 0};
+	cs->leader = cs->helper_leader = -1;
 	for (int i = 0; i < cs->n; i++) {
 		struct counter *c = &cs->c[i];
-		int gfd = cs->leader >= 0 ? cs->c[cs->leader].fd : -1;
+		int side = c->helper ? 1 : 0;
+		int *leader = side ? &cs->helper_leader : &cs->leader;
+		if (side && helper_tid <= 0) {
+			c->status = CTR_NOT_SUPPORTED;
+			snprintf(c->reason, sizeof(c->reason),
+				 "this benchmark has no helper thread or process to count (:helper is for two-party benchmarks such as ctx.pipe)");
+			continue;
+		}
+		int pid = side ? helper_tid : 0;
+		int gfd = *leader >= 0 ? cs->c[*leader].fd : -1;
 		int fd;
-		if (gfd >= 0 && group_max > 0 && in_group >= group_max) {
+		if (gfd >= 0 && group_max > 0 && in_group[side] >= group_max) {
 			fd = -1;
 			errno = ENOSPC;
 		} else
-			fd = open_with_fallback(c, gfd);
+			fd = open_with_fallback(c, gfd, pid);
 		if (fd < 0 && gfd >= 0 && (errno == EINVAL || errno == ENOSPC)) {
 			/* The PMU cannot schedule the group with this event in it
 			 * (more events than hardware counters, or a constraint):
 			 * count it alone, time-shared with the group. */
 			int why = errno;
-			fd = open_with_fallback(c, -1);
+			fd = open_with_fallback(c, -1, pid);
 			if (fd >= 0) {
 				c->alone = 1;
 				size_t used = c->user_only_fallback ? strlen(c->reason) : 0;
@@ -255,11 +374,11 @@ void counters_open(struct counter_set *cs)
 		c->status = CTR_OK;
 		if (ioctl(fd, PERF_EVENT_IOC_ID, &c->id) < 0)
 			c->id = 0;
-		if (cs->leader < 0)
-			cs->leader = i;
-		c->group = c->alone ? i : cs->leader;
+		if (*leader < 0)
+			*leader = i;
+		c->group = c->alone ? i : *leader;
 		if (!c->alone)
-			in_group++;
+			in_group[side]++;
 	}
 	for (int i = 0; i < cs->n; i++) {
 		struct counter *c = &cs->c[i];
@@ -304,5 +423,5 @@ void counters_close(struct counter_set *cs)
 			close(cs->c[i].fd);
 			cs->c[i].fd = -1;
 		}
-	cs->leader = -1;
+	cs->leader = cs->helper_leader = -1;
 }

@@ -3,6 +3,7 @@
 #include "json.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,21 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 			jb_str(&j, "group", ri->cs->c[c->group].name);
 		if (c->alone)
 			jb_bool(&j, "alone", 1);
+		if (c->helper)
+			jb_bool(&j, "helper", 1);
+		/* the perf_event_attr as opened, so a named event can be checked */
+		char hex[24];
+		jb_obj_begin(&j, "attr");
+		jb_uint(&j, "type", c->type);
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)c->config);
+		jb_str(&j, "config", hex);
+		if (c->config1 || c->config2) {
+			snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)c->config1);
+			jb_str(&j, "config1", hex);
+			snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)c->config2);
+			jb_str(&j, "config2", hex);
+		}
+		jb_obj_end(&j);
 		if (c->reason[0])
 			jb_str(&j, "reason", c->reason);
 		jb_obj_end(&j);

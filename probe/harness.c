@@ -411,7 +411,7 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 		emit_check(&R.ctx);
 		return EXIT_OK;
 	}
-	counters_open(&R.cs);
+	counters_open(&R.cs, R.ctx.shm->tid);
 	int dummy_valid, dummy_cpu;
 	struct usage dummy;
 	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu, NULL, NULL); /* baseline */

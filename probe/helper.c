@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +99,7 @@ static pid_t spawn_process(int cpu, void (*fn)(struct bench_ctx *), struct bench
 		_exit(0);
 	if (pin_self(cpu) != 0)
 		_exit(3);
+	ctx->shm->tid = (int)syscall(SYS_gettid);
 	ctx->shm->cpu = sched_getcpu();
 	fn(ctx);
 	_exit(0);
@@ -123,6 +125,7 @@ static void *thread_main(void *arg)
 	struct thread_start st = *(struct thread_start *)arg;
 	free(arg);
 	if (pin_self(st.cpu) == 0) {
+		st.ctx->shm->tid = (int)syscall(SYS_gettid);
 		st.ctx->shm->cpu = sched_getcpu();
 		st.fn(st.ctx);
 	}

@@ -20,6 +20,7 @@ struct helper_shm {
 	volatile int valid;      /* usage has been published at least once */
 	volatile int64_t run_ns, delay_ns; /* schedstat of the helper thread */
 	volatile int sched_valid;          /* run_ns/delay_ns read (schedstat available) */
+	volatile int tid;        /* the helper's kernel thread id (0: none), for its counters (:helper) */
 };
 
 /* CPU the helper should use; the harness resolves it (explicit cpu=A,B, or

@@ -71,12 +71,59 @@ def ratio_ci(a, b, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
     ratio = float(np.median(b) / np.median(a))
     if a.size < 2 or b.size < 2:
         return ratio, None
+    ma, mb = resampled_medians(a, b, resamples, seed)
+    lo, hi = np.percentile(mb / ma, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
+    return ratio, [float(lo), float(hi)]
+
+
+def resampled_medians(a: np.ndarray, b: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap both ratio CIs share: each arm's processes resampled
+    with replacement, independently, `resamples` times; the median of every
+    resample of A and of B."""
     rng = np.random.default_rng(seed)
     ia = rng.integers(0, a.size, size=(resamples, a.size))
     ib = rng.integers(0, b.size, size=(resamples, b.size))
-    r = np.median(b[ib], axis=1) / np.median(a[ia], axis=1)
-    lo, hi = np.percentile(r, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
-    return ratio, [float(lo), float(hi)]
+    return np.median(a[ia], axis=1), np.median(b[ib], axis=1)
+
+
+def counter_ratio(a, b, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> dict:
+    """One counter per op in arms A and B (one value per process: that
+    process's median batch): the medians, the ratio B/A and the difference
+    B-A, each with a percentile-bootstrap CI over processes, from the same
+    resamples as the time ratio's (ratio_ci).
+
+    A count may be 0 (no context switch in a syscall): the difference is
+    always defined; the ratio is None when A's median is 0, and a CI bound
+    is None (unbounded) where resamples of A have a median of 0. "differs":
+    the CI of the ratio (of the difference, when there is no ratio)
+    excludes 1 (0): at 95%, without adjustment across counters."""
+    a = np.asarray(a, dtype=float).ravel()
+    b = np.asarray(b, dtype=float).ravel()
+    for arm, x in (("A", a), ("B", b)):
+        if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0):
+            raise ValueError(f"arm {arm}: per-process counts must be finite and >= 0")
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    out: dict = {"a": med_a, "b": med_b, "n_a": int(a.size), "n_b": int(b.size),
+                 "ratio": med_b / med_a if med_a > 0 else None, "ci95_ratio": None,
+                 "difference": med_b - med_a, "ci95_difference": None}
+    if med_a == 0:
+        out["note"] = "zero in both arms" if med_b == 0 else "A counts 0 per op: no ratio (see the difference)"
+    if a.size >= 2 and b.size >= 2:
+        ma, mb = resampled_medians(a, b, resamples, seed)
+        q = [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100]
+        lo, hi = np.percentile(mb - ma, q)
+        out["ci95_difference"] = [float(lo), float(hi)]
+        if med_a > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.where(ma > 0, mb / np.where(ma > 0, ma, 1.0), np.inf)
+                bounds = np.percentile(r, q)
+            out["ci95_ratio"] = [float(x) if np.isfinite(x) else None for x in bounds]
+    ci, one = (out["ci95_ratio"], 1.0) if out["ratio"] is not None else (out["ci95_difference"], 0.0)
+    if ci is not None:
+        out["differs"] = bool((ci[0] is not None and ci[0] > one) or (ci[1] is not None and ci[1] < one))
+    return out
 
 
 def p_value(a, b) -> dict:

@@ -184,9 +184,65 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     from . import compare
 
     e.update(compare.compare_arms(ma, mb, delta=delta))
+    counted = counters_compared(res_a, res_b)
+    if counted:
+        e["counters"] = counted
     e["flags"] = compare.arm_flags(sa, sb)
     e["savings"] = savings(sa, sb, switches, res_a.get("processes"), res_b.get("processes"))
     return e
+
+
+def counters_compared(res_a: dict, res_b: dict) -> dict:
+    """Seed 001's counters, A against B: per event either arm counted (in
+    the arms' order), per op, the medians over processes, the ratio B/A and
+    the difference B-A with bootstrap CIs over processes
+    (compare.counter_ratio: the resampling of the time ratio's CI); an
+    event this machine could not count says so (status unsupported or not
+    counted, with the probe's reason). {} when no counters were asked for."""
+    from . import compare
+    from .counters import is_helper
+    from .stats import process_stats
+
+    sa, sb = res_a.get("summary") or {}, res_b.get("summary") or {}
+    ca, cb = sa.get("counters") or {}, sb.get("counters") or {}
+    names = list(ca) + [n for n in cb if n not in ca]
+    if not names:
+        return {}
+    # as asked for (the probe header's order): a stored summary comes back with its keys sorted
+    asked = [c.get("name") for r in (res_a, res_b) for p in r.get("processes") or []
+             for c in (p.get("header") or {}).get("counters") or []]
+    rank = {n: i for i, n in reversed(list(enumerate(asked)))}
+    names.sort(key=lambda n: rank.get(n, len(rank)))
+
+    def per_process(res: dict) -> list[dict]:
+        return [process_stats(p["samples"]).get("counters") or {} for p in res.get("processes") or []
+                if p.get("samples")]
+
+    pa, pb = per_process(res_a), per_process(res_b)
+    reasons = {**(sb.get("counter_reasons") or {}), **(sa.get("counter_reasons") or {})}
+
+    def numbers(procs: list[dict], n: str) -> list[float]:
+        return [v for v in (p.get(n) for p in procs) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    out = {}
+    for n in names:
+        d: dict = {"side": "helper" if is_helper(n) else "measuring"}
+        if n not in ca or n not in cb:
+            d.update(status=f"only in {'A' if n in ca else 'B'}", a=ca.get(n), b=cb.get(n))
+        else:
+            xa, xb = numbers(pa, n), numbers(pb, n)
+            if xa and xb:
+                d.update(status="ok", **compare.counter_ratio(xa, xb))
+                short = [arm for arm, x, procs in (("A", xa, pa), ("B", xb, pb)) if len(x) < len(procs)]
+                if short:
+                    d["partial"] = f"not counted in every process of {' and '.join(short)}"
+            else:
+                unsupported = "<not supported>" in (ca[n], cb[n])
+                d.update(status="unsupported" if unsupported else "not counted", a=ca[n], b=cb[n])
+        if n in reasons:
+            d["reason"] = reasons[n]
+        out[n] = d
+    return out
 
 
 def finish(entries: list[dict]) -> tuple[list[dict], dict]:

@@ -25,6 +25,12 @@ opcost.result/1
   issue 13: processes[].stage in an `ab` run of the sequential design (no
     -p): the look (1, 2, 3) the process belongs to; it marks the run as
     sequential, so `show` replays its looks.
+  issue 17: a counter name may carry `:helper` (counted on the benchmark's
+    helper thread or process: samples' counters["context-switches:helper"])
+    and be a named PMU event (`ls_dispatch.ld_dispatch`, `msr/tsc/`,
+    `cpu/event=0x29,umask=1/`); the probe header's counters[] gain `attr`
+    {type, config, config1?, config2?} (the perf_event_attr opened) and
+    `helper`.
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
@@ -49,6 +55,14 @@ opcost.comparison/1
     verdict}}: the entry's statistics are those of the look that settled it,
     and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
     the looks).
+  issue 17: comparisons[].counters, when counters were asked for: per
+    event {side (measuring|helper), status (ok | unsupported | not counted |
+    only in A | only in B), a, b (medians per op over processes, or the
+    probe's "<not supported>"), n_a, n_b, ratio (B/A; null when A counts 0),
+    ci95_ratio (a bound null: unbounded), difference (B-A), ci95_difference,
+    differs (the CI excludes no change), note?, partial?, reason?}; the CIs
+    are percentile bootstraps over per-process medians, the resampling of
+    ci95_ratio's.
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field

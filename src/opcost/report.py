@@ -150,7 +150,7 @@ def format_counters(name: str, s: dict) -> str:
     k); a cell is the per-op value, `*` marks a multiplexed (scaled) value,
     `n/s` an event this machine cannot count; reasons and derived metrics
     follow."""
-    from .counters import CLOCK_EVENTS, split_name
+    from .counters import CLOCK_EVENTS, display_name, split_name
 
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
@@ -182,7 +182,7 @@ def format_counters(name: str, s: dict) -> str:
         tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
         by_reason.setdefault(tag + why, []).append(full)
     for why, names in by_reason.items():
-        notes.append(f"{', '.join(names)}: {why}")
+        notes.append(f"{', '.join(display_name(n) for n in names)}: {why}")
     for full, v in vals.items():
         if v == "<not counted>":
             notes.append(f"{full}: <not counted>: its group never got a PMU slot during a batch "
@@ -357,6 +357,10 @@ def format_comparison(doc: dict, color: bool = False) -> str:
                        + "\n" + _savings_table(e))
     if doc.get("system_wide"):
         out.append(_system_wide_text(doc))
+    counted = [_counters_comparison(e) for e in doc["comparisons"] if e.get("counters")]
+    if counted:
+        out.append("counters per op, B against A (medians over processes; B/A and B-A with 95% bootstrap CIs over "
+                   "processes; *: the CI excludes no change):\n" + "\n".join(counted))
     if notes:
         out.append("notes:\n" + "\n".join(notes))
     if doc.get("unmatched"):
@@ -366,6 +370,49 @@ def format_comparison(doc: dict, color: bool = False) -> str:
         out.append("environment differences:\n" + ("\n".join(f"  {d['field']}: {_short(d['a'])} -> {_short(d['b'])}"
                                                           for d in diffs) if diffs else "  none"))
     return "\n\n".join(out)
+
+
+def _signed(x: float) -> str:
+    return "0" if x == 0 else f"{x:+.4g}"
+
+
+def _ci_text(ci, fmt) -> str:
+    if not ci:
+        return "-"
+    lo, hi = ("-inf" if ci[0] is None else fmt(ci[0])), ("inf" if ci[1] is None else fmt(ci[1]))
+    return f"[{lo}, {hi}]"
+
+
+def _counters_comparison(e: dict) -> str:
+    """One benchmark's counters, A against B: a row per event (`event
+    (helper)` for the helper's side), unsupported ones flagged with why."""
+    from .counters import display_name
+
+    rows = [["event", "A", "B", "B/A", "95% CI", "B-A", "95% CI"]]
+    notes = []
+    for name, c in e["counters"].items():
+        shown = display_name(name)
+        if c["status"] != "ok":
+            def cell(v):
+                return "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else \
+                    "-" if v is None else _num(v) if isinstance(v, (int, float)) else str(v)
+            what = {"unsupported": "unsupported here", "not counted": "not counted"}.get(c["status"], c["status"])
+            rows.append([shown, cell(c.get("a")), cell(c.get("b")), "-", what, "-", ""])
+            if c.get("reason"):
+                notes.append(f"{shown}: {what}: {c['reason']}")
+            continue
+        star = "*" if c.get("differs") else ""
+        r = c.get("ratio")
+        rows.append([shown, _num(c["a"]), _num(c["b"]), "-" if r is None else f"{r:.4f}{star if r is not None else ''}",
+                     _ci_text(c.get("ci95_ratio"), lambda x: f"{x:.4f}"),
+                     _signed(c["difference"]) + (star if r is None else ""),
+                     _ci_text(c.get("ci95_difference"), _signed)])
+        for k in ("note", "partial"):
+            if c.get(k):
+                notes.append(f"{shown}: {c[k]}")
+    table = _table(rows, right={1, 2, 3, 5})
+    return "\n".join([f"  {printable(e['key'])} (per {e['op'] or 'op'})"] + ["    " + ln for ln in table.splitlines()]
+                     + ["    " + n for n in notes])
 
 
 def _design_text(doc: dict) -> str:

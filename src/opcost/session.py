@@ -109,7 +109,23 @@ def counter_plan(text: str | None, target: Target):
     (they come back as <not supported> with the reason)."""
     from .counters import expand
 
-    return expand(text, target.benchmark_table()["counters"]) if text is not None else None
+    if text is None:
+        return None
+    return expand(text, target.benchmark_table()["counters"], catalog=target.pmu_catalog)
+
+
+def check_helper_counters(plan, variants: list[Variant], target: Target) -> None:
+    """`:helper` events need a benchmark with a helper: when none of the
+    variants has one, that is a usage error (with some, the others report
+    the events as <not supported>, saying why)."""
+    if plan is None or not plan.helper_events():
+        return
+    table = {b["name"]: b for b in target.benchmark_table()["benchmarks"]}
+    if not any(table.get(v.bench, {}).get("helper") for v in variants):
+        two = ", ".join(sorted(n for n, b in table.items() if b.get("helper"))) or "none in this probe"
+        raise UsageError(f"--counters {', '.join(plan.helper_events())}: :helper counts a benchmark's helper "
+                         f"(its second thread or process), and {', '.join(sorted({v.bench for v in variants}))} "
+                         f"has none; two-party benchmarks: {two}")
 
 
 def cpu_option(text: str | None, target: Target) -> list[str] | None:
@@ -166,6 +182,7 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     from .runner import RunOptions, Runner
 
     plan = counter_plan(settings.counters, target)
+    check_helper_counters(plan, variants, target)
     store = None
     if not settings.no_store:
         from .store import open_store

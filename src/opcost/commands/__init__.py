@@ -58,7 +58,8 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    "(default: the last CPU; a second CPU is the helper's)")
     g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
                    "context-switches,task-clock,cycles,instructions:u,r01c2 or cache:u,cache:k "
-                   "(profiles: basic, cache, branch, tlb, frontend, software)")
+                   "(profiles: basic, cache, branch, tlb, frontend, software); this machine's named PMU "
+                   "events (ls_dispatch.ld_dispatch, cpu/event=0x29,umask=1/); :helper counts the helper")
     o = s.add_argument_group("output")
     o.add_argument("--label", help="name this run (for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")

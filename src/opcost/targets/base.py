@@ -46,6 +46,12 @@ class Target(Protocol):
         """Where a variant that names no CPU runs."""
         ...
 
+    def pmu_catalog(self):
+        """Its named PMU events (pmu.Catalog: sysfs PMUs, perf list), for
+        `--counters ls_dispatch.ld_dispatch`: the names and encodings are the
+        measuring machine's, never this process's."""
+        ...
+
     def cpuid(self, arch: str | None = None) -> dict | None:
         """`opcost-probe cpuid` (CPUID, XCR0...), or None when it cannot be had."""
         ...

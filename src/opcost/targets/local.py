@@ -86,6 +86,14 @@ class LocalTarget:
     def allowed_cpus(self) -> list[int]:
         return sorted(os.sched_getaffinity(0))
 
+    def pmu_catalog(self):
+        """This machine's named PMU events (sysfs, perf list), read once."""
+        if not hasattr(self, "_catalog"):
+            from .. import pmu
+
+            self._catalog = pmu.load_local()
+        return self._catalog
+
     def default_cpu(self) -> int:
         # The last CPU: CPU 0 usually takes more interrupts and housekeeping.
         return self.allowed_cpus()[-1]

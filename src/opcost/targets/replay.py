@@ -46,7 +46,7 @@ class ReplayTarget:
     def __init__(self, table: dict, script: dict[str, Reply] | None = None, *, default: Reply = Reply(),
                  arch: str | None = None, arches: list[str] | None = None, cpus=(0, 1),
                  placements: dict[tuple[int, int], str] | None = None, interrupt_at: int | None = None,
-                 env: dict | None = None, cpuid: dict | None = None):
+                 env: dict | None = None, cpuid: dict | None = None, catalog=None):
         self.table = table
         self.arch = arch or table.get("arch") or "x86_64"
         self._arches = list(arches or [self.arch])
@@ -57,6 +57,7 @@ class ReplayTarget:
         self.interrupt_at = interrupt_at
         self._env = env
         self._cpuid = cpuid
+        self._catalog = catalog                     # pmu.Catalog of the replayed machine (None: empty)
         self.started: list[ProbeRequest] = []
         self._good: dict[tuple, int] = {}           # processes that went well, per variant
         self._clock_ns = 1_000_000_000_000         # the replayed CLOCK_MONOTONIC_RAW
@@ -84,6 +85,11 @@ class ReplayTarget:
 
     def allowed_cpus(self) -> list[int]:
         return list(self.cpus)
+
+    def pmu_catalog(self):
+        from ..pmu import Catalog
+
+        return self._catalog if self._catalog is not None else Catalog()
 
     def default_cpu(self) -> int:
         return self.cpus[-1]
