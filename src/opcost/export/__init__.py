@@ -1,7 +1,12 @@
 """Exporters: one module per format, registered in FORMATS. A format module
-has NAME, KINDS (the documents it takes: "result" for opcost.result/1,
-"comparison" for opcost.comparison/1) and `serialize(doc) -> bytes`; files
-are written by opcost.output, the one writer.
+has NAME, KINDS (the documents it takes, as model.kind_of names them:
+"result" for opcost.result/1, "comparison" for opcost.comparison/1,
+"series" for opcost.series/1 once it exists) and `serialize(doc) -> bytes`;
+optionally MANY, the bytes between the outputs of several documents when
+their concatenation still reads as one (text, markdown, go): without it a
+format takes one document at a time. Files are written by opcost.output, the
+one writer. A format module imports nothing heavy at module level (the
+parsers list FORMATS for `opcost --help`).
 
 Adding a format is one file here and one entry in FORMATS.
 """
@@ -11,9 +16,16 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..model import kind_of
-from . import csv, json
+from . import csv, go, hyperfine_json, json, markdown, text
 
-FORMATS = {m.NAME: m for m in (json, csv)}
+FORMATS = {m.NAME: m for m in (
+    json,
+    csv,
+    text,
+    markdown,
+    go,
+    hyperfine_json,
+)}
 
 
 def parse(text: str, option: str = "--export") -> tuple[str, str]:
