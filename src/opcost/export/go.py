@@ -29,6 +29,7 @@ import re
 
 NAME = "go"
 KINDS = ("result",)
+MANY = b""   # several runs: one after the other (benchstat reads them as one file)
 
 GOARCH = {"x86_64": "amd64", "amd64": "amd64", "i386": "386", "i686": "386", "aarch64": "arm64", "arm64": "arm64",
           "armv7l": "arm", "riscv64": "riscv64", "ppc64le": "ppc64le", "s390x": "s390x"}
