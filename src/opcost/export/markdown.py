@@ -4,7 +4,7 @@ p90, CV, cycles, processes), then the variants not measured; a comparison:
 one row per benchmark (A, B, B/A with its CI, p, delta, verdict) and the
 geometric mean. Every label, key and parameter is escaped: `|` cannot end a
 cell, `*`, `_`, backticks, brackets and `<` cannot turn into markup, links
-or HTML."""
+or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ MANY = b"\n"
 
 # What can start markup inside a table cell or a paragraph that does not
 # begin with one of them: emphasis, code, links and images, strikethrough,
-# the cell separator, and the backslash itself ('<', '>', '&' become entities).
+# the cell separator, and the backslash itself; '<' (which could open an HTML
+# tag) and '&' (an entity) become entities. '>' alone starts nothing there.
 _SPECIALS = "\\`*_[]|~"
 
 
@@ -22,7 +23,7 @@ def escape(text) -> str:
     """Text as it reads, inside a markdown table cell or paragraph."""
     from ..text import printable
 
-    t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;")
     return "".join("\\" + c if c in _SPECIALS else c for c in t)
 
 
