@@ -43,8 +43,9 @@ def check(exports: list[tuple[str, str]], kind: str) -> None:
     most one export goes to standard output."""
     for fmt, _ in exports:
         if kind not in FORMATS[fmt].KINDS:
-            raise UsageError(f"--export {fmt}: this command writes an {kind} document, which {fmt} does not take "
-                             f"(it takes: {', '.join(FORMATS[fmt].KINDS)})")
+            article = "an" if kind[0] in "aeiou" else "a"
+            raise UsageError(f"--export {fmt}: this command writes {article} {kind} document, which {fmt} does not "
+                             f"take (it takes: {', '.join(FORMATS[fmt].KINDS)})")
     if sum(1 for _, p in exports if p == output.STDOUT) > 1:
         raise UsageError("two exports to standard output ('-'); give files for all but one")
 
