@@ -95,6 +95,22 @@ def test_same_runs_read_as_no_difference(run_cli, tmp_path):
     assert "~" in line, cp.stdout
 
 
+def test_go_names_keep_variants_apart(run_cli):
+    """cpu (and arch) are left out of the names, so that runs pinned to
+    different CPUs pair up in benchstat, unless the run's variants differ in
+    them (`--cpu 0-1`: one variant per CPU), which must not merge."""
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY[:-3], "--cpu", "0-1", "--no-progress",
+               "--label", "two"))
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "one"))
+
+    def names(label):
+        go = ok(run_cli("report", label, "-f", "go")).stdout
+        return sorted({ln.split("\t")[0] for ln in go.splitlines() if ln.startswith("Benchmark")})
+    assert [re.sub(r"-\d+$", "", n) for n in names("two")] == ["BenchmarkSyscallNull/cpu=0/via=libc",
+                                                                "BenchmarkSyscallNull/cpu=1/via=libc"]
+    assert [re.sub(r"-\d+$", "", n) for n in names("one")] == ["BenchmarkSyscallNull/via=libc"]
+
+
 # --- hyperfine-json -----------------------------------------------------------------
 
 def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):

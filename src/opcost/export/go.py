@@ -8,7 +8,9 @@ benchmark for a confidence interval):
 
 - the name: `Benchmark`, the bench name in CamelCase (syscall.null ->
   SyscallNull: benchstat prints it without the prefix), then one `/key=value`
-  part per parameter (not arch and cpu, which are where it ran, not what),
+  part per parameter (arch and cpu only when they differ within the run, as
+  with `--cpu 0-3`: otherwise they are where it ran, not what, and left out
+  so that runs pinned differently still pair up),
   then `-N` with N the number of CPUs of the machine that ran it (what Go's
   GOMAXPROCS defaults to; the same for every run on one machine);
 - the iteration count: the operations the process measured (batches x
@@ -86,10 +88,18 @@ def header(doc: dict) -> list[str]:
     return lines
 
 
-def result_lines(r: dict, procs: int) -> list[str]:
+WHERE = ("arch", "cpu")   # where a variant ran: in its name only when the run's variants differ in it
+
+
+def uniform(doc: dict) -> set[str]:
+    """The WHERE keys with one value over the whole run (left out of names)."""
+    return {k for k in WHERE if len({str((r.get("params") or {}).get(k)) for r in doc["results"]}) <= 1}
+
+
+def result_lines(r: dict, procs: int, same: set[str] = set(WHERE)) -> list[str]:
     from ..stats import process_stats
 
-    params = {k: v for k, v in (r.get("params") or {}).items() if k not in ("arch", "cpu")}
+    params = {k: v for k, v in (r.get("params") or {}).items() if k not in same}
     name = "Benchmark" + bench_name(r["bench"]) + "".join(f"/{_clean(k)}={_clean(v)}" for k, v in params.items())
     name += f"-{procs}"
     lines = []
@@ -112,6 +122,7 @@ def result_lines(r: dict, procs: int) -> list[str]:
 def serialize(doc: dict) -> bytes:
     procs = cpu_count(doc.get("env") or {})
     lines = header(doc)
+    same = uniform(doc)
     for r in doc["results"]:
-        lines += result_lines(r, procs)
+        lines += result_lines(r, procs, same)
     return ("\n".join(lines) + "\n").encode()
