@@ -51,6 +51,10 @@ CASES = {
     "report_compare_text": ["report", "--compare", "base", "next", "-f", "text"],
     "report_compare_markdown": ["report", "--compare", "base", "next", "-f", "markdown"],
     "report_compare_hyperfine": ["report", "--compare", "base", "next", "-f", "hyperfine-json"],
+    # a comparison with notes (inconclusive at +3%, 3 processes): stored last, so --last above is unchanged
+    "run_100": ["run", "syscall.null", *FAKE, "-p", "3", "--label", "n100"],
+    "run_103": ["run", "syscall.null", *FAKE[:1], "103", *FAKE[2:], "-p", "3", "--label", "n103"],
+    "report_compare_notes_markdown": ["report", "--compare", "n100", "n103", "-f", "markdown"],
 }
 _MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
 

@@ -84,11 +84,18 @@ def _comparison(doc: dict) -> list[str]:
            + ("" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of the difference)"),
            ""]
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
+    notes = []
     for e in doc["comparisons"]:
         key = escape(e["key"])
         if "ratio" not in e:
             rows.append([key, escape(e.get("op", "")), "-", "-", "-", "-", "-", "-", escape(e.get("status", "-"))])
             continue
+        if e.get("verdict") == "inconclusive":
+            sched = e.get("schedule")
+            notes.append(f"- {key}: inconclusive: about {e.get('processes_needed')} processes per arm would likely "
+                         "decide it" + (f" (rerun with -p {sched})" if sched else ""))
+        for f in e.get("flags", []):
+            notes.append(f"- {key}: {escape(f.get('text', ''))}")
         ci = e.get("ci95_ratio")
         verdict = e.get("verdict") or "-"
         rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
@@ -100,9 +107,20 @@ def _comparison(doc: dict) -> list[str]:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "
                 "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."]
+    if notes:
+        out += ["", *notes]
     if doc.get("unmatched"):
         out += ["", "Not in both runs: " + ", ".join(escape(u) for u in doc["unmatched"])]
+    diffs = doc.get("env_differences")
+    if diffs:
+        out += ["", "Environment differences:", ""]
+        out += [f"- {escape(d['field'])}: {escape(_short(d['a']))} → {escape(_short(d['b']))}" for d in diffs]
     return out
+
+
+def _short(v, width: int = 60) -> str:
+    t = str(v)
+    return t if len(t) <= width else t[: width - 3] + "..."
 
 
 def serialize(doc: dict) -> bytes:
