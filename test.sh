@@ -2,11 +2,12 @@
 # The whole test suite, from a fresh machine: installs what the build needs
 # (a C compiler, make, static libc, objdump, the i386 and aarch64 cross
 # compilers, qemu-user for the aarch64 probe, perf and hackbench for the
-# anchors), installs opcost with its test extras, builds the probes,
-# type-checks src/opcost (mypy, configured in pyproject.toml) and runs pytest:
-# the Python side and the host probe, then the probe's tests again on the
-# i386 probe (natively) and on the aarch64 probe (under qemu-aarch64:
-# correctness only). CI runs this.
+# anchors, hyperfine and benchstat for the report formats), installs opcost
+# with its test extras, builds the probes, type-checks src/opcost (mypy,
+# configured in pyproject.toml) and runs pytest: the Python side and the
+# host probe, then the probe's tests again on the i386 probe (natively)
+# and on the aarch64 probe (under qemu-aarch64: correctness only). CI runs
+# this.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,6 +20,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-
 command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
 command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf bench
 command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
+command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine-json layout
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -28,10 +30,24 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check '.[test]'
+# benchstat, the version checked here, reads `opcost report --format go` in
+# tests/test_report.py; installed once into a cache directory put on PATH.
+GO=$(command -v go || echo /usr/local/go/bin/go)
+TOOLS="${XDG_CACHE_HOME:-$HOME/.cache}/opcost-tools/bin"
+BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+if [ ! -x "$TOOLS/benchstat" ] || [ "$(cat "$TOOLS/benchstat.version" 2>/dev/null)" != "$BENCHSTAT_VERSION" ]; then
+    echo "test.sh: installing benchstat@$BENCHSTAT_VERSION into $TOOLS" >&2
+    mkdir -p "$TOOLS"
+    GOBIN="$TOOLS" "$GO" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
+    echo "$BENCHSTAT_VERSION" >"$TOOLS/benchstat.version"
+fi
+export PATH="$TOOLS:$PATH"
 make -C probe -s
 make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
 make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 # Cross-architecture tests must run here, not skip.
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64
+# The tools the report tests check against must be there, not skip.
+export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
 python3 -m mypy
 python3 -m pytest -q "$@"

@@ -40,6 +40,21 @@ CASES = {
     "run_csv": ["run", "syscall.null", "ctx.pipe:mode=process|thread", *FAKE, "-p", "3", "--no-store",
                 "--export", "csv:run.csv"],
     "compare_csv": ["compare", "base", "next", "--export", "csv:compare.csv"],
+    # opcost report (issue 15): each format on stored runs and on a comparison
+    "report_text": ["report", "base"],
+    "report_markdown": ["report", "base", "next", "-f", "markdown"],
+    "report_go": ["report", "base", "-f", "go"],
+    "report_hyperfine": ["report", "base", "-f", "hyperfine-json"],
+    "report_csv": ["report", "--last", "-f", "csv"],
+    "report_json": ["report", "label:next", "-f", "json", "-o", "report.json"],
+    "report_ab_markdown": ["report", "ab", "-f", "markdown"],
+    "report_compare_text": ["report", "--compare", "base", "next", "-f", "text"],
+    "report_compare_markdown": ["report", "--compare", "base", "next", "-f", "markdown"],
+    "report_compare_hyperfine": ["report", "--compare", "base", "next", "-f", "hyperfine-json"],
+    # a comparison with notes (inconclusive at +3%, 3 processes): stored last, so --last above is unchanged
+    "run_100": ["run", "syscall.null", *FAKE, "-p", "3", "--label", "n100"],
+    "run_103": ["run", "syscall.null", *FAKE[:1], "103", *FAKE[2:], "-p", "3", "--label", "n103"],
+    "report_compare_notes_markdown": ["report", "--compare", "n100", "n103", "-f", "markdown"],
 }
 _MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
 
@@ -55,6 +70,9 @@ def _mask(obj):
 def _text(s: str, tmp: str) -> str:
     s = s.replace(tmp, "TMP").replace(str(ROOT) + "/", "ROOT/")
     s = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "DATE", s)
+    # the Go benchmark format names the machine: its CPU, architecture and CPU count
+    s = re.sub(r"(?m)^(cpu|goarch): .*$", r"\1: MACHINE", s)
+    s = re.sub(r"(?m)^(Benchmark\S*)-\d+\t", r"\1-N\t", s)
     return s
 
 

@@ -41,8 +41,10 @@ def is_stream(path: str) -> bool:
     return not stat.S_ISREG(st.st_mode)
 
 
-def check_target(path: str, option: str = "--json") -> None:
-    """Raise UsageError when `path` cannot be written the way `write` will."""
+def check_target(path: str, option: str = "--json", *, overwrite: bool = True) -> None:
+    """Raise UsageError when `path` cannot be written the way `write` will;
+    with overwrite=False also when it names an existing regular file (which
+    `write` would replace: `opcost report -o` without --force)."""
     if path == STDOUT:
         return
     if not path or not path.strip():
@@ -64,6 +66,8 @@ def check_target(path: str, option: str = "--json") -> None:
         if not os.access(real, os.W_OK):
             raise UsageError(f"{option} {path} is not writable; give a writable file path")
         return
+    if st is not None and not overwrite:
+        raise UsageError(f"{option} {path} exists; add --force to overwrite it, or give another file")
     if st is not None and not os.access(real, os.W_OK):
         raise UsageError(f"{option} {path} is not writable; give a writable file path")
     try:

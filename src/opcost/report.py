@@ -4,6 +4,7 @@ codes when piped, so it can be read at a glance and diffed."""
 from __future__ import annotations
 
 import math
+import re
 
 from .text import printable
 
@@ -42,18 +43,52 @@ def _cpus(r: dict) -> str:
     return "|".join(cpus) if cpus else str((r.get("params") or {}).get("cpu", "-"))
 
 
-def _table(rows: list[list[str]], right: set[int]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _vis(cell: str) -> int:
+    """The width a cell takes on a terminal (its colour codes take none)."""
+    return len(_ANSI.sub("", cell))
+
+
+def _table(rows: list[list[str]], right: set[int], width: int | None = None, drop: tuple[int, ...] = ()) -> str:
+    """Aligned columns under a dashed rule. With `width` (a terminal's, on a
+    TTY only) a table wider than it loses the columns `drop` names, in that
+    order, as far as needed (a line below says which), then its first column
+    is shortened; without, every column is shown in full."""
+    widths = [max(_vis(r[i]) for r in rows) for i in range(len(rows[0]))]
+    shown = list(range(len(widths)))
+    cut = 0
+    if width is not None:
+        def total() -> int:
+            return sum(widths[i] for i in shown) + 2 * (len(shown) - 1)
+        for i in drop:
+            if total() <= width:
+                break
+            shown.remove(i)
+        if total() > width:
+            cut = max(12, widths[0] - (total() - width))
+            widths[0] = min(widths[0], cut)
     lines = []
     for n, r in enumerate(rows):
-        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
+        cells = []
+        for i in shown:
+            c = r[i]
+            if i == 0 and cut and len(c) > widths[0]:
+                c = c[: widths[0] - 3] + "..."
+            pad = " " * (widths[i] - _vis(c))
+            cells.append(pad + c if i in right else c + pad)
         lines.append("  ".join(cells).rstrip())
         if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+            lines.append("  ".join("-" * widths[i] for i in shown))
+    hidden = [rows[0][i] for i in range(len(widths)) if i not in shown]
+    if hidden:
+        lines.append(f"(not shown, to fit {width} columns: {', '.join(hidden)}; a wider terminal, or a pipe, "
+                     "shows them)")
     return "\n".join(lines)
 
 
-def format_results(results: list[dict]) -> str:
+def format_results(results: list[dict], width: int | None = None) -> str:
     """One line per result (opcost.result/1 `results[]` entries); then
     counters, flags, unsupported and failed variants under their own headings."""
     head = ["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "user/op", "sys/op", "cpus", "n"]
@@ -105,7 +140,7 @@ def format_results(results: list[dict]) -> str:
             parallel.append(format_parallel(name, par))
     out = []
     if len(rows) > 1:
-        out.append(_table(rows, right={2, 4, 5, 6, 7, 8, 9, 11}))
+        out.append(_table(rows, right={2, 4, 5, 6, 7, 8, 9, 11}, width=width, drop=(10, 5, 4, 9, 8, 6, 7)))
         out.append("median, CI, min, p90 and CV over per-process medians; cycles at the TSC rate; "
                    "user/sys per op from getrusage (measuring side+helper).")
     if counters:
@@ -299,7 +334,7 @@ def _system_wide_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def format_comparison(doc: dict, color: bool = False) -> str:
+def format_comparison(doc: dict, color: bool = False, width: int | None = None) -> str:
     """One line per benchmark with its verdict, the geometric mean, then per
     benchmark seed 000's savings table, then notes and environment changes."""
     out = []
@@ -336,7 +371,7 @@ def format_comparison(doc: dict, color: bool = False) -> str:
                          "twice the measured A/A noise")
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
-    out.append(_table(rows, right={2, 3, 4, 6, 7}))
+    out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
     if (doc.get("design") or {}).get("kind") == "sequential":
         out.append(_design_text(doc))
     s = doc["summary"]
@@ -463,7 +498,7 @@ def rel_path(p: str) -> str:
         return str(p)
 
 
-def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
+def format_variants(doc: dict, results: list[dict], color: bool = False, width: int | None = None) -> str:
     """`opcost variants`: how the builds were made and run, their table, the
     call overhead (op mode), and each build compared with the first."""
     from .build import REFERENCE_NAME
@@ -471,7 +506,7 @@ def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
     info = doc["variants"]
     out = [f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
            f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip(),
-           format_results(results)]
+           format_results(results, width)]
     ovh = info.get("call_overhead")
     if ovh and ovh.get("median_ns") is not None:
         net = ", ".join(f"{b['name']} {fmt_ns(b.get('net_median_ns'))}" for b in info["builds"])
@@ -483,7 +518,7 @@ def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
                    + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
-        out.append(format_comparison(doc, color=color).split("\n\n", 1)[1])
+        out.append(format_comparison(doc, color=color, width=width).split("\n\n", 1)[1])
     else:
         out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")
     return "\n\n".join(out)

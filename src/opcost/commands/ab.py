@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import protocol
-from ..console import emit, table_stream
+from ..console import emit, table_stream, terminal_width, use_color
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -79,5 +79,5 @@ def run(args, argv) -> int:
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
     export.write(settings.exports, doc)
     out = table_stream(settings.exports)
-    emit([format_comparison(doc, color=out.isatty())], out)
+    emit([format_comparison(doc, color=use_color(out), width=terminal_width(out))], out)
     return session.finish(settings, m)

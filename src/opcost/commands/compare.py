@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import protocol
-from ..console import emit, table_stream
+from ..console import emit, table_stream, terminal_width, use_color
 from ..errors import UsageError
 from ..text import printable
 from . import REFS, add_export_options
@@ -24,35 +24,43 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     from .. import export
-    from ..env import differences
-    from ..runner import fill_summaries
     from ..session import exports_of
     from ..store import open_store
 
     exports = exports_of(args, "comparison")
     with open_store(args.store, readonly=True) as store:
-        id_a, id_b = store.resolve(args.run_a), store.resolve(args.run_b)
-        if id_a == id_b:
-            raise UsageError(f"{printable(args.run_a)} and {printable(args.run_b)} are the same stored run ({id_a}); "
-                             "compare two different runs, or measure noise with an interleaved "
-                             "`opcost ab BENCH --a P --b P`")
-        run_a, run_b = store.load_run(id_a), store.load_run(id_b)
+        doc = compare_stored(store, args.run_a, args.run_b, delta=args.delta / 100, force=args.force)
+    export.write(exports, doc)
+    out = table_stream(exports)
+    from ..report import format_comparison
+
+    emit([format_comparison(doc, color=use_color(out), width=terminal_width(out))], out)
+    return 0
+
+
+def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
+    """The opcost.comparison/1 document of two stored runs (`opcost compare`,
+    `opcost report --compare`): refused when they are the same run, or ran on
+    different machines unless `force` (the option that says so: `force_flag`)."""
+    from ..env import differences
+    from ..runner import fill_summaries
+
+    id_a, id_b = store.resolve(ref_a), store.resolve(ref_b)
+    if id_a == id_b:
+        raise UsageError(f"{printable(ref_a)} and {printable(ref_b)} are the same stored run ({id_a}); "
+                         "compare two different runs, or measure noise with an interleaved "
+                         "`opcost ab BENCH --a P --b P`")
+    run_a, run_b = store.load_run(id_a), store.load_run(id_b)
     diffs = differences(run_a.get("env") or {}, run_b.get("env") or {})
     clash = [d for d in diffs if d[0] in IDENTITY_FIELDS]
-    if clash and not args.force:
+    if clash and not force:
         what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
         raise UsageError(f"runs {id_a} and {id_b} ran on different machines ({what}); "
-                         "their costs are not comparable (--force to compare anyway)")
+                         f"their costs are not comparable ({force_flag} to compare anyway)")
     from ..comparison import pair_results, stored_document
-    from ..report import format_comparison
     from ..session import local_target, switches_table
 
     pair_results(run_a, run_b)   # input checked before numpy is imported
     fill_summaries(run_a)
     fill_summaries(run_b)
-    doc = stored_document(run_a, run_b, delta=args.delta / 100, switches=switches_table(local_target()),
-                          diffs=diffs)
-    export.write(exports, doc)
-    out = table_stream(exports)
-    emit([format_comparison(doc, color=out.isatty())], out)
-    return 0
+    return stored_document(run_a, run_b, delta=delta, switches=switches_table(local_target()), diffs=diffs)

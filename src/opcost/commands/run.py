@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..console import emit, table_stream, warn
+from ..console import emit, table_stream, terminal_width, warn
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -40,5 +40,6 @@ def run(args, argv) -> int:
             warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     m = session.measure(settings, variants, target)
-    emit([format_results(m.results)], table_stream(settings.exports))
+    out = table_stream(settings.exports)
+    emit([format_results(m.results, width=terminal_width(out))], out)
     return session.finish(settings, m)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..console import terminal_width, use_color
 from ..errors import UsageError
 from ..text import printable
 from . import REFS, add_export_options
@@ -52,12 +53,13 @@ def format_stored(doc: dict, target) -> str:
         return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
                                              run_id=doc["run_id"], env=doc.get("env"),
                                              switches=switches_table(target)),
-                                 color=sys.stdout.isatty())
+                                 color=use_color(sys.stdout), width=terminal_width(sys.stdout))
     if doc.get("kind") == "variants" and args is not None and res:
         vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
-                               [r for r in res if r["params"].get("reference")], color=sys.stdout.isatty())
-    return format_results(res)
+                               [r for r in res if r["params"].get("reference")], color=use_color(sys.stdout),
+                               width=terminal_width(sys.stdout))
+    return format_results(res, width=terminal_width(sys.stdout))
 
 
 def _stored_args(doc: dict):

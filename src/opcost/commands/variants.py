@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import protocol
-from ..console import emit, table_stream, warn
+from ..console import emit, table_stream, terminal_width, use_color, warn
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -85,5 +85,5 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
     doc = variants_document(res, delta=args.delta / 100, run_id=m.recorder.run_id, env=m.recorder.env)
     export.write(settings.exports, doc)
     out = table_stream(settings.exports)
-    emit([format_variants(doc, res, color=out.isatty())], out)
+    emit([format_variants(doc, res, color=use_color(out), width=terminal_width(out))], out)
     return session.finish(settings, m)

@@ -1,7 +1,12 @@
 """Exporters: one module per format, registered in FORMATS. A format module
-has NAME, KINDS (the documents it takes: "result" for opcost.result/1,
-"comparison" for opcost.comparison/1) and `serialize(doc) -> bytes`; files
-are written by opcost.output, the one writer.
+has NAME, KINDS (the documents it takes, as model.kind_of names them:
+"result" for opcost.result/1, "comparison" for opcost.comparison/1,
+"series" for opcost.series/1 once it exists) and `serialize(doc) -> bytes`;
+optionally MANY, the bytes between the outputs of several documents when
+their concatenation still reads as one (text, markdown, go): without it a
+format takes one document at a time. Files are written by opcost.output, the
+one writer. A format module imports nothing heavy at module level (the
+parsers list FORMATS for `opcost --help`).
 
 Adding a format is one file here and one entry in FORMATS.
 """
@@ -11,9 +16,16 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..model import kind_of
-from . import csv, json
+from . import csv, go, hyperfine_json, json, markdown, text
 
-FORMATS = {m.NAME: m for m in (json, csv)}
+FORMATS = {m.NAME: m for m in (
+    json,
+    csv,
+    text,
+    markdown,
+    go,
+    hyperfine_json,
+)}
 
 
 def parse(text: str, option: str = "--export") -> tuple[str, str]:
@@ -31,8 +43,9 @@ def check(exports: list[tuple[str, str]], kind: str) -> None:
     most one export goes to standard output."""
     for fmt, _ in exports:
         if kind not in FORMATS[fmt].KINDS:
-            raise UsageError(f"--export {fmt}: this command writes an {kind} document, which {fmt} does not take "
-                             f"(it takes: {', '.join(FORMATS[fmt].KINDS)})")
+            article = "an" if kind[0] in "aeiou" else "a"
+            raise UsageError(f"--export {fmt}: this command writes {article} {kind} document, which {fmt} does not "
+                             f"take (it takes: {', '.join(FORMATS[fmt].KINDS)})")
     if sum(1 for _, p in exports if p == output.STDOUT) > 1:
         raise UsageError("two exports to standard output ('-'); give files for all but one")
 

@@ -1,12 +1,13 @@
-"""`json`: the documents as they are (opcost.result/1, opcost.comparison/1;
-their format history is at the top of model.py)."""
+"""`json`: the documents as they are (opcost.result/1, opcost.comparison/1,
+and opcost.series/1 when there is one; their format history is at the top of
+model.py)."""
 
 from __future__ import annotations
 
 import json
 
 NAME = "json"
-KINDS = ("result", "comparison")
+KINDS = ("result", "comparison", "series")
 
 
 def serialize(doc: dict) -> bytes:

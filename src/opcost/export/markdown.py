@@ -1,0 +1,128 @@
+"""`markdown`: GitHub-flavoured markdown tables, for issues, pull requests
+and mailing-list posts. A run: one row per variant (median, 95% CI, min,
+p90, CV, cycles, processes), then the variants not measured; a comparison:
+one row per benchmark (A, B, B/A with its CI, p, delta, verdict) and the
+geometric mean. Every label, key and parameter is escaped: `|` cannot end a
+cell, `*`, `_`, backticks, brackets and `<` cannot turn into markup, links
+or HTML (`<` is written `&lt;`)."""
+
+from __future__ import annotations
+
+NAME = "markdown"
+KINDS = ("result", "comparison")
+MANY = b"\n"
+
+# What can start markup inside a table cell or a paragraph that does not
+# begin with one of them: emphasis, code, links and images, strikethrough,
+# the cell separator, and the backslash itself; '<' (which could open an HTML
+# tag) and '&' (an entity) become entities. '>' alone starts nothing there.
+_SPECIALS = "\\`*_[]|~"
+
+
+def escape(text) -> str:
+    """Text as it reads, inside a markdown table cell or paragraph."""
+    from ..text import printable
+
+    t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;")
+    return "".join("\\" + c if c in _SPECIALS else c for c in t)
+
+
+def table(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Cells are escaped by the caller; numbers need no escaping."""
+    head, *body = rows
+    rule = ["---:" if i in right else "---" for i in range(len(head))]
+    return ["| " + " | ".join(r) + " |" for r in (head, rule, *body)]
+
+
+def _run_title(doc: dict) -> str:
+    if doc.get("run_id") is None:
+        return "**run** (not stored)" + (f" {escape(doc['label'])}" if doc.get("label") else "")
+    return (f"**run {doc['run_id']}**" + (f" ({escape(doc['label'])})" if doc.get("label") else "")
+            + (f", {escape(doc['created'])}" if doc.get("created") else "")
+            + (f", {escape(doc['status'])}" if doc.get("status") else ""))
+
+
+def _result(doc: dict) -> list[str]:
+    from ..report import fmt_ns, fmt_pct, result_key
+
+    rows = [["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "n"]]
+    notes = []
+    for r in doc["results"]:
+        s = r.get("summary") or {}
+        key = escape(result_key(r))
+        if not s.get("n_processes"):
+            notes.append(f"- {key}: {escape(r.get('status') or 'not measured')}"
+                         + (f": {escape(r['reason'])}" if r.get("reason") else ""))
+            continue
+        ci = s.get("ci95_ns")
+        cyc = s.get("median_cycles")
+        rows.append([key, escape(r.get("op", "")), fmt_ns(s.get("median_ns")),
+                     f"{fmt_ns(ci[0])} – {fmt_ns(ci[1])}" if ci else "-", fmt_ns(s.get("min_ns")),
+                     fmt_ns(s.get("p90_ns")), fmt_pct(s.get("cv")), "-" if cyc is None else f"{cyc:.0f}",
+                     str(s["n_processes"])])
+        for f in s.get("flags", []):
+            notes.append(f"- {key}: {escape(f['flag'])}: {escape(f.get('detail', ''))}")
+    out = [_run_title(doc), ""]
+    if len(rows) > 1:
+        out += table(rows, {2, 4, 5, 6, 7, 8})
+        out += ["", "Median, CI, min, p90 and CV over per-process medians (n processes); cycles at the TSC rate."]
+    if notes:
+        out += ["", *notes]
+    return out
+
+
+def _comparison(doc: dict) -> list[str]:
+    from ..report import fmt_ns, fmt_pct
+
+    def who(x: dict) -> str:
+        if doc.get("interleaved"):
+            p = x.get("params")
+            return escape(",".join(f"{k}={v}" for k, v in p.items()) if isinstance(p, dict) else (p or "(defaults)"))
+        return f"run {x.get('run_id')}" + (f" ({escape(x['label'])})" if x.get("label") else "")
+
+    out = [f"**A**: {who(doc['a'])}, **B**: {who(doc['b'])}"
+           + ("" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of the difference)"),
+           ""]
+    rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
+    notes = []
+    for e in doc["comparisons"]:
+        key = escape(e["key"])
+        if "ratio" not in e:
+            rows.append([key, escape(e.get("op", "")), "-", "-", "-", "-", "-", "-", escape(e.get("status", "-"))])
+            continue
+        if e.get("verdict") == "inconclusive":
+            sched = e.get("schedule")
+            notes.append(f"- {key}: inconclusive: about {e.get('processes_needed')} processes per arm would likely "
+                         "decide it" + (f" (rerun with -p {sched})" if sched else ""))
+        for f in e.get("flags", []):
+            notes.append(f"- {key}: {escape(f.get('text', ''))}")
+        ci = e.get("ci95_ratio")
+        verdict = e.get("verdict") or "-"
+        rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
+                     f"{ci[0]:.4f} – {ci[1]:.4f}" if ci else "-", f"{e['p_adjusted']:.2g}", fmt_pct(e["delta"]),
+                     f"**{verdict}**" if verdict in ("slower", "faster") else verdict])
+    out += table(rows, {2, 3, 4, 6, 7})
+    s = doc.get("summary") or {}
+    if s.get("geomean_ratio") is not None:
+        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "
+                "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."]
+    if notes:
+        out += ["", *notes]
+    if doc.get("unmatched"):
+        out += ["", "Not in both runs: " + ", ".join(escape(u) for u in doc["unmatched"])]
+    diffs = doc.get("env_differences")
+    if diffs:
+        out += ["", "Environment differences:", ""]
+        out += [f"- {escape(d['field'])}: {escape(_short(d['a']))} → {escape(_short(d['b']))}" for d in diffs]
+    return out
+
+
+def _short(v, width: int = 60) -> str:
+    t = str(v)
+    return t if len(t) <= width else t[: width - 3] + "..."
+
+
+def serialize(doc: dict) -> bytes:
+    lines = _comparison(doc) if "comparisons" in doc else _result(doc)
+    return ("\n".join(lines) + "\n").encode()

@@ -1,0 +1,32 @@
+"""`text`: what the terminal shows (opcost.report's tables), as plain text
+for an email or a mailing-list post: no colour, every column at full width.
+A run (result document) as `opcost show` prints it, its first line saying
+which run; a comparison as `opcost compare` prints it."""
+
+from __future__ import annotations
+
+NAME = "text"
+KINDS = ("result", "comparison")
+MANY = b"\n"   # several documents: one after the other, a blank line between
+
+
+def run_line(doc: dict) -> str:
+    from ..text import printable
+
+    if doc.get("run_id") is None:
+        return "run (not stored)" + (f" ({printable(doc['label'])})" if doc.get("label") else "")
+    return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "")
+            + f", {doc.get('created', '')}, {doc.get('status', '')}"
+            + (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
+
+
+def serialize(doc: dict) -> bytes:
+    # The renderers live in opcost.report (above export in the layers); imported
+    # here, when a text report is made, so export does not load them otherwise.
+    from ..report import format_comparison, format_results
+
+    if "comparisons" in doc:
+        text = format_comparison(doc, color=False)
+    else:
+        text = run_line(doc) + "\n" + format_results(doc["results"])
+    return (text + "\n").encode()

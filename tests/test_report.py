@@ -1,0 +1,275 @@
+"""`opcost report` (issue 15): the formats read by the tools they are for
+(benchstat for `go`, hyperfine's scripts for `hyperfine-json`), markdown
+escaping, the -o/--force rules, colour and width on a terminal.
+
+benchstat and hyperfine are installed by test.sh, which sets
+OPCOST_REQUIRE_TOOLS=benchstat,hyperfine: there, a missing tool fails the
+test instead of skipping it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_argv, cli_env
+
+REQUIRED = set(filter(None, os.environ.get("OPCOST_REQUIRE_TOOLS", "").split(",")))
+TINY = ["-n", "3", "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress"]
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if name in REQUIRED:
+            pytest.fail(f"{name} missing but OPCOST_REQUIRE_TOOLS={','.join(sorted(REQUIRED))} (test.sh installs it)")
+        pytest.skip(f"{name} not installed (test.sh installs it)")
+    return path
+
+
+def ok(cp: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert cp.returncode == 0, f"exit {cp.returncode}\n{cp.stdout}\n{cp.stderr}"
+    return cp
+
+
+# --- go: benchstat ------------------------------------------------------------------
+
+def _benchstat_row(out: str, prefix: str) -> tuple[float, float, int]:
+    """(change in %, p, n) of the first row starting with `prefix` (benchstat's
+    first table, sec/op)."""
+    for line in out.splitlines():
+        if line.startswith(prefix):
+            m = re.search(r"([+-]\d+(?:\.\d+)?)% \(p=([\d.]+) n=(\d+)\)", line)
+            assert m, f"no change on {line!r}\n{out}"
+            return float(m.group(1)), float(m.group(2)), int(m.group(3))
+    raise AssertionError(f"no row {prefix!r} in\n{out}")
+
+
+def test_benchstat_reports_an_injected_difference_with_its_sign(run_cli, tmp_path):
+    """Two stored runs of the same benchmarks on the probe's fake clock, one
+    with an operation of 100 ns, one of 110 ns (+10%, each batch +-1%
+    jitter): benchstat, given their `go` exports, finds +10% one way and
+    -9.1% the other, significant, in one table per unit (the header lines
+    do not split the runs)."""
+    benchstat = tool("benchstat")
+    for label, ns in (("fast", "100"), ("slow", "110")):
+        ok(run_cli("run", "syscall.null", "ctx.pipe:mode=thread", "--fake-clock", ns, "-p", "6", *TINY,
+                   "--label", label))
+        ok(run_cli("report", label, "-f", "go", "-o", f"{label}.txt"))
+    text = (tmp_path / "fast.txt").read_text()
+    bench_lines = [ln for ln in text.splitlines() if ln.startswith("Benchmark")]
+    assert len(bench_lines) == 12   # one line per process: 2 variants x 6
+    assert all(re.fullmatch(r"Benchmark\S+-\d+\t\d+\t\S+ ns/op\t\S+ cycles/op", ln) for ln in bench_lines), text
+    headers = [ln for ln in text.splitlines() if not ln.startswith("Benchmark")]
+    assert [h.split(":")[0] for h in headers] == ["goos", "goarch", "cpu", "pkg"], headers
+
+    cp = ok(subprocess.run([benchstat, "fast.txt", "slow.txt"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60))
+    # one table per unit (sec/op, cycles/op), each with both runs as columns
+    assert sum("fast.txt" in ln and "slow.txt" in ln for ln in cp.stdout.splitlines()) == 2, cp.stdout
+    for prefix in ("SyscallNull/", "CtxPipe/"):
+        change, p, n = _benchstat_row(cp.stdout, prefix)
+        assert n == 6 and p < 0.05 and 8.0 < change < 12.0, cp.stdout
+    cp = ok(subprocess.run([benchstat, "slow.txt", "fast.txt"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60))
+    change, p, n = _benchstat_row(cp.stdout, "SyscallNull/")
+    assert n == 6 and p < 0.05 and -11.0 < change < -7.0, cp.stdout
+
+
+def test_same_runs_read_as_no_difference(run_cli, tmp_path):
+    """The counter-check: the same fake cost twice is not a difference."""
+    benchstat = tool("benchstat")
+    for label in ("one", "two"):
+        ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "6", *TINY, "--label", label))
+        ok(run_cli("report", label, "-f", "go", "-o", f"{label}.txt"))
+    cp = ok(subprocess.run([benchstat, "one.txt", "two.txt"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60))
+    line = next(ln for ln in cp.stdout.splitlines() if ln.startswith("SyscallNull/"))
+    assert "~" in line, cp.stdout
+
+
+def test_go_names_keep_variants_apart(run_cli):
+    """cpu (and arch) are left out of the names, so that runs pinned to
+    different CPUs pair up in benchstat, unless the run's variants differ in
+    them (`--cpu 0-1`: one variant per CPU), which must not merge."""
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY[:-3], "--cpu", "0-1", "--no-progress",
+               "--label", "two"))
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "one"))
+
+    def names(label):
+        go = ok(run_cli("report", label, "-f", "go")).stdout
+        return sorted({ln.split("\t")[0] for ln in go.splitlines() if ln.startswith("Benchmark")})
+    assert [re.sub(r"-\d+$", "", n) for n in names("two")] == ["BenchmarkSyscallNull/cpu=0/via=libc",
+                                                                "BenchmarkSyscallNull/cpu=1/via=libc"]
+    assert [re.sub(r"-\d+$", "", n) for n in names("one")] == ["BenchmarkSyscallNull/via=libc"]
+
+
+# --- hyperfine-json -----------------------------------------------------------------
+
+def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
+    """Every field hyperfine 1.x writes (from a real `hyperfine --export-json`
+    here, with a parameter) is in ours with the same JSON type; the way
+    hyperfine's scripts read it (advanced_statistics.py: json.load()
+    ["results"], then each "command" and "times"; plot_parametrized.py:
+    "mean", "stddev") gives the statistics the fields claim."""
+    import numpy as np
+
+    hyperfine = tool("hyperfine")
+    ok(subprocess.run([hyperfine, "--runs", "2", "--style", "none", "--export-json", "real.json", "-P", "n", "1", "2",
+                       "true {n}"], cwd=tmp_path, capture_output=True, text=True, timeout=120))
+    real = json.loads((tmp_path / "real.json").read_text())["results"]
+    ok(run_cli("run", "syscall.null", "ctx.pipe:mode=process|thread", "--fake-clock", "100", "-p", "4", *TINY,
+               "--label", "x"))
+    ok(run_cli("report", "x", "-f", "hyperfine-json", "-o", "ours.json"))
+    ours = json.loads((tmp_path / "ours.json").read_text())["results"]
+    assert len(ours) == 3
+
+    def kind(v):
+        return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
+    want = {k: kind(v) for k, v in real[0].items()}
+    assert set(want) >= {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times",
+                         "exit_codes", "parameters"}
+    for r in ours[1:]:   # ctx.pipe: has parameters
+        assert {k: kind(v) for k, v in r.items()} == want, r
+        assert all(isinstance(v, str) for v in r["parameters"].values())
+    assert "parameters" in ours[0] and ours[0]["parameters"]["via"] == "libc"
+
+    commands = [b["command"] for b in ours]
+    times = [b["times"] for b in ours]
+    assert commands == ["syscall.null", "ctx.pipe:mode=process", "ctx.pipe:mode=thread"]
+    for b, ts in zip(ours, times):
+        assert len(ts) == 4 and len(b["exit_codes"]) == 4 and set(b["exit_codes"]) == {0}
+        assert all(9e-8 < t < 1.1e-7 for t in ts), ts      # 100 ns per op, in seconds
+        assert b["mean"] == pytest.approx(np.mean(ts))
+        assert b["stddev"] == pytest.approx(np.std(ts, ddof=1))
+        assert b["median"] == pytest.approx(np.median(ts))
+        assert (b["min"], b["max"]) == (min(ts), max(ts))
+        assert 0 < b["user"] < b["mean"] and 0 < b["system"] < b["mean"]
+    doc = json.loads(ok(run_cli("report", "x", "-f", "json")).stdout)
+    medians = [r["summary"]["process_medians_ns"] for r in doc["results"]]
+    assert [t * 1e9 for ts in times for t in ts] == pytest.approx([m for ms in medians for m in ms])
+
+
+# --- markdown ---------------------------------------------------------------------
+
+def test_markdown_escapes_what_would_be_markup():
+    from opcost.export.markdown import escape
+
+    assert escape("a|b") == "a\\|b"
+    assert escape("<script>alert(1)</script>") == "&lt;script>alert(1)&lt;/script>"
+    assert escape("*x* _y_ `z` [l](u) ~~s~~ \\ &") == "\\*x\\* \\_y\\_ \\`z\\` \\[l\\](u) \\~\\~s\\~\\~ \\\\ &amp;"
+    assert escape("line\nbreak") == "line\\\\nbreak"   # printable()'s \n, its backslash escaped: no row ends
+
+
+def test_markdown_table_with_a_hostile_label(run_cli):
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "x|y <b>*z*</b>"))
+    md = ok(run_cli("report", "--last", "-f", "markdown")).stdout
+    assert "(x\\|y &lt;b>\\*z\\*&lt;/b>)" in md.splitlines()[0]
+    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert len(rows) == 3 and len({ln.count(" | ") for ln in rows}) == 1, md   # every row has the same cells
+
+
+# --- several runs, -o, --force ----------------------------------------------------
+
+def test_output_file_rules(run_cli, tmp_path):
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "a"))
+    target = tmp_path / "r.md"
+    ok(run_cli("report", "a", "-f", "markdown", "-o", str(target)))
+    first = target.read_text()
+    assert first.startswith("**run 1** (a)")
+    target.write_text("keep me\n")
+    cp = run_cli("report", "a", "-f", "markdown", "-o", str(target))
+    assert cp.returncode == 2 and cp.stdout == "" and len(cp.stderr.splitlines()) == 1, cp
+    assert "exists; add --force" in cp.stderr and target.read_text() == "keep me\n"
+    ok(run_cli("report", "a", "-f", "markdown", "-o", str(target), "--force"))
+    assert target.read_text() == first
+    assert ok(run_cli("report", "a", "-f", "markdown", "-o", "-")).stdout == first
+    assert ok(run_cli("report", "a", "-f", "markdown")).stdout == first
+
+
+def test_several_runs_concatenate_where_the_format_allows(run_cli):
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "a"))
+    ok(run_cli("run", "signal.install", "--fake-clock", "100", "-p", "2", *TINY, "--label", "b"))
+    go = ok(run_cli("report", "a", "b", "-f", "go")).stdout
+    assert [ln.split("-")[0] for ln in go.splitlines() if ln.startswith("Benchmark")] == \
+        ["BenchmarkSyscallNull/via=libc"] * 2 + ["BenchmarkSignalInstall/refill=no"] * 2
+    text = ok(run_cli("report", "a", "b")).stdout
+    assert "run 1 (a)" in text and "run 2 (b)" in text
+    cp = run_cli("report", "a", "b", "-f", "json")
+    assert cp.returncode == 2 and "writes one document" in cp.stderr
+
+
+# --- terminal: colour and width ---------------------------------------------------
+
+def _on_tty(argv: list[str], env: dict, cwd: Path) -> str:
+    """Run with stdout on a pseudo-terminal; its output."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout=60)
+    os.close(master)
+    assert p.returncode == 0, p.stderr.read() if p.stderr else ""
+    return b"".join(chunks).decode()
+
+
+def test_colour_only_on_a_tty_and_never_with_no_color(run_cli, tmp_path, probe_bin):
+    for label, ns in (("a", "100"), ("b", "120")):
+        ok(run_cli("run", "syscall.null", "--fake-clock", ns, "-p", "6", *TINY, "--label", label))
+    env = cli_env(tmp_path, COLUMNS="200")
+    env.pop("NO_COLOR", None)
+    argv = cli_argv("compare", "a", "b")
+    assert "\x1b[31mslower\x1b[0m" in _on_tty(argv, env, tmp_path)
+    assert "\x1b[" not in _on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
+    assert "\x1b[" in _on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)   # no-color.org: empty is unset
+    piped = ok(run_cli("compare", "a", "b", env={"NO_COLOR": ""}))
+    assert "\x1b[" not in piped.stdout and " slower" in piped.stdout
+    assert "\x1b[" not in ok(run_cli("report", "--compare", "a", "b")).stdout
+
+
+def test_tables_fit_the_terminal_and_say_what_they_left_out(run_cli, tmp_path, probe_bin):
+    ok(run_cli("run", "syscall.null", "ctx.pipe:mode=process", "--fake-clock", "100", "-p", "2", *TINY,
+               "--label", "a"))
+    wide = ok(run_cli("show", "a", env={"COLUMNS": "60"})).stdout   # not a terminal: full width
+    assert "not shown" not in wide and max(len(ln) for ln in wide.splitlines()) > 100
+    out = _on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="80"), tmp_path).replace("\r\n", "\n")
+    table = out.split("\n\n")[0].splitlines()[1:]
+    assert all(len(ln) <= 80 for ln in table[:4]), out
+    hidden = next(ln for ln in out.splitlines() if ln.startswith("(not shown, to fit 80 columns: "))
+    assert "cpus" in hidden and "p90" in hidden and "median" not in hidden
+    assert "median" in table[0] and "95% CI" in table[0]
+    narrow = _on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="40"), tmp_path).replace("\r\n", "\n")
+    assert "..." in narrow.split("\n\n")[0]   # the benchmark column shortened at last
+
+
+def test_report_help_and_formats_import_nothing_heavy():
+    """`opcost --help` builds report's parser, which lists export.FORMATS:
+    no format module may import numpy, scipy or matplotlib at module level."""
+    code = ("import sys, contextlib, io\n"
+            "from opcost.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    try:\n"
+            "        rc = main(['report', '--help'])\n"
+            "    except SystemExit as e:\n"
+            "        rc = e.code\n"
+            "import opcost.export\n"
+            "heavy = sorted(m for m in ('numpy', 'scipy', 'matplotlib') if m in sys.modules)\n"
+            "print(rc, '--format' in out.getvalue(), heavy)\n")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert cp.stdout.strip() == "0 True []", cp
