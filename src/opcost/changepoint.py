@@ -7,8 +7,8 @@ op, > 0) of its processes. Method (docs/statistics.md, "Series"):
 
 1. work on log per-process medians in series order (a step is a ratio);
 2. the noise: the pooled within-label spread of the log-medians (robust:
-   1.4826 x the median absolute residual from the label's mean, each
-   residual scaled by sqrt(n/(n-1)) so small labels are not under-read);
+   from the median absolute difference of every pair of processes of one
+   label, pooled over the labels);
 3. candidates: ruptures' PELT with the "l2" cost (change in mean) and the
    penalty PENALTY_FACTOR x sigma^2 x log(n): a BIC-type penalty in the
    units of the cost, set from the measured noise, so a split must explain
@@ -65,8 +65,12 @@ def noise(groups: list[np.ndarray]) -> dict:
     has two, the spread of successive label medians stands in (it includes
     any real step, so it is conservative: larger)."""
     logs = [np.log(g) for g in groups]
-    res = np.concatenate([(lg - lg.mean()) * math.sqrt(lg.size / (lg.size - 1)) for lg in logs if lg.size > 1]
-                         or [np.empty(0)])
+    # Every pair of processes of one label: x_i - x_j ~ N(0, 2 sigma^2), so
+    # sigma = 1.4826 * median|x_i - x_j| / sqrt(2). Pairs rather than
+    # residuals from the label's mean: one wild process among three would
+    # pull the mean and every residual of its label with it.
+    res = np.concatenate([np.abs(lg[:, None] - lg[None, :])[np.triu_indices(lg.size, 1)] / math.sqrt(2)
+                          for lg in logs if lg.size > 1] or [np.empty(0)])
     if res.size >= 2:
         sigma = float(compare.MAD_SCALE * np.median(np.abs(res)))
         how = f"within-label spread pooled over {sum(lg.size > 1 for lg in logs)} label(s)"

@@ -50,6 +50,22 @@ opcost.comparison/1
     and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
     the looks).
 
+opcost.series/1
+  issue 14: schema, opcost_version, kind (stored: labelled runs from the
+    store; measured: `series --run`), interleaved, bench, spec, by (the
+    label key, or the parameter of --over), order (time | order | order-file
+    | over), differing (params that differ between labels: {param: [value
+    per label]}), labels[] of {value, runs (ids), pooled, params, n_processes,
+    median_ns, ci95_ns, vs_previous / vs_first ({change, ci95_change} or
+    null), change_point}, noise {sigma, sigma_measured, method}, candidates
+    {indices, penalty, points, method}, change_points[] of {index, label,
+    previous, change, ci95_change, ratio, ci95_ratio, p_value,
+    p_adjusted, delta, verdict, left / right {first, last, n_labels,
+    n_processes}, neighbours {ratio, ci95_ratio, p_value, verdict} or null},
+    rejected[] of {index, label, change, p_adjusted, verdict, why},
+    delta_requested, alpha, notes[], env (measured) or env_differences
+    (stored), run_id (measured).
+
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field
 is one line here, not a branch in the statistics.
@@ -63,11 +79,12 @@ from . import __version__
 
 RESULT_SCHEMA = "opcost.result/1"
 COMPARISON_SCHEMA = "opcost.comparison/1"
-KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison"}
+SERIES_SCHEMA = "opcost.series/1"
+KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series"}
 
 
 def kind_of(doc: dict) -> str:
-    """"result" or "comparison": what an exporter is handed."""
+    """"result", "comparison" or "series": what an exporter is handed."""
     return KINDS.get(doc.get("schema", ""), "result")
 
 

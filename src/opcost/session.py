@@ -46,7 +46,7 @@ def default_suite(table: dict) -> list[str]:
 class Settings:
     """Everything a measuring command decided from its arguments."""
     protocol: Protocol
-    kind: str = "run"                        # run | ab | variants (stored with the run)
+    kind: str = "run"                        # run | ab | variants | series (stored with the run)
     argv: list[str] = field(default_factory=list)
     counters: str | None = None              # --counters as given
     parallel: int = 1
@@ -66,8 +66,9 @@ class Settings:
 
     @property
     def document(self) -> str:
-        """The document this command writes: `run` a result, the others a comparison."""
-        return "result" if self.kind == "run" else "comparison"
+        """The document this command writes: `run` a result, `series` a
+        series, the others a comparison."""
+        return {"run": "result", "series": "series"}.get(self.kind, "comparison")
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""

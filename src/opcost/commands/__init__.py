@@ -16,7 +16,7 @@ from .. import __version__, protocol
 from ..errors import UsageError
 from ..text import printable
 
-COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "probe", "history", "show")
+COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show")
 
 
 def module(name: str):

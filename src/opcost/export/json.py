@@ -1,4 +1,5 @@
-"""`json`: the documents as they are (opcost.result/1, opcost.comparison/1;
+"""`json`: the documents as they are (opcost.result/1, opcost.comparison/1,
+opcost.series/1;
 their format history is at the top of model.py)."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import json
 
 NAME = "json"
-KINDS = ("result", "comparison")
+KINDS = ("result", "comparison", "series")
 
 
 def serialize(doc: dict) -> bytes:
