@@ -38,8 +38,10 @@ class Label:
 
 def process_medians(result: dict) -> list[float]:
     """The per-process medians of one result document (the figure compare
-    works on): the median batch of every process that has samples."""
-    from .stats import median
+    works on): the median batch of every process that has samples. Pure
+    Python (numpy's median gives the same figure), so the input is checked
+    before numpy loads."""
+    from statistics import median
 
     return [median([s["ns_per_op"] for s in p["samples"]]) for p in result.get("processes") or [] if p.get("samples")]
 
@@ -195,7 +197,6 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
     BENCH, its one variant matching the parameters named in SPEC, runs of
     one value pooled; in --order's order or by the time of their first run.
     Returns (labels, notes, env differences that were forced through)."""
-    from .env import differences
     from .spec import split_spec
 
     bench, given = split_spec(spec)
@@ -228,8 +229,7 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         without = sorted(values_all - values)
         if without:
             notes.append(f"runs of {', '.join(printable(v) for v in without)} did not measure {printable(bench)}: left out")
-    by_value: dict[str, Label] = {}
-    envs: list[tuple[int, dict]] = []
+    picked: list[tuple[dict, dict, dict | None]] = []     # (entry, run, its matching result)
     for e in sorted(entries, key=lambda e: (e.get("created") or "", e["id"])):
         v = e["labels"][key]
         if order is not None and v not in order:
@@ -242,39 +242,53 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
             raise UsageError(f"run {e['id']} ({printable(key)}={printable(v)}) holds {len(found)} variants of "
                              f"{printable(spec)} ({', '.join(result_key(r) for r in found)}); name the parameter "
                              f"that tells them apart, e.g. {bench}:" + _tell_apart(found))
-        meds = process_medians(found[0]) if found else []
-        if not meds:
+        picked.append((e, run, found[0] if found else None))
+    forced = _same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force)
+    by_value: dict[str, Label] = {}
+    for e, run, r in picked:
+        v = e["labels"][key]
+        meds = process_medians(r) if r is not None else []
+        if r is None or not meds:
             notes.append(f"run {e['id']} ({printable(key)}={printable(v)}): "
-                         + ("no variant matching " + printable(spec) if not found else "no measured process")
+                         + ("no variant matching " + printable(spec) if r is None else "no measured process")
                          + ": left out")
             continue
         lb = by_value.setdefault(v, Label(v, created=e.get("created") or ""))
         lb.medians += meds
         lb.runs.append(e["id"])
-        params = {k: p for k, p in (found[0].get("params") or {}).items()}
+        params = dict(r.get("params") or {})
         if lb.params and lb.params != params:
-            notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; the first run's are shown")
+            notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
+                         "the first run's are shown")
         lb.params = lb.params or params
-        envs.append((e["id"], run.get("env") or {}))
     labels = [by_value[v] for v in order if v in by_value] if order is not None else list(by_value.values())
     for lb in labels:
         if len(lb.runs) > 1:
             notes.append(f"{printable(key)}={printable(lb.value)}: {len(lb.runs)} runs pooled "
                          f"(runs {', '.join(map(str, lb.runs))}: their processes as one label)")
-    forced = []
-    if envs:
-        base_id, base = envs[0]
-        for rid, env in envs[1:]:
-            clash = [d for d in differences(base, env) if d[0] in IDENTITY_FIELDS]
-            if clash and not force:
-                what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
-                raise UsageError(f"runs {base_id} and {rid} ran on different machines ({what}); their costs are "
-                                 "not comparable (--force to walk the series anyway)")
-            forced += [(rid, *d) for d in clash]
     if forced:
         notes.append("--force: runs from different machines: " + "; ".join(
             f"run {rid} {f}: {a!r} vs {b!r}" for rid, f, a, b in forced))
     return labels, notes, forced
+
+
+def _same_machine(envs: list[tuple[int, dict]], force: bool) -> list[tuple]:
+    """Every run against the first: a different CPU model or architecture is
+    refused unless --force (then returned, to be said)."""
+    from .env import differences
+
+    forced: list[tuple] = []
+    if not envs:
+        return forced
+    base_id, base = envs[0]
+    for rid, env in envs[1:]:
+        clash = [d for d in differences(base, env) if d[0] in IDENTITY_FIELDS]
+        if clash and not force:
+            what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
+            raise UsageError(f"runs {base_id} and {rid} ran on different machines ({what}); their costs are "
+                             "not comparable (--force to walk the series anyway)")
+        forced += [(rid, *d) for d in clash]
+    return forced
 
 
 def _tell_apart(found: list[dict]) -> str:
