@@ -41,7 +41,7 @@ CASES = {
                 "--export", "csv:run.csv"],
     "compare_csv": ["compare", "base", "next", "--export", "csv:compare.csv"],
 }
-_MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
+_MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner", "uuid"}
 
 
 def _mask(obj):

@@ -50,7 +50,8 @@ class Settings:
     argv: list[str] = field(default_factory=list)
     counters: str | None = None              # --counters as given
     parallel: int = 1
-    label: str | None = None
+    label: str | None = None                 # the name label (labels["name"])
+    labels: dict[str, str] = field(default_factory=dict)   # --label KEY=VALUE (a bare TEXT: name=TEXT)
     exports: list[tuple[str, str]] = field(default_factory=list)   # (format, path): --json, --export
     store: str | None = None                 # URL; None: the default store
     no_store: bool = False
@@ -59,8 +60,12 @@ class Settings:
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
+        from . import labels
+
+        names = labels.parse_all(args.label)
         return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
-                   counters=args.counters, parallel=getattr(args, "parallel", None) or 1, label=args.label,
+                   counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
+                   label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,
                    progress=not args.no_progress)
 
@@ -180,7 +185,8 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
         runner.preflight()
         exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
         runner.recorder = Recorder(store=store, exports=exports, env=target.env(),
-                                   argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
+                                   argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn,
+                                   labels=settings.labels)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
         rounds = settings.stages[-1] if settings.stages else p.processes   # sequential: at most
         total = len(variants) * rounds * (p.warmup + p.samples) * copies
@@ -198,7 +204,9 @@ def finish(settings: Settings, m: Measured) -> int:
     recorder, outcome = m.recorder, m.outcome
     lines = []
     if recorder.run_id is not None and recorder.store_error is None:
-        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({settings.label})" if settings.label else "")
+        shown = ([settings.label] if settings.label else []) + [
+            f"{k}={v}" for k, v in settings.labels.items() if k != "name"]
+        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({', '.join(shown)})" if shown else "")
                      + f" in {store_name(settings.store)}")
     elif recorder.store_error is not None:
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "

@@ -60,7 +60,9 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    "context-switches,task-clock,cycles,instructions:u,r01c2 or cache:u,cache:k "
                    "(profiles: basic, cache, branch, tlb, frontend, software)")
     o = s.add_argument_group("output")
-    o.add_argument("--label", help="name this run (for history and compare)")
+    o.add_argument("--label", action="append", metavar="KEY=VALUE",
+                   help="label this run, repeatable: --label kernel=6.18-rc3 --label commit=abc123 (searched by "
+                   "`history --where`); a bare --label TEXT names it (name=TEXT, for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")
     o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     o.add_argument("--no-store", action="store_true", help="do not save this run")

@@ -170,6 +170,11 @@ class SqliteStore(SqlStore):
         # lastrowid rather than RETURNING, which SQLite before 3.35 lacks.
         return int(self._run(db, sql, args).lastrowid)
 
+    def _id_floor(self, db: sqlite3.Connection) -> int:
+        # AUTOINCREMENT remembers the highest id ever given, deleted runs' too.
+        return int(db.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
+                              " coalesce((SELECT max(id) FROM runs), 0))").fetchone()[0])
+
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         low = str(e).lower()
         code = getattr(e, "sqlite_errorcode", None)
