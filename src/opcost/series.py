@@ -56,13 +56,13 @@ def differing(labels: list[Label]) -> dict:
 def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, spec: str, by: str, order: str,
              delta: float, notes: list[str], **context) -> dict:
     """The analysis of the labels (changepoint.analyse) as an opcost.series/1 document."""
+    if len(labels) < MIN_LABELS:
+        raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
+                         f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
     import warnings
 
     from . import changepoint
 
-    if len(labels) < MIN_LABELS:
-        raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
-                         f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
         warnings.simplefilter("ignore", RuntimeWarning)
