@@ -214,6 +214,8 @@ def test_measured_series_finds_a_large_step(run_cli, tmp_path):
     # one stored run of kind series, every label a result, rounds interleaved
     runs = json.loads(run_cli("history", "--json").stdout)
     assert runs[0]["kind"] == "series" and runs[0]["n_results"] == 6
+    text = run_cli("show", str(runs[0]["id"])).stdout
+    assert "syscall.null by spin, 6 labels, interleaved" in text and "change points (1" in text
     shown = json.loads(run_cli("show", str(runs[0]["id"]), "--json", "-").stdout)
     seqs = {}
     for i, r in enumerate(shown["results"]):
