@@ -41,6 +41,10 @@ RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
 # How long a write waits for a store locked by another program before opcost
 # gives up on the store for the rest of the run (OPCOST_STORE_WAIT, seconds).
 DEFAULT_LOCK_WAIT_S = 60.0
+# A write that waits for the lock says so once it has waited this long (or
+# half its budget, if less): several opcost writing at once wait for each
+# other's commits, a few milliseconds each, and that is nothing to report.
+NOTICE_AFTER_S = 5.0
 
 MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
 
@@ -195,8 +199,10 @@ class SqlStore:
         with self._guard(None):
             self._conn = self._connect()
         try:
-            with self._guard(None):
-                self._configure(self._conn)
+            def configure() -> None:
+                with self._guard("opening"):
+                    self._configure(self._conn)
+            self._retry("opening", configure)    # may change the journal: waits for other writers
             self._retry("opening", self._migrate)
         except BaseException:
             self.close()
@@ -290,18 +296,17 @@ class SqlStore:
             raise
 
     def _execute(self, doing: str, sql: str, args: Sequence[Any] = ()) -> Any:
-        """One statement, committed on its own; waits for another program's lock."""
-        def once() -> Any:
-            with self._guard(doing):
-                return self._run(self._db, sql, args)
-        return self._retry(doing, once)
+        """One write statement in its own transaction; waits for another
+        program's lock. Its own BEGIN (IMMEDIATE in SQLite) takes the write
+        lock first, waiting for it: an autocommit statement that reads, then
+        writes, finds a store that another writer changed meanwhile busy at
+        once (a WAL snapshot cannot be upgraded) instead of waiting."""
+        with self._transaction(doing) as db:
+            return self._run(db, sql, args)
 
     def _insert(self, doing: str, sql: str, args: Sequence[Any]) -> int:
-        def once() -> int:
-            with self._guard(doing):
-                return self._insert_id(self._db, sql, args)
-        result: int = self._retry(doing, once)
-        return result
+        with self._transaction(doing) as db:
+            return self._insert_id(db, sql, args)
 
     def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
         """Run fn, waiting while another program holds the store's lock: say so
@@ -318,7 +323,7 @@ class SqlStore:
                 waited = time.monotonic() - t0
                 if waited >= budget or interrupts.pending():
                     raise
-                if not said and self.on_wait:
+                if not said and self.on_wait and waited >= min(NOTICE_AFTER_S, budget / 2):
                     self.on_wait(f"store {self.path} is locked by another program; waiting up to "
                                  f"{budget:g} s while {doing} (OPCOST_STORE_WAIT)")
                     said = True

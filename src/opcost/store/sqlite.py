@@ -136,15 +136,35 @@ class SqliteStore(SqlStore):
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: the sqlite3 module starts no transactions of its
         # own; single statements autocommit, multi-statement writes use
-        # _transaction(). The default rollback journal is kept (not WAL): WAL
-        # needs a writable directory even to read, and we have one writer.
+        # _transaction(). A writer turns the store to WAL (_configure): several
+        # opcost may write at once, and readers never block them.
         if self.readonly:
             uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+            if self._wal_unwritable():
+                # A WAL store where its -shm cannot be made (a read-only mount):
+                # read the file as it is (its last writer checkpointed on close).
+                uri += "&immutable=1"
             return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=_BUSY_SLICE_S)
         return sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_SLICE_S)
 
     def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA foreign_keys = ON")
+        if not self.readonly and not self.memory:
+            # WAL (kept in the file): writers append, readers read a snapshot,
+            # so concurrent `opcost run`s into one store wait for each other
+            # only for the few milliseconds of a commit. Short transactions
+            # (one per process measured) and the busy wait do the rest.
+            db.execute("PRAGMA journal_mode = WAL")
+
+    def _wal_unwritable(self) -> bool:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(20)
+        except OSError:
+            return False
+        wal = len(head) == 20 and head[18] == 2      # file format versions 2: WAL
+        shm = pathlib.Path(str(self.path) + "-shm")
+        return wal and not shm.exists() and not os.access(self.path.parent, os.W_OK)
 
     def _schema_version(self, db: sqlite3.Connection) -> int:
         return int(db.execute("PRAGMA user_version").fetchone()[0])
