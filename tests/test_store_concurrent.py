@@ -82,9 +82,10 @@ def test_8_writers_of_100_runs_each_lose_nothing(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM processes").fetchone()[0] == 1600
     assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 1600 * 20
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"   # at rest: back to one file
     conn.close()
     assert _integrity(db) == "ok"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["opcost.db"]
 
 
 def test_real_runs_at_once_into_one_store(tmp_path, probe_bin):

@@ -96,17 +96,18 @@ def _delete(args) -> int:
     if asks and not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise UsageError("history delete asks before deleting, and this is not a terminal: add --yes "
                          "to delete without asking")
+    with open_store(args.store, readonly=True) as store:      # all known, or nothing is deleted
+        ids = sorted({store.resolve(ref) for ref in args.runs})
+        chosen = [r for r in store.list_runs() if r["id"] in ids]
+    if asks:
+        print(format_history(chosen), file=sys.stderr)
+        sys.stderr.write(f"delete {len(ids)} run(s) and everything they measured? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted", file=sys.stderr)
+            return 1
     with open_store(args.store, on_wait=warn) as store:
-        ids = sorted({store.resolve(ref) for ref in args.runs})   # all known, or nothing is deleted
-        if asks:
-            chosen = [r for r in store.list_runs() if r["id"] in ids]
-            print(format_history(chosen), file=sys.stderr)
-            sys.stderr.write(f"delete {len(ids)} run(s) and everything they measured? [y/N] ")
-            sys.stderr.flush()
-            answer = sys.stdin.readline()
-            if answer.strip().lower() not in ("y", "yes"):
-                print("nothing deleted", file=sys.stderr)
-                return 1
         gone = store.delete_runs(ids)
     print(f"deleted {len(gone)} run(s): {', '.join(map(str, gone))}")
     return 0

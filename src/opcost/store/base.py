@@ -149,6 +149,10 @@ class SqlStore:
     def _configure(self, db: Any) -> None:
         """Dialect: settings of each new connection."""
 
+    def _start_writing(self, db: Any) -> None:
+        """Dialect: settings for writing, before the first write transaction of
+        the connection (nothing is written to a store only read)."""
+
     def _schema_version(self, db: Any) -> int:
         """Dialect: the schema version of the store (0: nothing there yet)."""
         raise NotImplementedError
@@ -191,6 +195,7 @@ class SqlStore:
         self.readonly = readonly
         self.version = 0                # schema version of the store (the latest once migrated)
         self._conn: Any = None
+        self._writing = False           # _start_writing done on this connection
         self._empty = False             # read-only, and there is nothing to read
 
     def _open(self) -> None:
@@ -199,10 +204,8 @@ class SqlStore:
         with self._guard(None):
             self._conn = self._connect()
         try:
-            def configure() -> None:
-                with self._guard("opening"):
-                    self._configure(self._conn)
-            self._retry("opening", configure)    # may change the journal: waits for other writers
+            with self._guard(None):
+                self._configure(self._conn)
             self._retry("opening", self._migrate)
         except BaseException:
             self.close()
@@ -279,6 +282,9 @@ class SqlStore:
 
         def begin() -> None:
             with self._guard(doing):
+                if not self._writing:
+                    self._start_writing(db)
+                    self._writing = True
                 self._run(db, self.begin_sql)
 
         def commit() -> None:

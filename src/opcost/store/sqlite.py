@@ -149,12 +149,32 @@ class SqliteStore(SqlStore):
 
     def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA foreign_keys = ON")
+
+    def _start_writing(self, db: sqlite3.Connection) -> None:
         if not self.readonly and not self.memory:
-            # WAL (kept in the file): writers append, readers read a snapshot,
+            # WAL while anyone writes: writers append, readers read a snapshot,
             # so concurrent `opcost run`s into one store wait for each other
             # only for the few milliseconds of a commit. Short transactions
-            # (one per process measured) and the busy wait do the rest.
+            # (one per process measured) and the busy wait do the rest. The
+            # last writer to close turns the file back (close()).
             db.execute("PRAGMA journal_mode = WAL")
+
+    def close(self) -> None:
+        # Back to the rollback journal when no one else has the store open, so
+        # that a store at rest is one file: a read-only reader (history, show)
+        # of a WAL file would leave -wal and -shm files beside it, and could
+        # not read it at all where it may not create them. With others still
+        # connected this fails (busy, at once) and the last one does it.
+        conn = self._conn
+        if conn is not None and self._writing and not self.memory:
+            try:
+                if conn.in_transaction:
+                    conn.rollback()
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA journal_mode = DELETE")
+            except sqlite3.Error:
+                pass
+        super().close()
 
     def _wal_unwritable(self) -> bool:
         try:
