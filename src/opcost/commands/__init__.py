@@ -16,13 +16,15 @@ from .. import __version__, protocol
 from ..errors import UsageError
 from ..text import printable
 
-COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show")
+COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "export",
+            "import")
 
 
 def module(name: str):
     """The module of subcommand `name` (list -> list_: a submodule named
-    `list` would shadow the builtin in this package's namespace)."""
-    return importlib.import_module(f".{name}_" if name in ("list",) else f".{name}", __name__)
+    `list` would shadow the builtin in this package's namespace; `import`
+    is a keyword)."""
+    return importlib.import_module(f".{name}_" if name in ("list", "import") else f".{name}", __name__)
 
 
 class Parser(argparse.ArgumentParser):

@@ -41,6 +41,10 @@ RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
 # How long a write waits for a store locked by another program before opcost
 # gives up on the store for the rest of the run (OPCOST_STORE_WAIT, seconds).
 DEFAULT_LOCK_WAIT_S = 60.0
+# A write that waits for the lock says so once it has waited this long (or
+# half its budget, if less): several opcost writing at once wait for each
+# other's commits, a few milliseconds each, and that is nothing to report.
+NOTICE_AFTER_S = 5.0
 
 MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
 
@@ -145,6 +149,10 @@ class SqlStore:
     def _configure(self, db: Any) -> None:
         """Dialect: settings of each new connection."""
 
+    def _start_writing(self, db: Any) -> None:
+        """Dialect: settings for writing, before the first write transaction of
+        the connection (nothing is written to a store only read)."""
+
     def _schema_version(self, db: Any) -> int:
         """Dialect: the schema version of the store (0: nothing there yet)."""
         raise NotImplementedError
@@ -187,6 +195,7 @@ class SqlStore:
         self.readonly = readonly
         self.version = 0                # schema version of the store (the latest once migrated)
         self._conn: Any = None
+        self._writing = False           # _start_writing done on this connection
         self._empty = False             # read-only, and there is nothing to read
 
     def _open(self) -> None:
@@ -273,6 +282,9 @@ class SqlStore:
 
         def begin() -> None:
             with self._guard(doing):
+                if not self._writing:
+                    self._start_writing(db)
+                    self._writing = True
                 self._run(db, self.begin_sql)
 
         def commit() -> None:
@@ -290,18 +302,17 @@ class SqlStore:
             raise
 
     def _execute(self, doing: str, sql: str, args: Sequence[Any] = ()) -> Any:
-        """One statement, committed on its own; waits for another program's lock."""
-        def once() -> Any:
-            with self._guard(doing):
-                return self._run(self._db, sql, args)
-        return self._retry(doing, once)
+        """One write statement in its own transaction; waits for another
+        program's lock. Its own BEGIN (IMMEDIATE in SQLite) takes the write
+        lock first, waiting for it: an autocommit statement that reads, then
+        writes, finds a store that another writer changed meanwhile busy at
+        once (a WAL snapshot cannot be upgraded) instead of waiting."""
+        with self._transaction(doing) as db:
+            return self._run(db, sql, args)
 
     def _insert(self, doing: str, sql: str, args: Sequence[Any]) -> int:
-        def once() -> int:
-            with self._guard(doing):
-                return self._insert_id(self._db, sql, args)
-        result: int = self._retry(doing, once)
-        return result
+        with self._transaction(doing) as db:
+            return self._insert_id(db, sql, args)
 
     def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
         """Run fn, waiting while another program holds the store's lock: say so
@@ -318,7 +329,7 @@ class SqlStore:
                 waited = time.monotonic() - t0
                 if waited >= budget or interrupts.pending():
                     raise
-                if not said and self.on_wait:
+                if not said and self.on_wait and waited >= min(NOTICE_AFTER_S, budget / 2):
                     self.on_wait(f"store {self.path} is locked by another program; waiting up to "
                                  f"{budget:g} s while {doing} (OPCOST_STORE_WAIT)")
                     said = True
