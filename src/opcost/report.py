@@ -433,7 +433,7 @@ def format_series(doc: dict, color: bool = False) -> str:
         for c in cps:
             nb = c.get("neighbours")
             lines.append(
-                f"  > {_short(printable(c['label']), 40)} (after {_short(printable(c['previous']), 40)}): "
+                f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
                 f"{_chg(c)} {_verdict(c['verdict'], color)}, p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
                 f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "

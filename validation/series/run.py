@@ -165,8 +165,9 @@ def main() -> int:
     ap.add_argument("--series", type=int, default=50, help="real series per case and benchmark (default 50)")
     ap.add_argument("--time-limit", type=float, default=3600, help="seconds for the real series (default 3600)")
     ap.add_argument("--processes", "-p", type=int, default=5, help="processes per label (default 5)")
-    ap.add_argument("--samples", "-n", type=int, default=10)
-    ap.add_argument("--target-ms", type=float, default=2)
+    ap.add_argument("--samples", "-n", type=int, default=30)
+    ap.add_argument("--target-ms", type=float, default=1,
+                    help="short batches: on a shared machine most then escape preemption (default 1)")
     ap.add_argument("--cpu", default="1", help="the measuring CPU (ctx.pipe's helper goes where opcost puts it)")
     ap.add_argument("--simulate", type=int, default=200, metavar="N",
                     help="simulated series per case (default 200; 0: none)")
