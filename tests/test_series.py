@@ -195,6 +195,8 @@ def test_stored_series_other_benchmark_and_variants(run_cli):
     assert cp.returncode == 2 and "holds 2 variants" in cp.stderr and "via=" in cp.stderr
     cp = run_cli("series", "syscall.null:via=libc", "--by", "commit", "--order", "a,b,e")
     assert cp.returncode == 0, cp.stderr
+    cp = run_cli("series", "syscall.null:via=nosuch", "--by", "commit")
+    assert cp.returncode == 2 and "holds a variant matching syscall.null:via=nosuch" in cp.stderr, cp.stderr
 
 
 def test_measured_series_finds_a_large_step(run_cli, tmp_path):

@@ -261,6 +261,12 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
             notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
                          "the first run's are shown")
         lb.params = lb.params or params
+    if not by_value and given and not any(r is not None for _, _, r in picked):
+        from .report import result_key
+
+        seen = sorted({result_key(r) for _, run, _ in picked for r in run["results"] if r["bench"] == bench})
+        raise UsageError(f"no run labelled {printable(key)}=... holds a variant matching {printable(spec)}; "
+                         f"they hold: {', '.join(printable(k) for k in seen) or 'none'}")
     labels = [by_value[v] for v in order if v in by_value] if order is not None else list(by_value.values())
     for lb in labels:
         if len(lb.runs) > 1:
