@@ -35,7 +35,8 @@ COMPILER_MESSAGES = "!compiler"
 FAST = "--fake-clock 100 -p 2 -n 1 -w 0 --target-ms 1"
 CONTROL = {"{nl}": "\n", "{tab}": "\t", "{cr}": "\r", "{esc}": "\x1b", "{del}": "\x7f"}
 # Options that write a file another module owns (the --json/--export writer) are not in this corpus.
-NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json")}
+NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json"),
+            ("series", "--json")}
 
 
 def load_corpus() -> list[tuple[int, bool, list[str], str | None]]:
