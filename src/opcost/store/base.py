@@ -44,7 +44,7 @@ DEFAULT_LOCK_WAIT_S = 60.0
 # A write that waits for the lock says so once it has waited this long (or
 # half its budget, if less): several opcost writing at once wait for each
 # other's commits, a few milliseconds each, and that is nothing to report.
-NOTICE_AFTER_S = 5.0
+NOTICE_AFTER_S = 10.0
 
 MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
 
