@@ -70,7 +70,8 @@ def _json_lines(name: str, text: str) -> list[dict]:
 
 
 def _json_problem(e: json.JSONDecodeError, text: str) -> str:
-    if e.pos >= len(text.rstrip()) or not text.rstrip().endswith(("}", "]")):
+    body = text.strip()
+    if body.startswith(("{", "[")) and (e.pos >= len(text.rstrip()) or not body.endswith(("}", "]"))):
         return "truncated JSON (it ends in the middle of a document); export it again"
     return (f"not JSON ({e.msg}: column {e.colno}); give a file of `opcost export` (one document, or one "
             "per line)")

@@ -44,7 +44,7 @@ DEFAULT_LOCK_WAIT_S = 60.0
 # A write that waits for the lock says so once it has waited this long (or
 # half its budget, if less): several opcost writing at once wait for each
 # other's commits, a few milliseconds each, and that is nothing to report.
-NOTICE_AFTER_S = 5.0
+NOTICE_AFTER_S = 10.0
 
 MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
 
@@ -150,8 +150,9 @@ class SqlStore:
         """Dialect: settings of each new connection."""
 
     def _start_writing(self, db: Any) -> None:
-        """Dialect: settings for writing, before the first write transaction of
-        the connection (nothing is written to a store only read)."""
+        """Dialect: settings for writing, after the first write transaction of
+        the connection committed (nothing is changed in a store only read, or
+        one that cannot be written); may fail (busy), the store works without."""
 
     def _schema_version(self, db: Any) -> int:
         """Dialect: the schema version of the store (0: nothing there yet)."""
@@ -282,9 +283,6 @@ class SqlStore:
 
         def begin() -> None:
             with self._guard(doing):
-                if not self._writing:
-                    self._start_writing(db)
-                    self._writing = True
                 self._run(db, self.begin_sql)
 
         def commit() -> None:
@@ -300,6 +298,12 @@ class SqlStore:
             with contextlib.suppress(self.driver.Error):
                 db.rollback()
             raise
+        if not self._writing:
+            # After the first write that worked: a store that cannot be
+            # written (damaged, read-only) is left exactly as it was.
+            self._writing = True
+            with contextlib.suppress(self.driver.Error):
+                self._start_writing(db)
 
     def _execute(self, doing: str, sql: str, args: Sequence[Any] = ()) -> Any:
         """One write statement in its own transaction; waits for another

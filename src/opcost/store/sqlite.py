@@ -22,7 +22,9 @@ from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS
 
 __all__ = ["APPLICATION_ID", "LATEST_VERSION", "MIGRATIONS", "SqliteStore"]
 
-_BUSY_SLICE_S = 0.5   # SQLite's own busy wait per try; between tries we say so and check for Ctrl-C
+_BUSY_SLICE_S = 0.05  # SQLite's own busy wait per try (it polls every 1-10 ms then); between tries we
+                      # say so and check for Ctrl-C. Short, so that a waiting writer polls often
+                      # and is not starved by writers taking the lock back to back.
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HINT = "--store PATH must be a writable SQLite file, or use --no-store"
