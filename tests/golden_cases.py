@@ -56,7 +56,7 @@ CASES = {
     "run_103": ["run", "syscall.null", *FAKE[:1], "103", *FAKE[2:], "-p", "3", "--label", "n103"],
     "report_compare_notes_markdown": ["report", "--compare", "n100", "n103", "-f", "markdown"],
 }
-_MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner"}
+_MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner", "uuid"}
 
 
 def _mask(obj):

@@ -16,6 +16,7 @@ is then its own test."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -35,7 +36,8 @@ COMPILER_MESSAGES = "!compiler"
 FAST = "--fake-clock 100 -p 2 -n 1 -w 0 --target-ms 1"
 CONTROL = {"{nl}": "\n", "{tab}": "\t", "{cr}": "\r", "{esc}": "\x1b", "{del}": "\x7f"}
 # Options that write a file another module owns (the --json/--export writer) are not in this corpus.
-NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json")}
+NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json"),
+            ("series", "--json")}
 
 
 def load_corpus() -> list[tuple[int, bool, list[str], str | None]]:
@@ -82,6 +84,19 @@ def template(tmp_path_factory, probe_bin) -> Path:
         cp = subprocess.run(cli_argv("run", spec, *FAST.split(), "--label", label, "--no-progress"), env=env,
                             cwd=t, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert cp.returncode == 0, cp.stderr
+    # files for `opcost import`: the two runs exported, then broken in the ways a copy breaks
+    cp = subprocess.run(cli_argv("export", "base", "other", "-o", "all.jsonl"), env=env, cwd=t,
+                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert cp.returncode == 0, cp.stderr
+    lines = (t / "all.jsonl").read_text().splitlines(keepends=True)
+    new = json.loads(lines[0]) | {"uuid": "00000000-0000-4000-8000-000000000001", "run_id": 50}
+    (t / "new.json").write_text(json.dumps(new) + "\n")          # a run the store does not hold
+    (t / "cut.jsonl").write_text(lines[0] + lines[1][:len(lines[1]) // 2])
+    (t / "badline.jsonl").write_text(lines[0] + "not json at all\n" + lines[1])
+    (t / "comparison.json").write_text('{"schema": "opcost.comparison/1", "comparisons": []}\n')
+    (t / "badkey.json").write_text(json.dumps(new | {"labels": {"bad key": "x"}}) + "\n")
+    (t / "noresults.json").write_text(json.dumps({k: v for k, v in new.items() if k != "results"}) + "\n")
+    (t / "empty.json").write_text("")
     (t / "prog.c").write_text("int main(void) { return 0; }\n")
     (t / "op.c").write_text("#include <stdint.h>\nuint64_t opcost_op(uint64_t x) { return x + 1; }\n")
     (t / "bad.c").write_text("int main(void) { return undeclared; }\n")

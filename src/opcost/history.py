@@ -10,6 +10,7 @@ from .text import printable
 EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
 
 _LABEL_MAX = 24
+_LABELS_MAX = 48
 _SEP = "  "
 
 
@@ -39,6 +40,10 @@ def _benches(names: list[str], width: int) -> str:
     return ", ".join(shown)
 
 
+def _others(run: dict) -> dict:
+    return {k: v for k, v in (run.get("labels") or {}).items() if k != "name"}
+
+
 def format_history(runs: list[dict], width: int = 100) -> str:
     """Table of runs as given by Store.list_runs(); the benches column is fitted
     so a line stays within `width` when it can. No trailing newline."""
@@ -48,6 +53,11 @@ def format_history(runs: list[dict], width: int = 100) -> str:
     rows = [[str(r["id"]), printable(_created(r.get("created"))),
              _clip(printable(r.get("label") or "-"), _LABEL_MAX), printable(r.get("kind") or "run"),
              printable(r.get("status") or "-"), str(r.get("n_results", 0))] for r in runs]
+    if any(_others(r) for r in runs):
+        # key=value labels beyond the name: a column of their own, before the benches
+        headers.append("LABELS")
+        rows = [row + [_clip(printable(" ".join(f"{k}={v}" for k, v in _others(r).items()) or "-"),
+                             _LABELS_MAX)] for row, r in zip(rows, runs)]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     right = {0, 5}  # numbers right-aligned
 

@@ -22,6 +22,11 @@ opcost.result/1
     the run; summary is null while status is running (computed once at the
     end); run status may read "abandoned" (from a store: its opcost is gone);
     an outliers flag carries processes[] and rounds[].
+  issue 14: labels {key: value} after label (always; {} for none): a bare
+    `--label TEXT` is {"name": TEXT}, and label is labels.name; uuid after
+    run_id: the run's identity across stores (`opcost import` skips a run
+    whose uuid it holds; absent in documents before, or of an old store's
+    run until its store migrates). The keys of labels are sorted.
   issue 13: processes[].stage in an `ab` run of the sequential design (no
     -p): the look (1, 2, 3) the process belongs to; it marks the run as
     sequential, so `show` replays its looks.
@@ -64,6 +69,22 @@ opcost.comparison/1
     are percentile bootstraps over per-process medians, the resampling of
     ci95_ratio's.
 
+opcost.series/1
+  issue 14: schema, opcost_version, kind (stored: labelled runs from the
+    store; measured: `series --run`), interleaved, bench, spec, by (the
+    label key, or the parameter of --over), order (time | order | order-file
+    | over), differing (params that differ between labels: {param: [value
+    per label]}), labels[] of {value, runs (ids), pooled, params, n_processes,
+    median_ns, ci95_ns, vs_previous / vs_first ({change, ci95_change} or
+    null), change_point}, noise {sigma, sigma_measured, method}, candidates
+    {indices, penalty, points, method}, change_points[] of {index, label,
+    previous, change, ci95_change, ratio, ci95_ratio, p_value,
+    p_adjusted, delta, verdict, left / right {first, last, n_labels,
+    n_processes}, neighbours {ratio, ci95_ratio, p_value, verdict} or null},
+    rejected[] of {index, label, change, p_adjusted, verdict, why},
+    delta_requested, alpha, notes[], env (measured) or env_differences
+    (stored), run_id (measured).
+
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field
 is one line here, not a branch in the statistics.
@@ -77,11 +98,12 @@ from . import __version__
 
 RESULT_SCHEMA = "opcost.result/1"
 COMPARISON_SCHEMA = "opcost.comparison/1"
-KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison"}
+SERIES_SCHEMA = "opcost.series/1"
+KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series"}
 
 
 def kind_of(doc: dict) -> str:
-    """"result" or "comparison": what an exporter is handed."""
+    """"result", "comparison" or "series": what an exporter is handed."""
     return KINDS.get(doc.get("schema", ""), "result")
 
 
@@ -155,12 +177,24 @@ class Run:
     opcost_version: str = __version__
     stored: dict | None = None     # from a store: created, finished, kind
     store_missed: dict | None = None
+    labels: dict[str, str] = field(default_factory=dict)   # key -> value; "name" is `label`
+    uuid: str | None = None        # identity across stores (export/import)
+
+    def __post_init__(self) -> None:
+        # label and labels["name"] are one thing, given either way
+        if self.label is not None and "name" not in self.labels:
+            self.labels = {"name": self.label, **self.labels}
+        elif self.label is None and "name" in self.labels:
+            self.label = self.labels["name"]
 
     def to_json(self) -> dict:
         d: dict = {"schema": RESULT_SCHEMA, "opcost_version": self.opcost_version, "run_id": self.run_id}
+        if self.uuid is not None:
+            d["uuid"] = self.uuid
         if self.stored is not None:
             d.update(created=self.stored.get("created"), finished=self.stored.get("finished"))
         d["label"] = self.label
+        d["labels"] = dict(sorted(self.labels.items()))
         if self.stored is not None:
             d["kind"] = self.stored.get("kind")
         d.update(status=self.status, argv=self.argv, env=self.env, results=[r.to_json() for r in self.results])
@@ -173,7 +207,8 @@ class Run:
         stored = {k: d.get(k) for k in ("created", "finished", "kind")} if "created" in d else None
         return cls([Result.from_json(r) for r in d.get("results") or []], d.get("env") or {}, d.get("argv") or [],
                    d.get("status", "running"), d.get("run_id"), d.get("label"),
-                   d.get("opcost_version", __version__), stored, d.get("store_missed"))
+                   d.get("opcost_version", __version__), stored, d.get("store_missed"),
+                   dict(d.get("labels") or {}), d.get("uuid"))
 
 
 # --- opcost.comparison/1 --------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+import uuid
 
 from . import __version__, output
 from .errors import OpcostError
@@ -31,12 +32,14 @@ _WRITE_SPACING = 10.0
 
 class Recorder:
     def __init__(self, *, store, exports: list[tuple[str, str]], env: dict, argv: list[str], label: str | None,
-                 kind: str = "run", warn=None):
+                 kind: str = "run", warn=None, labels: dict[str, str] | None = None):
         self.store = store
         self.exports = exports          # (format, path) of the result document: --json, --export
         self.env = env
         self.argv = argv
         self.label = label
+        self.labels = dict(labels or {})
+        self.uuid = str(uuid.uuid4())   # the run's identity in every store it goes to (export/import)
         self.kind = kind
         self.warn = warn or (lambda msg: None)
         self.run_id: int | None = None
@@ -59,7 +62,8 @@ class Recorder:
         self.results = results
         if self.store:
             self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
-                                                opcost_version=__version__, kind=self.kind)
+                                                opcost_version=__version__, kind=self.kind, labels=self.labels,
+                                                uuid=self.uuid)
             for pos, vr in enumerate(results):
                 v = vr.variant
                 self.result_ids[id(vr)] = self.store.add_result(
@@ -111,7 +115,7 @@ class Recorder:
         store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
                         if self.store_error is not None else None)
         return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
-                   self.label, store_missed=store_missed).to_json()
+                   self.label, store_missed=store_missed, labels=self.labels, uuid=self.uuid).to_json()
 
     def _targets(self, final: bool) -> list[tuple[str, str]]:
         targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])

@@ -522,3 +522,66 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
     else:
         out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")
     return "\n\n".join(out)
+
+
+def _chg(c: dict | None) -> str:
+    """`+9.9% [+9.5%, +10.3%]`: a change with its 95% CI."""
+    if not c:
+        return "-"
+    ci = c.get("ci95_change")
+    text = f"{c['change'] * 100:+.1f}%"
+    return text + (f" [{ci[0] * 100:+.1f}%, {ci[1] * 100:+.1f}%]" if ci else "")
+
+
+def format_series(doc: dict, color: bool = False) -> str:
+    """Seed 003's table: one line per label (processes, median with 95% CI,
+    change vs the previous label and vs the first), change points marked
+    `>`; then each change point with its size, CI and verdict, what was
+    rejected, the noise, and notes."""
+    out = []
+    head = f"{printable(doc['spec'])} by {printable(doc['by'])}, {len(doc['labels'])} labels"
+    if doc["interleaved"]:
+        head += ", interleaved: each round ran every label once, in a fresh random order"
+    else:
+        head += ("\nnot interleaved: the labels ran at different times, so drift between them is part of "
+                 "each change")
+    out.append(head)
+    if doc.get("differing"):
+        out.append("parameters that differ between labels:\n" + "\n".join(
+            f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in doc["differing"].items()))
+    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"]]
+    for lb in doc["labels"]:
+        rows.append([">" if lb["change_point"] else "", _short(printable(lb["value"]), 40), str(lb["n_processes"]),
+                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])])
+    out.append(_table(rows, right={2, 3, 5, 6}))
+    cps = doc["change_points"]
+    if cps:
+        lines = []
+        for c in cps:
+            nb = c.get("neighbours")
+            lines.append(
+                f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
+                f"{_chg(c)} {_verdict(c['verdict'], color)}, p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
+                f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
+                + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
+                   f"{_verdict(nb['verdict'], color)}" if nb else ""))
+        out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
+    else:
+        out.append("change points: none (no step of at least "
+                   f"{fmt_pct(doc['delta_requested'])} confirmed)")
+    nz, cand = doc["noise"], doc["candidates"]
+    method = (f"method: {cand['method']}, penalty {cand['penalty']:.3g} from the noise "
+              f"(sigma {nz['sigma'] * 100:.2f}% of log-median, {nz['method']}); each candidate compared between "
+              "the segments either side (Mann-Whitney U and KS over per-process medians, Holm over the candidates)")
+    if doc["rejected"]:
+        method += "\ncandidates rejected: " + "; ".join(
+            f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
+    out.append(method)
+    if doc.get("notes"):
+        out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in doc["notes"]))
+    return "\n\n".join(out)
+
+
+def _seg(s: dict) -> str:
+    span = _short(printable(s["first"]), 30) if s["n_labels"] == 1 else f"{_short(printable(s['first']), 30)}..{_short(printable(s['last']), 30)}"
+    return f"{span} ({s['n_labels']} label{'s' if s['n_labels'] != 1 else ''}, {s['n_processes']} processes)"

@@ -46,11 +46,12 @@ def default_suite(table: dict) -> list[str]:
 class Settings:
     """Everything a measuring command decided from its arguments."""
     protocol: Protocol
-    kind: str = "run"                        # run | ab | variants (stored with the run)
+    kind: str = "run"                        # run | ab | variants | series (stored with the run)
     argv: list[str] = field(default_factory=list)
     counters: str | None = None              # --counters as given
     parallel: int = 1
-    label: str | None = None
+    label: str | None = None                 # the name label (labels["name"])
+    labels: dict[str, str] = field(default_factory=dict)   # --label KEY=VALUE (a bare TEXT: name=TEXT)
     exports: list[tuple[str, str]] = field(default_factory=list)   # (format, path): --json, --export
     store: str | None = None                 # URL; None: the default store
     no_store: bool = False
@@ -59,15 +60,20 @@ class Settings:
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
+        from . import labels
+
+        names = labels.parse_all(args.label)
         return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
-                   counters=args.counters, parallel=getattr(args, "parallel", None) or 1, label=args.label,
+                   counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
+                   label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,
                    progress=not args.no_progress)
 
     @property
     def document(self) -> str:
-        """The document this command writes: `run` a result, the others a comparison."""
-        return "result" if self.kind == "run" else "comparison"
+        """The document this command writes: `run` a result, `series` a
+        series, the others a comparison."""
+        return {"run": "result", "series": "series"}.get(self.kind, "comparison")
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""
@@ -196,7 +202,8 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
         runner.preflight()
         exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
         runner.recorder = Recorder(store=store, exports=exports, env=target.env(),
-                                   argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn)
+                                   argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn,
+                                   labels=settings.labels)
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
         rounds = settings.stages[-1] if settings.stages else p.processes   # sequential: at most
         total = len(variants) * rounds * (p.warmup + p.samples) * copies
@@ -214,7 +221,9 @@ def finish(settings: Settings, m: Measured) -> int:
     recorder, outcome = m.recorder, m.outcome
     lines = []
     if recorder.run_id is not None and recorder.store_error is None:
-        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({settings.label})" if settings.label else "")
+        shown = ([settings.label] if settings.label else []) + [
+            f"{k}={v}" for k, v in settings.labels.items() if k != "name"]
+        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({', '.join(shown)})" if shown else "")
                      + f" in {store_name(settings.store)}")
     elif recorder.store_error is not None:
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "

@@ -16,13 +16,15 @@ from .. import __version__, protocol
 from ..errors import UsageError
 from ..text import printable
 
-COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "probe", "history", "show", "report")
+COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
+            "export", "import")
 
 
 def module(name: str):
     """The module of subcommand `name` (list -> list_: a submodule named
-    `list` would shadow the builtin in this package's namespace)."""
-    return importlib.import_module(f".{name}_" if name in ("list",) else f".{name}", __name__)
+    `list` would shadow the builtin in this package's namespace; `import`
+    is a keyword)."""
+    return importlib.import_module(f".{name}_" if name in ("list", "import") else f".{name}", __name__)
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,7 +63,9 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    "(profiles: basic, cache, branch, tlb, frontend, software); this machine's named PMU "
                    "events (ls_dispatch.ld_dispatch, cpu/event=0x29,umask=1/); :helper counts the helper")
     o = s.add_argument_group("output")
-    o.add_argument("--label", help="name this run (for history and compare)")
+    o.add_argument("--label", action="append", metavar="KEY=VALUE",
+                   help="label this run, repeatable: --label kernel=6.18-rc3 --label commit=abc123 (searched by "
+                   "`history --where`); a bare --label TEXT names it (name=TEXT, for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")
     o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
     o.add_argument("--no-store", action="store_true", help="do not save this run")

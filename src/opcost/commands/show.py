@@ -40,7 +40,7 @@ def run(args, argv) -> int:
 
 def format_stored(doc: dict, target) -> str:
     """A stored run as the command that measured it printed it: `ab` and
-    `variants` runs as their comparison (rebuilt from the stored results and
+    `variants` runs as their comparison, a `series --run` as its series (rebuilt from the stored results and
     the stored command line, an `ab`'s switches per operation from the
     target's table), any other as the results table."""
     from ..comparison import ab_document, variants_document
@@ -59,6 +59,15 @@ def format_stored(doc: dict, target) -> str:
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
                                [r for r in res if r["params"].get("reference")], color=use_color(sys.stdout),
                                width=terminal_width(sys.stdout))
+    if doc.get("kind") == "series" and args is not None and args.over is not None:
+        from ..report import format_series
+        from ..series import measured_document, parse_over
+
+        param, values = parse_over(args.over)
+        if len(res) == len(values) and sum(1 for r in res if r.get("processes")) >= 3:
+            return format_series(measured_document(res, values, param=param, spec=args.run, delta=args.delta / 100,
+                                                   run_id=doc["run_id"], env=doc.get("env")),
+                                 color=use_color(sys.stdout))
     return format_results(res, width=terminal_width(sys.stdout))
 
 

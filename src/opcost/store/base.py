@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import os
 import time
+import uuid as _uuid
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar, Union
 
 from .. import interrupts
+from .. import labels as _labels
 from ..errors import StoreError, StoreLocked, UnknownRun
 from ..text import printable
 from . import rows
@@ -38,6 +41,10 @@ RESULT_STATUSES = ("pending", "ok", "unsupported", "failed")
 # How long a write waits for a store locked by another program before opcost
 # gives up on the store for the rest of the run (OPCOST_STORE_WAIT, seconds).
 DEFAULT_LOCK_WAIT_S = 60.0
+# A write that waits for the lock says so once it has waited this long (or
+# half its budget, if less): several opcost writing at once wait for each
+# other's commits, a few milliseconds each, and that is nothing to report.
+NOTICE_AFTER_S = 10.0
 
 MAX_INT = 2**63 - 1   # the largest integer (an id, a LIMIT) an SQL database holds
 
@@ -57,8 +64,9 @@ class Store(Protocol):
     def path(self) -> os.PathLike[str] | str:
         """Where the store is, as messages name it (a rescue file goes beside it)."""
 
-    def create_run(self, *, label: str | None, env: dict[str, Any], argv: list[str],
-                   opcost_version: str, kind: str = "run") -> int: ...
+    def create_run(self, *, label: str | None = None, env: dict[str, Any], argv: list[str],
+                   opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
+                   uuid: str | None = None) -> int: ...
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
                    op: str, unit: str, key: str | None = None) -> int: ...
@@ -72,6 +80,13 @@ class Store(Protocol):
     def finish_run(self, run_id: int, status: str) -> None: ...
 
     def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]: ...
+
+    def find_runs(self, where: dict[str, str] | None = None, key: str | None = None,
+                  bench: str | None = None) -> list[dict[str, Any]]: ...
+
+    def delete_runs(self, run_ids: Sequence[int]) -> list[int]: ...
+
+    def import_runs(self, docs: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]: ...
 
     def resolve(self, ref: str) -> int: ...
 
@@ -92,6 +107,18 @@ def lock_wait_s() -> float:
     except ValueError:
         return DEFAULT_LOCK_WAIT_S
     return v if v >= 0 else DEFAULT_LOCK_WAIT_S
+
+
+def identity(doc: dict[str, Any]) -> str:
+    """A run document's identity across stores: its uuid, or for a document
+    without one (an `opcost run --json` file of an older opcost) a uuid made
+    from a hash of its content (run_id aside, which is the store's)."""
+    given = doc.get("uuid")
+    if isinstance(given, str) and given:
+        return given
+    content = {k: v for k, v in doc.items() if k not in ("run_id", "uuid")}
+    digest = hashlib.sha256(rows.encode(content).encode()).digest()
+    return str(_uuid.UUID(bytes=digest[:16]))
 
 
 def _now() -> str:
@@ -122,6 +149,11 @@ class SqlStore:
     def _configure(self, db: Any) -> None:
         """Dialect: settings of each new connection."""
 
+    def _start_writing(self, db: Any) -> None:
+        """Dialect: settings for writing, after the first write transaction of
+        the connection committed (nothing is changed in a store only read, or
+        one that cannot be written); may fail (busy), the store works without."""
+
     def _schema_version(self, db: Any) -> int:
         """Dialect: the schema version of the store (0: nothing there yet)."""
         raise NotImplementedError
@@ -141,6 +173,11 @@ class SqlStore:
         """Dialect: run an INSERT, return the id of the new row."""
         raise NotImplementedError
 
+    def _id_floor(self, db: Any) -> int:
+        """Dialect: the highest run id this store has ever given (an imported
+        run keeps its id only above it, so an id never comes back)."""
+        return int(self._run(db, "SELECT coalesce(max(id), 0) FROM runs").fetchone()[0])
+
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         """Dialect: a driver error as (what is wrong with the store, what to do),
         the hint may name {path}; None when another program holds the lock (the
@@ -159,6 +196,7 @@ class SqlStore:
         self.readonly = readonly
         self.version = 0                # schema version of the store (the latest once migrated)
         self._conn: Any = None
+        self._writing = False           # _start_writing done on this connection
         self._empty = False             # read-only, and there is nothing to read
 
     def _open(self) -> None:
@@ -260,20 +298,25 @@ class SqlStore:
             with contextlib.suppress(self.driver.Error):
                 db.rollback()
             raise
+        if not self._writing:
+            # After the first write that worked: a store that cannot be
+            # written (damaged, read-only) is left exactly as it was.
+            self._writing = True
+            with contextlib.suppress(self.driver.Error):
+                self._start_writing(db)
 
     def _execute(self, doing: str, sql: str, args: Sequence[Any] = ()) -> Any:
-        """One statement, committed on its own; waits for another program's lock."""
-        def once() -> Any:
-            with self._guard(doing):
-                return self._run(self._db, sql, args)
-        return self._retry(doing, once)
+        """One write statement in its own transaction; waits for another
+        program's lock. Its own BEGIN (IMMEDIATE in SQLite) takes the write
+        lock first, waiting for it: an autocommit statement that reads, then
+        writes, finds a store that another writer changed meanwhile busy at
+        once (a WAL snapshot cannot be upgraded) instead of waiting."""
+        with self._transaction(doing) as db:
+            return self._run(db, sql, args)
 
     def _insert(self, doing: str, sql: str, args: Sequence[Any]) -> int:
-        def once() -> int:
-            with self._guard(doing):
-                return self._insert_id(self._db, sql, args)
-        result: int = self._retry(doing, once)
-        return result
+        with self._transaction(doing) as db:
+            return self._insert_id(db, sql, args)
 
     def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
         """Run fn, waiting while another program holds the store's lock: say so
@@ -290,7 +333,7 @@ class SqlStore:
                 waited = time.monotonic() - t0
                 if waited >= budget or interrupts.pending():
                     raise
-                if not said and self.on_wait:
+                if not said and self.on_wait and waited >= min(NOTICE_AFTER_S, budget / 2):
                     self.on_wait(f"store {self.path} is locked by another program; waiting up to "
                                  f"{budget:g} s while {doing} (OPCOST_STORE_WAIT)")
                     said = True
@@ -301,14 +344,29 @@ class SqlStore:
 
     # --- writing --------------------------------------------------------------------
 
-    def create_run(self, *, label: str | None, env: dict[str, Any], argv: list[str],
-                   opcost_version: str, kind: str = "run") -> int:
-        return self._insert(
-            "creating a run",
-            "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-            (_now(), label, kind, opcost_version, rows.encode(list(argv)), rows.encode(env),
-             rows.encode(owner_here())))
+    def create_run(self, *, label: str | None = None, env: dict[str, Any], argv: list[str],
+                   opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
+                   uuid: str | None = None) -> int:
+        """A new run, "running", owned by this process. labels: key -> value
+        (labels.py's rules); `label` is the name label (name=...). uuid: the
+        run's identity across stores (a new uuid4 if not given)."""
+        names = _labels.merged(label, labels)
+        for k in names:                 # values as given: an old store's name may hold anything
+            _labels.check_key(k)
+        ident = uuid or str(_uuid.uuid4())
+        with self._transaction("creating a run") as db:
+            run_id = self._insert_id(
+                db, "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner, uuid) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                (_now(), names.get(_labels.NAME), kind, opcost_version, rows.encode(list(argv)), rows.encode(env),
+                 rows.encode(owner_here()), ident))
+            self._put_labels(db, run_id, names)
+        return run_id
+
+    def _put_labels(self, db: Any, run_id: int, names: Mapping[str, str]) -> None:
+        if names:
+            db.cursor().executemany(self._sql("INSERT INTO run_labels (run_id, key, value) VALUES (?, ?, ?)"),
+                                    [(run_id, k, v) for k, v in names.items()])
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
                    op: str, unit: str, key: str | None = None) -> int:
@@ -378,21 +436,70 @@ class SqlStore:
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, not {limit}")
         lim = self.no_limit if limit is None else min(int(limit), MAX_INT)
+        return self._entries("1 = 1", [], lim)
+
+    def find_runs(self, where: dict[str, str] | None = None, key: str | None = None,
+                  bench: str | None = None) -> list[dict[str, Any]]:
+        """The runs (list_runs entries, newest first) that have every label of
+        `where` (key = value, all of them), a label with key `key`, and a
+        result of benchmark `bench` (its name, e.g. signal.catch)."""
+        conds: list[str] = []
+        args: list[Any] = []
+        for k, v in (where or {}).items():
+            conds.append(self._has_label(k, value=True))
+            args += [k, v] if self.version >= 4 else ([v] if k == _labels.NAME else [])
+        if key is not None:
+            conds.append(self._has_label(key, value=False))
+            args += [key] if self.version >= 4 else []
+        if bench is not None:
+            conds.append("EXISTS (SELECT 1 FROM results x WHERE x.run_id = r.id AND x.bench = ?)")
+            args.append(bench)
+        return self._entries(" AND ".join(conds) or "1 = 1", args, self.no_limit)
+
+    def _has_label(self, key: str, value: bool) -> str:
+        """The condition "run r has label key (= ?)"; a store older than
+        version 4 (read as it is) has only the name label, in runs.label."""
+        if self.version >= 4:
+            return ("EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = r.id AND l.key = ?"
+                    + (" AND l.value = ?)" if value else ")"))
+        if key != _labels.NAME:
+            return "1 = 0"
+        return "r.label = ?" if value else "r.label IS NOT NULL"
+
+    def _entries(self, cond: str, args: list[Any], lim: int | None) -> list[dict[str, Any]]:
         if self._empty:
             return []
+        chosen = f"SELECT r.id FROM runs r WHERE {cond} ORDER BY r.id DESC LIMIT ?"
         with self._guard("listing runs"):
             runs = self._run(
                 self._db,
                 "SELECT r.id, r.created, r.finished, r.label, r.kind, r.status, r.opcost_version,"
                 " (SELECT count(*) FROM results x WHERE x.run_id = r.id), " + self._column("runs.owner", "r.owner") +
-                " FROM runs r ORDER BY r.id DESC LIMIT ?", (lim,)).fetchall()
+                ", " + self._column("runs.uuid", "r.uuid") +
+                f" FROM runs r WHERE {cond} ORDER BY r.id DESC LIMIT ?", (*args, lim)).fetchall()
             # Distinct bench names per run, in the order they first appear in the run.
             benches = self._run(
                 self._db,
                 "SELECT run_id, bench, min(position) AS first FROM results"
-                " WHERE run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?)"
-                " GROUP BY run_id, bench ORDER BY run_id, first", (lim,)).fetchall()
-        return rows.run_entries(runs, benches)
+                f" WHERE run_id IN ({chosen})"
+                " GROUP BY run_id, bench ORDER BY run_id, first", (*args, lim)).fetchall()
+            if self.version >= 4:
+                labels = self._run(self._db, f"SELECT run_id, key, value FROM run_labels WHERE run_id IN ({chosen})"
+                                   " ORDER BY run_id, key", (*args, lim)).fetchall()
+            else:
+                labels = [(rid, _labels.NAME, label) for rid, _, _, label, *_ in runs if label is not None]
+        return rows.run_entries(runs, benches, labels)
+
+    def delete_runs(self, run_ids: Sequence[int]) -> list[int]:
+        """Delete these runs with everything they measured, in one transaction;
+        returns the ids that were there."""
+        ids = sorted({int(i) for i in run_ids})
+        gone: list[int] = []
+        with self._transaction("deleting runs") as db:
+            for rid in ids:
+                if self._run(db, "DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 1:
+                    gone.append(rid)
+        return gone
 
     def resolve(self, ref: str) -> int:
         """A run reference: `id:N` (the run with that id), `label:TEXT` (the
@@ -429,11 +536,14 @@ class SqlStore:
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
         owner = self._column("runs.owner", "owner")
+        ident = self._column("runs.uuid", "uuid")
         with self._guard("loading a run"):
             db = self._db
             run = self._run(
                 db, "SELECT created, finished, label, kind, status, opcost_version, argv, env, " + owner +
-                " FROM runs WHERE id = ?", (run_id,)).fetchone()
+                ", " + ident + " FROM runs WHERE id = ?", (run_id,)).fetchone()
+            names = (self._run(db, "SELECT key, value FROM run_labels WHERE run_id = ? ORDER BY key",
+                               (run_id,)).fetchall() if self.version >= 4 else [])
             results = self._run(
                 db, f"SELECT id, bench, params, op, unit, status, reason, summary, {key} FROM results"
                 " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
@@ -446,7 +556,73 @@ class SqlStore:
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
-        return rows.run_document(run_id, run, results, processes, samples)
+        return rows.run_document(run_id, run, results, processes, samples, names)
+
+    # --- moving runs between stores -------------------------------------------------
+
+    def import_runs(self, docs: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]:
+        """Store `opcost.result/1` documents (checked by the caller) as they are:
+        env, labels, argv, times, status, kind, results, processes and their
+        samples. All or nothing, in one transaction. A document whose identity
+        (its uuid; without one, a hash of its content, which becomes its uuid)
+        the store holds is not stored again. A run keeps its run_id when this
+        store has never given that id, else it gets the next one. Returns
+        (run id, stored now) per document, in their order."""
+        out: list[tuple[int, bool]] = []
+        with self._transaction("importing runs") as db:
+            for doc in docs:
+                ident = identity(doc)
+                row = self._run(db, "SELECT id FROM runs WHERE uuid = ?", (ident,)).fetchone()
+                if row:
+                    out.append((int(row[0]), False))
+                    continue
+                out.append((self._import_one(db, doc, ident), True))
+        return out
+
+    def _import_one(self, db: Any, doc: dict[str, Any], ident: str) -> int:
+        from ..model import Run
+
+        run = Run.from_json(doc)
+        for k in run.labels:
+            _labels.check_key(k)
+        if run.status not in RUN_STATUSES:
+            raise StoreError(f"run status '{printable(run.status)}' is not one of {', '.join(RUN_STATUSES)}")
+        stored = run.stored or {}
+        cols = ["created", "finished", "label", "kind", "status", "opcost_version", "argv", "env", "owner", "uuid"]
+        vals: list[Any] = [stored.get("created") or _now(), stored.get("finished"), run.label,
+                           stored.get("kind") or "run", run.status, run.opcost_version, rows.encode(list(run.argv)),
+                           rows.encode(run.env), None, ident]
+        if isinstance(run.run_id, int) and 0 < run.run_id <= MAX_INT and run.run_id > self._id_floor(db):
+            cols.insert(0, "id")
+            vals.insert(0, run.run_id)
+        run_id = self._insert_id(db, f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                 vals)
+        self._put_labels(db, run_id, run.labels)
+        for pos, res in enumerate(run.results):
+            if res.status not in RESULT_STATUSES:
+                raise StoreError(f"result status '{printable(res.status)}' is not one of "
+                                 f"{', '.join(RESULT_STATUSES)}")
+            summary = res.summary
+            if summary is not None and res.parallel is not None and "parallel" not in summary:
+                summary = {**summary, "parallel": res.parallel}
+            rid = self._insert_id(
+                db, "INSERT INTO results (run_id, position, bench, params, op, unit, status, reason, summary, key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, pos, res.bench, rows.encode(res.params), res.op, res.unit, res.status, res.reason,
+                 None if summary is None else rows.encode(summary), res.key))
+            for proc in res.processes:
+                pid = self._insert_id(
+                    db, "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
+                    (rid, proc.index, rows.encode(proc.header),
+                     None if proc.trailer is None else rows.encode(proc.trailer),
+                     rows.encode(proc.meta) if proc.meta else None))
+                batch = [(1, s) for s in proc.warmup] + [(0, s) for s in proc.samples]
+                db.cursor().executemany(
+                    self._sql("INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                    [(pid, i, w, s.get("iters"), s.get("ns_per_op"), s.get("tsc_per_op"), rows.encode(s))
+                     for i, (w, s) in enumerate(batch)])
+        return run_id
 
     # --- lifetime -------------------------------------------------------------------
 

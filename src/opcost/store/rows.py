@@ -32,18 +32,22 @@ def decode(text: str | None) -> Any:
 
 # --- history ----------------------------------------------------------------------
 
-def run_entries(runs: Iterable[Row], benches: Iterable[Row]) -> list[dict[str, Any]]:
+def run_entries(runs: Iterable[Row], benches: Iterable[Row], labels: Iterable[Row] = ()) -> list[dict[str, Any]]:
     """`list_runs` entries. runs: (id, created, finished, label, kind, status,
-    opcost_version, number of results, owner), in the order listed; benches:
-    (run_id, bench, first position), ordered by run and first position."""
+    opcost_version, number of results, owner, uuid), in the order listed;
+    benches: (run_id, bench, first position), ordered by run and first
+    position; labels: (run_id, key, value), ordered by run and key."""
     names: dict[int, list[str]] = {}
     for run_id, bench, _ in benches:
         names.setdefault(run_id, []).append(bench)
+    tags: dict[int, dict[str, str]] = {}
+    for run_id, key, value in labels:
+        tags.setdefault(run_id, {})[key] = value
     return [
         {"id": rid, "created": created, "finished": finished, "label": label, "kind": kind,
          "status": shown_status(status, decode(owner)), "opcost_version": version, "n_results": n,
-         "benches": names.get(rid, [])}
-        for rid, created, finished, label, kind, status, version, n, owner in runs
+         "benches": names.get(rid, []), "labels": tags.get(rid, {}), "uuid": ident}
+        for rid, created, finished, label, kind, status, version, n, owner, ident in runs
     ]
 
 
@@ -64,11 +68,12 @@ def result(row: Row, processes: list[Process]) -> Result:
 
 
 def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Iterable[Row],
-                 samples: Iterable[Row]) -> dict[str, Any]:
+                 samples: Iterable[Row], labels: Iterable[Row] = ()) -> dict[str, Any]:
     """The run as an `opcost.result/1` document (plus store fields: run_id,
     created, finished, label, kind, status, argv), from three bulk reads rather
     than one query per process:
-    run: (created, finished, label, kind, status, opcost_version, argv, env, owner);
+    run: (created, finished, label, kind, status, opcost_version, argv, env, owner, uuid);
+    labels: (key, value) (a store before version 4: none, the name is label);
     results: (id, *result's row), in position order;
     processes: (id, result_id, *process's row), in result and idx order;
     samples: (process_id, warmup, data), in process and idx order.
@@ -82,7 +87,8 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
     for pid, warmup, data in samples:
         (by_id[pid].warmup if warmup else by_id[pid].samples).append(decode(data))
 
-    created, finished, label, kind, status, version, argv, env, owner = run
+    created, finished, label, kind, status, version, argv, env, owner, ident = run
     return Run([result(rest, by_result.get(rid, [])) for rid, *rest in results], decode(env), decode(argv),
                shown_status(status, decode(owner)), run_id, label, version,
-               stored={"created": created, "finished": finished, "kind": kind}).to_json()
+               stored={"created": created, "finished": finished, "kind": kind},
+               labels={k: v for k, v in labels}, uuid=ident).to_json()

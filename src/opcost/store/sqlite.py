@@ -22,7 +22,9 @@ from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS
 
 __all__ = ["APPLICATION_ID", "LATEST_VERSION", "MIGRATIONS", "SqliteStore"]
 
-_BUSY_SLICE_S = 0.5   # SQLite's own busy wait per try; between tries we say so and check for Ctrl-C
+_BUSY_SLICE_S = 0.05  # SQLite's own busy wait per try (it polls every 1-10 ms then); between tries we
+                      # say so and check for Ctrl-C. Short, so that a waiting writer polls often
+                      # and is not starved by writers taking the lock back to back.
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HINT = "--store PATH must be a writable SQLite file, or use --no-store"
@@ -136,15 +138,55 @@ class SqliteStore(SqlStore):
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: the sqlite3 module starts no transactions of its
         # own; single statements autocommit, multi-statement writes use
-        # _transaction(). The default rollback journal is kept (not WAL): WAL
-        # needs a writable directory even to read, and we have one writer.
+        # _transaction(). A writer turns the store to WAL (_configure): several
+        # opcost may write at once, and readers never block them.
         if self.readonly:
             uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+            if self._wal_unwritable():
+                # A WAL store where its -shm cannot be made (a read-only mount):
+                # read the file as it is (its last writer checkpointed on close).
+                uri += "&immutable=1"
             return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=_BUSY_SLICE_S)
         return sqlite3.connect(str(self.path), isolation_level=None, timeout=_BUSY_SLICE_S)
 
     def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA foreign_keys = ON")
+
+    def _start_writing(self, db: sqlite3.Connection) -> None:
+        if not self.readonly and not self.memory:
+            # WAL while anyone writes: writers append, readers read a snapshot,
+            # so concurrent `opcost run`s into one store wait for each other
+            # only for the few milliseconds of a commit. Short transactions
+            # (one per process measured) and the busy wait do the rest. The
+            # last writer to close turns the file back (close()).
+            db.execute("PRAGMA journal_mode = WAL")
+
+    def close(self) -> None:
+        # Back to the rollback journal when no one else has the store open, so
+        # that a store at rest is one file: a read-only reader (history, show)
+        # of a WAL file would leave -wal and -shm files beside it, and could
+        # not read it at all where it may not create them. With others still
+        # connected this fails (busy, at once) and the last one does it.
+        conn = self._conn
+        if conn is not None and self._writing and not self.memory:
+            try:
+                if conn.in_transaction:
+                    conn.rollback()
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA journal_mode = DELETE")
+            except sqlite3.Error:
+                pass
+        super().close()
+
+    def _wal_unwritable(self) -> bool:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(20)
+        except OSError:
+            return False
+        wal = len(head) == 20 and head[18] == 2      # file format versions 2: WAL
+        shm = pathlib.Path(str(self.path) + "-shm")
+        return wal and not shm.exists() and not os.access(self.path.parent, os.W_OK)
 
     def _schema_version(self, db: sqlite3.Connection) -> int:
         return int(db.execute("PRAGMA user_version").fetchone()[0])
@@ -169,6 +211,11 @@ class SqliteStore(SqlStore):
     def _insert_id(self, db: sqlite3.Connection, sql: str, args: Sequence[Any]) -> int:
         # lastrowid rather than RETURNING, which SQLite before 3.35 lacks.
         return int(self._run(db, sql, args).lastrowid)
+
+    def _id_floor(self, db: sqlite3.Connection) -> int:
+        # AUTOINCREMENT remembers the highest id ever given, deleted runs' too.
+        return int(db.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
+                              " coalesce((SELECT max(id) FROM runs), 0))").fetchone()[0])
 
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         low = str(e).lower()

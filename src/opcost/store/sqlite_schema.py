@@ -91,13 +91,52 @@ V3 = """
 ALTER TABLE runs ADD COLUMN owner TEXT;
 """
 
+# Version 4 (issue 14): labels as key=value, one row per label (a run's name,
+# the old runs.label, becomes name=...; runs.label stays, as the name, for
+# `label:TEXT` and older readers), and a uuid per run: its identity across
+# stores, so that importing a run twice stores it once. Old runs get a new
+# uuid4 each.
+V4 = """
+CREATE TABLE run_labels (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE INDEX run_labels_key_value ON run_labels (key, value);
+INSERT INTO run_labels (run_id, key, value) SELECT id, 'name', label FROM runs WHERE label IS NOT NULL;
+ALTER TABLE runs ADD COLUMN uuid TEXT;
+"""
+
+
+def _v4(db: sqlite3.Connection) -> None:
+    import uuid
+
+    for statement in _statements(V4):
+        db.execute(statement)
+    ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE uuid IS NULL")]
+    db.executemany("UPDATE runs SET uuid = ? WHERE id = ?", [(str(uuid.uuid4()), i) for i in ids])
+    db.execute("CREATE UNIQUE INDEX runs_uuid ON runs (uuid)")
+
+
+def _statements(script: str) -> list[str]:
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            statements.append(buf.strip())
+            buf = ""
+    return statements
+
+
 MIGRATIONS: list[tuple[int, Step]] = [
     (1, V1),
     (2, V2),
     (3, V3),
+    (4, _v4),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 # Columns that a later version added, with that version: a store read as it is
 # (read-only, never migrated) may be older, and its readers select NULL instead.
-ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3}
+ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3, "runs.uuid": 4, "run_labels": 4}

@@ -1,0 +1,40 @@
+"""`opcost export RUN... -o FILE`: stored runs as opcost.result/1 JSON, for
+`opcost import` on another machine."""
+
+from __future__ import annotations
+
+from . import REFS
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("export", help="write stored runs as opcost.result/1 JSON (for `opcost import`)",
+                       description="Writes the runs as they are stored: env, labels, command line, times, "
+                       "status, every process and its raw samples. One run: one JSON document (as "
+                       "`show RUN --json` writes it); two or more: JSON lines, one document per line. "
+                       + REFS)
+    s.add_argument("runs", nargs="+", metavar="RUN", help="run id or label; repeatable")
+    s.add_argument("-o", "--output", metavar="FILE", default="-", help="where to write ('-', the default: stdout)")
+    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+
+
+def run(args, argv) -> int:
+    import sys
+
+    from .. import output
+    from ..store import open_store
+    from ..text import printable
+    from ..transfer import serialize
+
+    output.check_target(args.output, "-o")
+    with open_store(args.store, readonly=True) as store:
+        ids: list[int] = []
+        for ref in args.runs:
+            rid = store.resolve(ref)
+            if rid not in ids:
+                ids.append(rid)
+        docs = [store.load_run(rid) for rid in ids]
+    output.write(args.output, serialize(docs))
+    if args.output != output.STDOUT:
+        print(f"exported {len(docs)} run(s) ({', '.join(map(str, ids))}) to {printable(args.output)}",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,33 @@
+"""`opcost import FILE...`: runs written by `opcost export` (or `run --json`)
+into the store, each once."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("import", help="store runs from files of `opcost export` (or `run --json`)",
+                       description="Stores each run as it was measured: env, labels, command line, times, "
+                       "status, every process and its raw samples. A file holds one opcost.result/1 "
+                       "document or JSON lines (one per line). Every file is checked before anything "
+                       "is stored, and each is stored in one transaction. A run the store holds already "
+                       "(the same uuid) is not stored again. A run keeps its id when this store never "
+                       "gave it, else it gets the next free one.")
+    s.add_argument("files", nargs="+", metavar="FILE", help="file written by `opcost export`; repeatable")
+    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+
+
+def run(args, argv) -> int:
+    from ..console import warn
+    from ..store import open_store
+    from ..text import printable
+    from ..transfer import read_file
+
+    files = [(path, read_file(path)) for path in args.files]   # all checked before storing any
+    with open_store(args.store, on_wait=warn) as store:
+        for path, docs in files:
+            done = store.import_runs(docs)
+            new = [str(rid) for rid, stored in done if stored]
+            old = [str(rid) for rid, stored in done if not stored]
+            print(f"{printable(path)}: imported {len(new)} run(s)" + (f" ({', '.join(new)})" if new else "")
+                  + (f"; {len(old)} already stored ({', '.join(old)})" if old else ""))
+    return 0

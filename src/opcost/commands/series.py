@@ -1,0 +1,109 @@
+"""`opcost series`: where in an ordered series of labels the cost changed.
+
+Two sources: stored runs labelled KEY=VALUE (`series BENCH[:PARAMS] --by
+KEY`, seed 003's commit-by-commit walk), or one interleaved run that
+measures every label itself (`series --run SPEC --over PARAM=V1|V2|...`)."""
+
+from __future__ import annotations
+
+from .. import protocol
+from ..console import emit, table_stream, warn
+from ..errors import UsageError
+from ..text import printable
+from . import add_measure_options
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser(
+        "series", help="where in a series of labels (commits, kernels, values) the cost changed",
+        description="Stored: `opcost series BENCH[:PARAMS] --by KEY` walks the runs labelled KEY=VALUE "
+        "(opcost run --label KEY=VALUE), in the order of --order/--order-file or else of the runs' time, "
+        "taking from each run the one variant of BENCH matching PARAMS (runs of one value are pooled). "
+        "Measured: `opcost series --run SPEC --over PARAM=V1|V2|...` runs every label in each round, in a "
+        "fresh random order, as one stored run. Change points: ruptures' PELT on per-process log-medians, "
+        "each confirmed by the comparison of the segments either side (docs/statistics.md).")
+    s.add_argument("bench", nargs="?", metavar="BENCH[:PARAMS]", help="the benchmark (stored runs)")
+    g = s.add_argument_group("stored runs")
+    g.add_argument("--by", metavar="KEY", help="the label key whose values are the series (e.g. commit)")
+    g.add_argument("--order", metavar="V1,V2,...", help="the label values in series order (default: time of the runs)")
+    g.add_argument("--order-file", metavar="FILE",
+                   help="the label values one a line (e.g. from git rev-list --reverse A..B)")
+    g.add_argument("--force", action="store_true", help="walk the series even when CPU model or architecture differ")
+    m = s.add_argument_group("measured")
+    m.add_argument("--run", metavar="SPEC", help="measure the labels of one variant of this benchmark")
+    m.add_argument("--over", metavar="PARAM=V1|V2|...", help="the labels: values of PARAM in series order")
+    protocol.add_delta(s)
+    add_measure_options(s)
+
+
+def _mode(args) -> str:
+    if args.run is not None or args.over is not None:
+        if args.bench is not None:
+            raise UsageError(f"give either BENCH --by KEY (stored runs) or --run SPEC --over PARAM=... "
+                             f"(measure), not both (BENCH {printable(args.bench)} with --run/--over)")
+        if args.run is None or args.over is None:
+            raise UsageError("--run SPEC and --over PARAM=V1|V2|... go together (e.g. --run syscall.null "
+                             "--over spin=1|1|4|4)")
+        stray = [f for f, v in (("--by", args.by), ("--order", args.order), ("--order-file", args.order_file)) if v]
+        if stray:
+            raise UsageError(f"{stray[0]} is for stored runs; with --run the order is --over's")
+        return "measured"
+    if args.bench is None:
+        raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "
+                         "or --run SPEC --over PARAM=V1|V2|...")
+    if args.by is None:
+        raise UsageError(f"series {printable(args.bench)}: give --by KEY, the label key of the series "
+                         "(e.g. --by commit for runs labelled commit=...)")
+    if not args.by.strip() or "=" in args.by:
+        raise UsageError(f"--by {printable(args.by)}: give a label key (commit), not KEY=VALUE")
+    return "stored"
+
+
+def run(args, argv) -> int:
+    mode = _mode(args)
+    return measured(args, argv) if mode == "measured" else stored(args)
+
+
+def stored(args) -> int:
+    from .. import export
+    from ..report import format_series
+    from ..series import read_order, stored_document
+    from ..session import exports_of
+    from ..spec import split_spec
+    from ..store import open_store
+
+    exports = exports_of(args, "series")
+    bench, _ = split_spec(args.bench)
+    order, how = read_order(args.order, args.order_file)
+    with open_store(args.store, readonly=True) as store:
+        doc = stored_document(store, args.bench, args.by.strip(), order=order, order_how=how,
+                              delta=args.delta / 100, force=args.force)
+    export.write(exports, doc)
+    out = table_stream(exports)
+    emit([format_series(doc, color=out.isatty())], out)
+    return 0
+
+
+def measured(args, argv) -> int:
+    from .. import export, session
+    from ..report import format_series
+    from ..series import measured_document, over_variants, parse_over
+
+    param, values = parse_over(args.over)
+    settings = session.Settings.from_args(args, argv, "series")
+    settings.check()
+    target = session.local_target()
+    variants = over_variants(args.run, param, values, target, session.cpu_option(args.cpu, target))
+    m = session.measure(settings, variants, target)
+    doc = None
+    if any(r.get("processes") for r in m.results):
+        try:
+            doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta / 100,
+                                    run_id=m.recorder.run_id, env=m.recorder.env)
+        except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
+            warn(f"opcost: the series was not analysed: {e}")
+    if doc is not None:
+        export.write(settings.exports, doc)
+        out = table_stream(settings.exports)
+        emit([format_series(doc, color=out.isatty())], out)
+    return session.finish(settings, m)

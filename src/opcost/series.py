@@ -1,0 +1,316 @@
+"""Builds `opcost.series/1` documents: an ordered series of labels (commits,
+kernels, parameter values), each with the per-process medians of one variant
+of one benchmark, walked for the label where the cost changed. The labels
+come from stored runs labelled KEY=VALUE (`opcost series BENCH --by KEY`) or
+from one interleaved run that measured them all (`opcost series --run SPEC
+--over PARAM=V1|V2|...`). The statistics are changepoint.py's (and
+compare.py's through it); this module only gathers, orders, checks and
+tabulates, like comparison.py for two arms.
+
+numpy, scipy and ruptures are imported only when a series is analysed, so
+the input is checked first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+from .model import SERIES_SCHEMA
+from .text import printable
+from . import __version__
+
+MIN_LABELS = 3   # changepoint.MIN_LABELS, without importing numpy to check input
+# Runs that differ in these measured different machines (as `compare` refuses).
+IDENTITY_FIELDS = ("arch", "cpu_model_name")
+
+
+@dataclass
+class Label:
+    """One label of a series: its value, the runs it came from, and the
+    per-process medians (ns per op) of the variant the series follows."""
+    value: str
+    medians: list[float] = field(default_factory=list)
+    runs: list[int] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    created: str = ""
+
+
+def process_medians(result: dict) -> list[float]:
+    """The per-process medians of one result document (the figure compare
+    works on): the median batch of every process that has samples. Pure
+    Python (numpy's median gives the same figure), so the input is checked
+    before numpy loads."""
+    from statistics import median
+
+    return [median([s["ns_per_op"] for s in p["samples"]]) for p in result.get("processes") or [] if p.get("samples")]
+
+
+def differing(labels: list[Label]) -> dict:
+    """Parameters whose value differs between labels: {param: [value per label]}."""
+    keys = sorted({k for lb in labels for k in lb.params})
+    return {k: [lb.params.get(k) for lb in labels] for k in keys
+            if len({str(lb.params.get(k)) for lb in labels}) > 1}
+
+
+def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, spec: str, by: str, order: str,
+             delta: float, notes: list[str], **context) -> dict:
+    """The analysis of the labels (changepoint.analyse) as an opcost.series/1 document."""
+    if len(labels) < MIN_LABELS:
+        raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
+                         f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
+    import warnings
+
+    from . import changepoint
+
+    with warnings.catch_warnings():
+        # scipy says when KS falls back from its exact distribution; the p is fine.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = changepoint.analyse([lb.medians for lb in labels], delta=delta)
+    cps = {c["index"] for c in a["change_points"]}
+    rows = []
+    for i, (lb, row) in enumerate(zip(labels, a["labels"])):
+        rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
+                     **row, "change_point": i in cps})
+
+    def side(lo_hi: list[int]) -> dict:
+        lo, hi = lo_hi
+        return {"first": labels[lo].value, "last": labels[hi - 1].value, "n_labels": hi - lo,
+                "n_processes": sum(len(lb.medians) for lb in labels[lo:hi])}
+
+    def point(c: dict) -> dict:
+        ci = c.get("ci95_ratio")
+        nb = c.get("neighbours")
+        return {"index": c["index"], "label": labels[c["index"]].value, "previous": labels[c["index"] - 1].value,
+                "change": c["ratio"] - 1, "ci95_change": None if ci is None else [ci[0] - 1, ci[1] - 1],
+                "ratio": c["ratio"], "ci95_ratio": ci, "p_value": c["p_value"],
+                "p_adjusted": c.get("p_adjusted"), "delta": c["delta"], "verdict": c.get("verdict"),
+                "left": side(c["left"]), "right": side(c["right"]),
+                "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")}}
+
+    return {"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
+            "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
+            "labels": rows, "noise": a["noise"], "candidates": a["candidates"],
+            "change_points": [point(c) for c in a["change_points"]],
+            "rejected": [dict(point(c), why=c["why"]) for c in a["rejected"]],
+            "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}
+
+
+# --- measured: `series --run SPEC --over PARAM=V1|V2|...` ---------------------------
+
+def parse_over(text: str) -> tuple[str, list[str]]:
+    """`PARAM=V1|V2|...` -> (PARAM, values); values may repeat (a label is
+    a position in the series, its value what it runs)."""
+    name, eq, values = text.partition("=")
+    vals = [v.strip() for v in values.split("|")]
+    if not eq or not name.strip() or any(not v for v in vals):
+        raise UsageError(f"--over {printable(text)}: give PARAM=V1|V2|... (e.g. --over spin=1|1|1|4|4), "
+                         "one value per label, in series order")
+    if len(vals) < MIN_LABELS:
+        raise UsageError(f"--over {printable(text)}: a series needs at least {MIN_LABELS} labels, "
+                         f"not {len(vals)}")
+    return name.strip(), vals
+
+
+def over_variants(spec: str, param: str, values: list[str], target, cpus) -> list:
+    """One variant per label: SPEC with PARAM=value; a value repeated gets
+    its position in its name, so each label stays its own variant."""
+    from dataclasses import replace
+
+    from .spec import expand, split_spec
+
+    bench, given = split_spec(spec)
+    if any(k == param for k, _ in given):
+        raise UsageError(f"--run {printable(spec)} already sets {param}; --over {param}=... gives its values")
+    if any("|" in v for _, v in given):
+        raise UsageError(f"--run {printable(spec)}: one variant per label; the labels' values go in --over")
+    out = []
+    for i, v in enumerate(values):
+        vs = expand(f"{spec}{',' if ':' in spec else ':'}{param}={v}", target, cpus)
+        if len(vs) != 1:
+            raise UsageError(f"--run {printable(spec)} names {len(vs)} variants; a series follows one")
+        var = vs[0]
+        if values.count(v) > 1:
+            var = replace(var, name=f"{var.key()} #{i + 1}")
+        out.append(var)
+    return out
+
+
+def measured_document(results: list[dict], values: list[str], *, param: str, spec: str, delta: float,
+                      run_id, env) -> dict:
+    """The series of one `series --run` (results in label order)."""
+    labels, notes = [], []
+    for v, r in zip(values, results):
+        meds = process_medians(r)
+        if not meds:
+            notes.append(f"{param}={v}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
+                         + ": left out of the series")
+            continue
+        labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}))
+    return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
+                    order="over", delta=delta, notes=notes, run_id=run_id, env=env)
+
+
+# --- stored: `series BENCH[:PARAMS] --by KEY` ---------------------------------------
+
+def _matches(params: dict, given: list[tuple[str, str]]) -> bool:
+    def canon(x) -> str:
+        s = str(x).strip()
+        try:
+            return str(int(s, 0))
+        except ValueError:
+            return s
+    return all(canon(params.get(k)) == canon(v) for k, v in given)
+
+
+def read_order(text: str | None, path: str | None) -> tuple[list[str] | None, str]:
+    """--order V1,V2,... or --order-file F (one value a line, blank lines and
+    #-comments skipped): the label values in order, and where the order came from."""
+    if text is not None and path is not None:
+        raise UsageError("--order and --order-file both give the order; give one")
+    if text is not None:
+        vals = [v.strip() for v in text.split(",")]
+        if any(not v for v in vals):
+            raise UsageError(f"--order {printable(text)}: an empty value; give V1,V2,... (label values in order)")
+        how = "order"
+    elif path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                vals = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--order-file {printable(path)}: cannot read it ({e.__class__.__name__}: "
+                             f"{getattr(e, 'strerror', None) or e}); give a text file with one label value a line")
+        if not vals:
+            raise UsageError(f"--order-file {printable(path)} holds no label values; give one value a line "
+                             "(e.g. from git rev-list --reverse A..B)")
+        how = "order-file"
+    else:
+        return None, "time"
+    dup = sorted({v for v in vals if vals.count(v) > 1})
+    if dup:
+        raise UsageError(f"--{how} names {printable(dup[0])} twice; give each label value once")
+    return vals, how
+
+
+def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force: bool) -> tuple[list[Label], list[str], list]:
+    """The labels of a stored series: every run labelled KEY=VALUE holding
+    BENCH, its one variant matching the parameters named in SPEC, runs of
+    one value pooled; in --order's order or by the time of their first run.
+    Returns (labels, notes, env differences that were forced through)."""
+    from .spec import split_spec
+
+    bench, given = split_spec(spec)
+    everything = store.find_runs(key=key)
+    if not everything:
+        keys = sorted({k for e in store.find_runs() for k in (e.get("labels") or {})})
+        raise UsageError(f"--by {printable(key)}: no stored run has a label {printable(key)}=...; "
+                         + (f"label keys in the store: {', '.join(printable(k) for k in keys)}" if keys
+                            else "no run in the store has key=value labels (opcost run --label KEY=VALUE)"))
+    entries = [e for e in everything if bench in (e.get("benches") or [])]
+    values_all = {e["labels"][key] for e in everything}
+    values = {e["labels"][key] for e in entries}
+    if not entries:
+        raise UsageError(f"no run labelled {printable(key)}=... measured {printable(bench)} (they measured: "
+                         f"{', '.join(sorted({b for e in everything for b in e.get('benches') or []})) or 'nothing'})")
+    notes: list[str] = []
+    if order is not None:
+        missing = [v for v in order if v not in values_all]
+        if missing:
+            raise UsageError(f"--order names {printable(key)}={printable(missing[0])}, which no stored run has; "
+                             f"values of {printable(key)}: {', '.join(printable(v) for v in sorted(values_all))}")
+        other = [v for v in order if v not in values]
+        if other:
+            raise UsageError(f"runs labelled {printable(key)}={printable(other[0])} did not measure "
+                             f"{printable(bench)}; a series follows one benchmark (leave the value out of --order)")
+        left_out = sorted(values - set(order))
+        if left_out:
+            notes.append(f"not in --order, left out: {', '.join(printable(v) for v in left_out)}")
+    else:
+        without = sorted(values_all - values)
+        if without:
+            notes.append(f"runs of {', '.join(printable(v) for v in without)} did not measure {printable(bench)}: left out")
+    picked: list[tuple[dict, dict, dict | None]] = []     # (entry, run, its matching result)
+    for e in sorted(entries, key=lambda e: (e.get("created") or "", e["id"])):
+        v = e["labels"][key]
+        if order is not None and v not in order:
+            continue
+        run = store.load_run(f"id:{e['id']}")
+        found = [r for r in run["results"] if r["bench"] == bench and _matches(r.get("params") or {}, given)]
+        if len(found) > 1:
+            from .report import result_key
+
+            raise UsageError(f"run {e['id']} ({printable(key)}={printable(v)}) holds {len(found)} variants of "
+                             f"{printable(spec)} ({', '.join(result_key(r) for r in found)}); name the parameter "
+                             f"that tells them apart, e.g. {bench}:" + _tell_apart(found))
+        picked.append((e, run, found[0] if found else None))
+    forced = _same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force)
+    by_value: dict[str, Label] = {}
+    for e, run, r in picked:
+        v = e["labels"][key]
+        meds = process_medians(r) if r is not None else []
+        if r is None or not meds:
+            notes.append(f"run {e['id']} ({printable(key)}={printable(v)}): "
+                         + ("no variant matching " + printable(spec) if r is None else "no measured process")
+                         + ": left out")
+            continue
+        lb = by_value.setdefault(v, Label(v, created=e.get("created") or ""))
+        lb.medians += meds
+        lb.runs.append(e["id"])
+        params = dict(r.get("params") or {})
+        if lb.params and lb.params != params:
+            notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
+                         "the first run's are shown")
+        lb.params = lb.params or params
+    if not by_value and given and not any(r is not None for _, _, r in picked):
+        from .report import result_key
+
+        seen = sorted({result_key(r) for _, run, _ in picked for r in run["results"] if r["bench"] == bench})
+        raise UsageError(f"no run labelled {printable(key)}=... holds a variant matching {printable(spec)}; "
+                         f"they hold: {', '.join(printable(k) for k in seen) or 'none'}")
+    labels = [by_value[v] for v in order if v in by_value] if order is not None else list(by_value.values())
+    for lb in labels:
+        if len(lb.runs) > 1:
+            notes.append(f"{printable(key)}={printable(lb.value)}: {len(lb.runs)} runs pooled "
+                         f"(runs {', '.join(map(str, lb.runs))}: their processes as one label)")
+    if forced:
+        notes.append("--force: runs from different machines: " + "; ".join(
+            f"run {rid} {f}: {a!r} vs {b!r}" for rid, f, a, b in forced))
+    return labels, notes, forced
+
+
+def _same_machine(envs: list[tuple[int, dict]], force: bool) -> list[tuple]:
+    """Every run against the first: a different CPU model or architecture is
+    refused unless --force (then returned, to be said)."""
+    from .env import differences
+
+    forced: list[tuple] = []
+    if not envs:
+        return forced
+    base_id, base = envs[0]
+    for rid, env in envs[1:]:
+        clash = [d for d in differences(base, env) if d[0] in IDENTITY_FIELDS]
+        if clash and not force:
+            what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
+            raise UsageError(f"runs {base_id} and {rid} ran on different machines ({what}); their costs are "
+                             "not comparable (--force to walk the series anyway)")
+        forced += [(rid, *d) for d in clash]
+    return forced
+
+
+def _tell_apart(found: list[dict]) -> str:
+    keys = sorted({k for r in found for k in r.get("params") or {}})
+    for k in keys:
+        vals = [str((r.get("params") or {}).get(k)) for r in found]
+        if len(set(vals)) > 1:
+            return f"{k}={vals[0]}"
+    return "..."
+
+
+def stored_document(store, spec: str, key: str, *, order: list[str] | None, order_how: str, delta: float,
+                    force: bool) -> dict:
+    from .spec import split_spec
+
+    labels, notes, forced = stored_labels(store, spec, key, order, force=force)
+    return document(labels, kind="stored", interleaved=False, bench=split_spec(spec)[0], spec=spec, by=key,
+                    order=order_how, delta=delta, notes=notes,
+                    env_differences=[{"run": rid, "field": f, "a": a, "b": b} for rid, f, a, b in forced])

@@ -1,0 +1,130 @@
+"""Moving runs between stores: `opcost export` writes stored runs as
+`opcost.result/1` JSON, `opcost import` reads such files back into a store.
+
+The file format, one rule: a file holds either one document (one run: as
+`show --json` and `run --json` write it, indented) or JSON lines (two or more
+runs: one compact document per line). `import` takes both, and any
+`opcost.result/1` document (`run --json` files too). A file is checked whole
+before anything is stored, and stored in one transaction: a bad file stores
+nothing. A run's identity is its uuid (runs of older opcost documents: a
+hash of their content), so importing a run twice stores it once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import UsageError
+from .model import COMPARISON_SCHEMA, RESULT_SCHEMA
+from .text import printable
+
+
+def serialize(docs: list[dict]) -> bytes:
+    """One run: the indented document; several: JSON lines."""
+    if len(docs) == 1:
+        return (json.dumps(docs[0], indent=1, allow_nan=False) + "\n").encode()
+    return "".join(json.dumps(d, separators=(",", ":"), allow_nan=False) + "\n" for d in docs).encode()
+
+
+def read_file(path: str) -> list[dict]:
+    """The checked documents of one file (see the module's rule); a problem
+    is one UsageError naming the file and the line."""
+    name = printable(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except IsADirectoryError:
+        raise UsageError(f"{name} is a directory; give files written by `opcost export` or `run --json`") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {name} ({e.strerror or e}); give files written by `opcost export` "
+                         "or `run --json`") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise UsageError(f"{name} line {line}: not UTF-8 text, so not opcost JSON; give files written by "
+                         "`opcost export` or `run --json`") from None
+    if not text.strip():
+        raise UsageError(f"{name} is empty; give files written by `opcost export` or `run --json`")
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as e:
+        if text.lstrip().split("\n", 1)[0].strip() in ("{", "["):    # one indented document
+            raise UsageError(f"{name} line {e.lineno}: {_json_problem(e, text)}") from None
+        return _json_lines(name, text)
+    return [check(whole, name if text.strip().count("\n") else f"{name} line 1")]
+
+
+def _json_lines(name: str, text: str) -> list[dict]:
+    docs = []
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{name} line {n}: {_json_problem(e, line)}") from None
+        docs.append(check(doc, f"{name} line {n}"))
+    return docs
+
+
+def _json_problem(e: json.JSONDecodeError, text: str) -> str:
+    body = text.strip()
+    if body.startswith(("{", "[")) and (e.pos >= len(text.rstrip()) or not body.endswith(("}", "]"))):
+        return "truncated JSON (it ends in the middle of a document); export it again"
+    return (f"not JSON ({e.msg}: column {e.colno}); give a file of `opcost export` (one document, or one "
+            "per line)")
+
+
+def _fail(where: str, what: str) -> UsageError:
+    return UsageError(f"{where}: {what}")
+
+
+def check(doc: Any, where: str) -> dict:
+    """An opcost.result/1 document that the store can take as it is."""
+    from . import labels
+    from .store.base import RESULT_STATUSES, RUN_STATUSES
+
+    if not isinstance(doc, dict):
+        raise _fail(where, f"a JSON {type(doc).__name__}, not an opcost.result/1 document (an object)")
+    schema = doc.get("schema")
+    if schema == COMPARISON_SCHEMA:
+        raise _fail(where, f"an {COMPARISON_SCHEMA} document (a comparison); import takes the runs, "
+                    f"{RESULT_SCHEMA} (`opcost export RUN`)")
+    if schema != RESULT_SCHEMA:
+        raise _fail(where, f"schema {printable(json.dumps(schema))}, expected \"{RESULT_SCHEMA}\"")
+
+    def need(cond: bool, what: str) -> None:
+        if not cond:
+            raise _fail(where, f"{what} (not a whole {RESULT_SCHEMA} document)")
+
+    need(isinstance(doc.get("results"), list), "results must be a list")
+    need(isinstance(doc.get("env", {}), dict), "env must be an object")
+    need(isinstance(doc.get("argv", []), list), "argv must be a list")
+    need(doc.get("status", "running") in RUN_STATUSES, f"status must be one of {', '.join(RUN_STATUSES)}")
+    for k in ("created", "finished", "label", "kind", "uuid", "opcost_version"):
+        need(doc.get(k) is None or isinstance(doc.get(k), str), f"{k} must be text")
+    tags = doc.get("labels", {})
+    need(isinstance(tags, dict) and all(isinstance(v, str) for v in tags.values()),
+         "labels must be an object of text values")
+    for k in tags:
+        try:
+            labels.check_key(k)
+        except UsageError as e:
+            raise _fail(where, str(e)) from None
+    for i, r in enumerate(doc["results"]):
+        need(isinstance(r, dict) and isinstance(r.get("bench"), str) and isinstance(r.get("params", {}), dict),
+             f"results[{i}] must have bench (text) and params (an object)")
+        need(r.get("status", "pending") in RESULT_STATUSES,
+             f"results[{i}].status must be one of {', '.join(RESULT_STATUSES)}")
+        need(r.get("summary") is None or isinstance(r.get("summary"), dict), f"results[{i}].summary must be an object")
+        need(isinstance(r.get("processes", []), list), f"results[{i}].processes must be a list")
+        for j, p in enumerate(r.get("processes") or []):
+            need(isinstance(p, dict) and isinstance(p.get("index"), int)
+                 and all(isinstance(p.get(k, []), list) and all(isinstance(s, dict) for s in p.get(k) or [])
+                         for k in ("samples", "warmup")),
+                 f"results[{i}].processes[{j}] must have index (a number) and samples, warmup (lists of objects)")
+        idx = [p["index"] for p in r.get("processes") or []]
+        need(len(idx) == len(set(idx)), f"results[{i}] has two processes with the same index")
+    return doc
