@@ -1,7 +1,10 @@
 """Exporters: one module per format, registered in FORMATS. A format module
 has NAME, KINDS (the documents it takes: "result" for opcost.result/1,
 "comparison" for opcost.comparison/1) and `serialize(doc) -> bytes`; files
-are written by opcost.output, the one writer.
+are written by opcost.output, the one writer. Optional: `available()`
+(None, or the line saying what to install: checked when --export is parsed,
+before anything is measured) and `LIVE = False` (written at the end of a
+run only, not rewritten after every process).
 
 Adding a format is one file here and one entry in FORMATS.
 """
@@ -11,9 +14,9 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..model import kind_of
-from . import csv, json
+from . import csv, html, json
 
-FORMATS = {m.NAME: m for m in (json, csv)}
+FORMATS = {m.NAME: m for m in (json, csv, html)}
 
 
 def parse(text: str, option: str = "--export") -> tuple[str, str]:
@@ -22,6 +25,9 @@ def parse(text: str, option: str = "--export") -> tuple[str, str]:
     if not sep or fmt not in FORMATS:
         raise UsageError(f"{option} {text}: give FORMAT:FILE with FORMAT one of {', '.join(FORMATS)} "
                          f"(e.g. {option} csv:out.csv; '-' as FILE is standard output)")
+    missing = getattr(FORMATS[fmt], "available", lambda: None)()   # a format's optional library, before measuring
+    if missing:
+        raise UsageError(f"{option} {fmt}: {missing}")
     output.check_target(path, f"{option} {fmt}:")
     return fmt, path
 
