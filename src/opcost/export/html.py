@@ -182,8 +182,9 @@ h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.2em; margin: 1.6em 
   border-bottom: 1px solid #ddd; } h3 { font-size: 1em; margin: 1.2em 0 .3em; }
 table { border-collapse: collapse; margin: .4em 0 1em; font-size: 13px; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: .2em .6em; text-align: left; vertical-align: top; }
-th { background: #f4f4f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td { overflow-wrap: anywhere; } table.env td:nth-child(2) { max-width: 50em; }
+th { background: #f4f4f6; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td { overflow-wrap: break-word; } table.env td:nth-child(2) { max-width: 50em; }
 .faster { color: #2e8540; font-weight: 600; } .slower { color: #c0392b; font-weight: 600; }
 .inconclusive { color: #8a6500; } .same, .negligible { color: #555; }
 figure { margin: .6em 0 1.2em; } figcaption { font-size: 12px; color: #555; max-width: 60em; }
