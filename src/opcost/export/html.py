@@ -24,9 +24,9 @@ parameters, hosts, commits, environment values) is escaped, in the tables by
 html.escape and in the plots by matplotlib's SVG writer, with mathtext off so
 that `$...$` in a label is text, not a formula.
 
-Deterministic: the same document gives the same bytes (fixed svg.hashsalt
-per plot, no dates in the SVG, no random jitter without a fixed seed), so
-tests/golden holds pages.
+Deterministic: the same document gives the same bytes (ASCII: other
+characters as references; a fixed svg.hashsalt per plot, no dates in the
+SVG, jitter from a seeded RNG), so tests/golden holds pages.
 
 matplotlib is imported here, inside the functions, only when a page is made
 (`pip install 'opcost[report]'`); `available()` says before measuring
@@ -39,6 +39,7 @@ import html as _html
 import io
 import json
 import math
+import re
 from typing import Any, Iterable
 
 from ..errors import UsageError
@@ -216,6 +217,12 @@ class _Page:
                         metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
         svg = buf.getvalue()
         svg = svg[svg.index("<svg"):]            # no XML prolog or DOCTYPE inside HTML
+        # matplotlib numbers its groups per figure (figure_1, axes_1...): in one
+        # page the ids of each plot get its own prefix, and so do the references.
+        prefix = f"f{self.n_plots}-"
+        ref = re.compile(r'(\bid="|\bhref="#|url\(#)')
+        # Only inside tags: text content (a label saying id="x") has its `<` and `>` escaped.
+        svg = re.sub(r"<[^<>]*>", lambda t: ref.sub(lambda m: m.group(1) + prefix, t.group(0)), svg)
         label = f' role="img" aria-label="{esc(alt)}"' if alt else ""
         self.add(f'<figure><div class="plot"{label}>\n{svg}</div>'
                  + (f"<figcaption>{caption}</figcaption>" if caption else "") + "</figure>")
@@ -242,7 +249,9 @@ def _render(build) -> bytes:
     page = _Page()
     with matplotlib.rc_context(_RC):
         build(page)
-        return page.html().encode("utf-8")
+        # ASCII only: any other character as a reference (&#8230;), so the page
+        # reads the same whatever charset a viewer or a tool assumes.
+        return page.html().encode("ascii", "xmlcharrefreplace")
 
 
 def _figure(width: float, height: float):
