@@ -15,8 +15,8 @@ hold by itself, not only because the policy blocks scripts.
 Without chromium or playwright the tests skip, except when
 OPCOST_REQUIRE_BROWSER=1 (test.sh sets it): then they fail.
 
-OPCOST_SCREENSHOT=FILE also writes the screenshot of the A/B page (the
-README's docs/img/report.png) to FILE."""
+OPCOST_SCREENSHOT=FILE also writes the screenshot of the golden A/B page
+(the README's docs/img/report.png) to FILE."""
 
 from __future__ import annotations
 
@@ -225,17 +225,19 @@ def test_thirty_payloads_give_no_live_element_and_show_as_text(browser, tmp_path
 
 # --- the README's screenshot ----------------------------------------------------
 
-def test_screenshot_of_an_ab_report(browser, tmp_path):
-    """The A/B page as a picture (the README's docs/img/report.png when
-    OPCOST_SCREENSHOT names it): small enough to commit."""
-    doc = H.ab_doc(benches=("syscall.null", "signal.install", "ctx.pipe"), step=0.06)
-    o = Opened(browser, _write(tmp_path, "ab.html", html.serialize(doc)), width=980)
+def test_screenshot_of_the_golden_ab_page(browser, tmp_path):
+    """The golden A/B page (tests/golden/ab.html: `opcost ab syscall.null
+    signal.install --a spin=1 --b spin=21` on the fake clock) as a picture:
+    the README's docs/img/report.png when OPCOST_SCREENSHOT names it; small
+    enough to commit."""
+    golden = Path(__file__).resolve().parent / "golden" / "ab.html"
+    o = Opened(browser, golden, width=980)
     try:
-        _check_clean(o, 4)
+        _check_clean(o, 3)
         out = Path(os.environ.get("OPCOST_SCREENSHOT") or tmp_path / "report.png")
         out.parent.mkdir(parents=True, exist_ok=True)
-        height = min(1500, o.page.evaluate("() => document.documentElement.scrollHeight"))
-        o.page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": 980, "height": height})
+        height = min(1400, o.page.evaluate("() => document.documentElement.scrollHeight"))
+        o.page.screenshot(path=str(out), full_page=True, clip={"x": 0, "y": 0, "width": 980, "height": height})
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert 10_000 < out.stat().st_size < 300_000
     finally:

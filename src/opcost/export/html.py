@@ -40,7 +40,7 @@ import io
 import json
 import math
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
 from ..text import printable
@@ -68,7 +68,7 @@ MAX_TICKS = 24               # labelled ticks on a run or label axis
 _A, _B = "#3b6ea8", "#d0763a"
 _VERDICT_COLORS = {"faster": "#2e8540", "slower": "#c0392b", "same": "#777777", "negligible": "#999999",
                    "inconclusive": "#b8860b", None: "#555555"}
-_RC = {"svg.fonttype": "none", "text.parse_math": False, "text.usetex": False, "font.size": 9,
+_RC: Any = {"svg.fonttype": "none", "text.parse_math": False, "text.usetex": False, "font.size": 9,
        "font.family": "DejaVu Sans", "axes.titlesize": 9, "axes.labelsize": 9, "xtick.labelsize": 8,
        "ytick.labelsize": 8, "svg.image_inline": True, "path.simplify": True, "figure.dpi": 72,
        "axes.spines.top": False, "axes.spines.right": False}
@@ -93,15 +93,25 @@ def serialize(doc: dict) -> bytes:
         return _render(lambda p: _series_page(p, doc))
     if "comparisons" in doc:
         return _render(lambda p: _comparison_page(p, doc))
-    return serialize_runs([doc])
+    return _render(lambda p: _run_page(p, doc))
 
 
-def serialize_runs(docs: list[dict]) -> bytes:
+def serialize_runs(docs: Iterable[dict]) -> bytes:
     """The page of several runs (opcost.result/1 documents, in the order to
-    show): one run as in `serialize`, more runs aggregated per benchmark."""
-    if len(docs) == 1:
-        return _render(lambda p: _run_page(p, docs[0]))
-    return _render(lambda p: _runs_page(p, docs))
+    show): one run as in `serialize`; more runs aggregated per benchmark,
+    each document reduced as it arrives (give a generator to hold one run's
+    samples at a time)."""
+    it = iter(docs)
+    first = next(it, None)
+    if first is None:
+        raise UsageError("no runs to report on")
+    second = next(it, None)
+    if second is None:
+        return serialize(first)
+    digests = [_RunDigest(first), _RunDigest(second)]
+    del first, second
+    digests.extend(_RunDigest(d) for d in it)
+    return _render(lambda p: _runs_page(p, digests))
 
 
 # --- text ----------------------------------------------------------------------
@@ -510,44 +520,68 @@ def _env_rows(env: dict) -> list[tuple[str, str, str]]:
 
 
 def _env_table(env: dict) -> str:
-    if not isinstance(env, dict) or not env:
+    return _env_rows_table(_env_rows(env) if isinstance(env, dict) else [])
+
+
+def _env_rows_table(rows: list[tuple[str, str, str]]) -> str:
+    if not rows:
         return "<p class=note>no environment recorded</p>"
     return _table(["field", "value", "source"], ([esc(k), esc(v), f"<span class=muted>{esc(s)}</span>"]
-                                                 for k, v, s in _env_rows(env)), cls="env")
+                                                 for k, v, s in rows), cls="env")
 
 
 # --- several runs --------------------------------------------------------------
 
-def _runs_page(page: _Page, docs: list[dict]) -> None:
-    import numpy as np
+class _RunDigest:
+    """What the page of many runs keeps of one run: its facts, its
+    environment as rows, and per result the figures its plot needs (median,
+    CI, per-process medians, batch quantiles), not its samples; so a report
+    over 1,000 runs holds one run's samples at a time."""
 
-    page.title = f"opcost: {len(docs)} runs"
-    page.add(f"<h1>{len(docs)} runs</h1>\n<p class=note>in this order: "
-             f"{esc(_run_title(docs[0]))} … {esc(_run_title(docs[-1]))}</p>")
-    # benchmark key -> [(run index, result)]
-    groups: dict[str, list[tuple[int, dict]]] = {}
-    ops: dict[str, str] = {}
-    for i, d in enumerate(docs):
-        for r in d.get("results") or []:
-            k = result_key(r)
-            groups.setdefault(k, []).append((i, r))
-            ops.setdefault(k, str(r.get("op") or ""))
-    n_batches = 0
-    agg: dict[str, list[dict]] = {}
-    for k, items in groups.items():
-        rows = []
-        for i, r in items:
+    __slots__ = ("run_id", "label", "created", "status", "kind", "n_results", "env", "rows", "title")
+
+    def __init__(self, doc: dict) -> None:
+        import numpy as np
+
+        self.run_id = doc.get("run_id")
+        self.label = doc.get("label")
+        self.created = doc.get("created")
+        self.status = doc.get("status", "")
+        self.kind = doc.get("kind")
+        self.title = _run_title(doc)
+        env = doc.get("env")
+        self.env = _env_rows(env) if isinstance(env, dict) else []
+        results = doc.get("results") or []
+        self.n_results = len(results)
+        self.rows: list[tuple[str, str, dict]] = []
+        for r in results:
             b = _measured(r)
             flat = np.fromiter((x for p in b for x in p), dtype=float)
-            n_batches += flat.size
             s = r.get("summary") or {}
             meds = _process_medians(r, b)
             med = s.get("median_ns") if isinstance(s.get("median_ns"), (int, float)) else (
                 float(np.median(meds)) if meds else None)
-            rows.append({"run": i, "median": med, "ci": s.get("ci95_ns"), "meds": meds,
-                         "q": np.percentile(flat, [5, 25, 75, 95]).tolist() if flat.size else None,
-                         "n": len(b), "batches": int(flat.size), "status": r.get("status")})
-        agg[k] = rows
+            self.rows.append((result_key(r), str(r.get("op") or ""), {
+                "median": med, "ci": s.get("ci95_ns"), "meds": meds,
+                "q": np.percentile(flat, [5, 25, 75, 95]).tolist() if flat.size else None,
+                "n": len(b), "batches": int(flat.size)}))
+
+
+def _runs_page(page: _Page, digests: Iterable[_RunDigest]) -> None:
+    import numpy as np
+
+    runs = list(digests)       # each digest made as its run arrives; the run itself is gone
+    page.title = f"opcost: {len(runs)} runs"
+    page.add(f"<h1>{len(runs)} runs</h1>\n<p class=note>in this order: "
+             f"{esc(runs[0].title)} \u2026 {esc(runs[-1].title)}</p>")
+    # benchmark key -> its rows, each with the index of its run
+    agg: dict[str, list[dict]] = {}
+    ops: dict[str, str] = {}
+    for i, d in enumerate(runs):
+        for k, op, row in d.rows:
+            agg.setdefault(k, []).append({**row, "run": i})
+            ops.setdefault(k, op)
+    n_batches = sum(x["batches"] for rows in agg.values() for x in rows)
     page.add("<h2>Summary per benchmark</h2>")
     head = ["benchmark", "op", "runs", "median of run medians", "lowest run median", "highest run median",
             "last run median", "processes", "batches"]
@@ -558,46 +592,45 @@ def _runs_page(page: _Page, docs: list[dict]) -> None:
                       fmt_ns(min(meds) if meds else None), fmt_ns(max(meds) if meds else None),
                       fmt_ns(rows[-1]["median"]), str(sum(x["n"] for x in rows)), str(sum(x["batches"] for x in rows))])
     page.add(_table(head, trows, right={2, 3, 4, 5, 6, 7, 8}))
-    page.add(f"<h2>Across runs</h2>\n<p class=note>One plot per benchmark over the {len(docs)} runs: per run the "
+    page.add(f"<h2>Across runs</h2>\n<p class=note>One plot per benchmark over the {len(runs)} runs: per run the "
              "median over its processes with its 95% CI (line and band), the per-process medians (dots), and its "
-             f"batches as their 5–95% (thin) and 25–75% (thick) ranges: all {n_batches} batches are summarised, "
-             "none drawn one by one.</p>")
+             f"batches as their 5\u201395% (thin) and 25\u201375% (thick) ranges: all {n_batches} batches are "
+             "summarised, none drawn one by one.</p>")
     for k, rows in agg.items():
-        _across_plot(page, k, ops[k], rows, docs)
+        _across_plot(page, k, ops[k], rows, runs)
     page.add("<h2>Runs</h2>")
-    run_rows = [[esc(d.get("run_id", "-")), esc(d.get("label") or ""), esc(d.get("created") or ""),
-                 esc(d.get("status", "")), esc(d.get("kind") or ""), str(len(d.get("results") or []))] for d in docs]
+    run_rows = [[esc(d.run_id if d.run_id is not None else "-"), esc(d.label or ""), esc(d.created or ""),
+                 esc(d.status), esc(d.kind or ""), str(d.n_results)] for d in runs]
     table = _table(["run", "label", "created", "status", "kind", "results"], run_rows, right={0, 5})
-    page.add(table if len(docs) <= 50 else f"<details><summary>the {len(docs)} runs</summary>\n{table}</details>")
+    page.add(table if len(runs) <= 50 else f"<details><summary>the {len(runs)} runs</summary>\n{table}</details>")
     page.add("<h2>Environment</h2>")
-    envs = [d.get("env") or {} for d in docs]
-    differ = _env_differences(envs)
+    differ = _env_differences([d.env for d in runs])
     if differ:
         page.add(f"<p class=note>{len(differ)} field(s) differ between the runs (distinct values, first "
                  "few shown):</p>")
         page.add(_table(["field", "distinct values", "values"],
-                        ([esc(f), str(len(vals)), esc(" | ".join(vals[:5]) + (" | …" if len(vals) > 5 else ""))]
+                        ([esc(f), str(len(vals)), esc(" | ".join(vals[:5]) + (" | \u2026" if len(vals) > 5 else ""))]
                          for f, vals in differ.items()), cls="env"))
-        page.add(f"<h3>{esc(_run_title(docs[-1]))}</h3>")
+        page.add(f"<h3>{esc(runs[-1].title)}</h3>")
     else:
         page.add("<p class=note>the same in every run:</p>")
-    page.add(_env_table(envs[-1]))
+    page.add(_env_rows_table(runs[-1].env))
 
 
-def _env_differences(envs: list[dict]) -> dict[str, list[str]]:
+def _env_differences(envs: list[list[tuple[str, str, str]]]) -> dict[str, list[str]]:
     values: dict[str, list[str]] = {}
     for env in envs:
-        for k, v, _ in _env_rows(env) if isinstance(env, dict) else []:
+        for k, v, _ in env:
             seen = values.setdefault(k, [])
             if v not in seen:
                 seen.append(v)
     return {k: v for k, v in values.items() if len(v) > 1}
 
 
-def _across_plot(page: _Page, key: str, op: str, rows: list[dict], docs: list[dict]) -> None:
+def _across_plot(page: _Page, key: str, op: str, rows: list[dict], runs: list[_RunDigest]) -> None:
     import numpy as np
 
-    n = len(docs)
+    n = len(runs)
     x_of = {x["run"]: j for j, x in enumerate(rows)}
     xs = np.arange(len(rows), dtype=float)
     allv = [v for x in rows if x["q"] for v in (x["q"][0], x["q"][3])] + [x["median"] for x in rows
@@ -622,8 +655,7 @@ def _across_plot(page: _Page, key: str, op: str, rows: list[dict], docs: list[di
     ax.fill_between(xs, lo, hi, color=_B, alpha=0.22, lw=0, step="mid")
     ax.plot(xs, med, color=_B, lw=1.3, marker="o" if len(rows) <= 60 else None, ms=3, zorder=4)
     ticks = _ticks(len(rows))
-    names = [_plain(docs[x["run"]].get("label") or f"run {docs[x['run']].get('run_id', x['run'] + 1)}", 18)
-             for x in rows]
+    names = [_plain(runs[x["run"]].label or f"run {runs[x['run']].run_id or x['run'] + 1}", 18) for x in rows]
     ax.set_xticks([xs[t] for t in ticks], [names[t] for t in ticks], rotation=45 if len(ticks) > 8 else 0,
                   ha="right" if len(ticks) > 8 else "center")
     ax.set_xlim(-0.7, len(rows) - 0.3)
@@ -636,7 +668,7 @@ def _across_plot(page: _Page, key: str, op: str, rows: list[dict], docs: list[di
     page.plot(fig, cap + ".", alt=f"{key} across runs")
 
 
-def _ok_ci(ci: Any) -> bool:
+def _ok_ci(ci: Any) -> TypeGuard[list]:
     return (isinstance(ci, (list, tuple)) and len(ci) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci))
 
@@ -728,11 +760,13 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                         cls="env") if diffs else "<p class=note>none</p>")
     if isinstance(doc.get("env"), dict):
         page.add(_env_table(doc["env"]))
-    else:
+    elif any(isinstance(doc.get(f"env_{side}"), dict) for side in ("a", "b")):
         for side in ("a", "b"):
             if isinstance(doc.get(f"env_{side}"), dict):
                 page.add(f"<h3>{side.upper()}</h3>")
                 page.add(_env_table(doc[f"env_{side}"]))
+    else:
+        page.add(_env_table({}))
 
 
 def _arm_plain(arm: Any) -> str:
@@ -747,7 +781,7 @@ def _ratio_plot(page: _Page, entries: list[dict]) -> None:
     fig = _figure(7.5, 0.8 + 0.32 * len(entries))
     ax = fig.add_subplot()
     for i, e in enumerate(entries):
-        d = e.get("delta") if isinstance(e.get("delta"), (int, float)) else 0.0
+        d = float(e["delta"]) if isinstance(e.get("delta"), (int, float)) else 0.0
         ax.fill_betweenx([i - 0.4, i + 0.4], 1 - d, 1 + d, color="#dddddd", lw=0)
         color = _VERDICT_COLORS.get(e.get("verdict"), "#555555")
         ci = e.get("ci95_ratio")
@@ -825,7 +859,8 @@ def _points(s: dict) -> list[dict]:
 
 
 def _pt(p: dict, *names: str) -> Any:
-    for src in (p, p.get("summary") if isinstance(p.get("summary"), dict) else {}):
+    summary: dict = p["summary"] if isinstance(p.get("summary"), dict) else {}
+    for src in (p, summary):
         for n in names:
             if n in src:
                 return src[n]
@@ -833,7 +868,7 @@ def _pt(p: dict, *names: str) -> Any:
 
 
 def _change_points(s: dict, points: list[dict]) -> list[dict]:
-    raw = next((s[n] for n in ("change_points", "changepoints", "changes") if isinstance(s.get(n), list)), [])
+    raw: list = next((s[n] for n in ("change_points", "changepoints", "changes") if isinstance(s.get(n), list)), [])
     labels = [str(_pt(p, "label", "value", "name")) for p in points]
     out = []
     for c in raw:
