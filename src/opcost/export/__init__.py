@@ -1,6 +1,6 @@
 """Exporters: one module per format, registered in FORMATS. A format module
 has NAME, KINDS (the documents it takes: "result" for opcost.result/1,
-"comparison" for opcost.comparison/1) and `serialize(doc) -> bytes`; files
+"comparison" for opcost.comparison/1, "series" for opcost.series/1) and `serialize(doc) -> bytes`; files
 are written by opcost.output, the one writer. Optional: `available()`
 (None, or the line saying what to install: checked when --export is parsed,
 before anything is measured) and `LIVE = False` (written at the end of a

@@ -366,13 +366,20 @@ def _summary_table(results: list[dict]) -> str:
         cpus = s.get("cpus")
         rows.append([esc(result_key(r)), esc(r.get("op", "")), esc(r.get("status", "")), fmt_ns(s.get("median_ns")),
                      _ci_text(s.get("ci95_ns")), fmt_ns(s.get("min_ns")), fmt_ns(s.get("p90_ns")), _pct(s.get("cv")),
-                     "-" if not isinstance(cyc, (int, float)) else f"{cyc:.0f}", fmt_ns(s.get("user_ns_per_op")),
-                     fmt_ns(s.get("sys_ns_per_op")),
+                     "-" if not isinstance(cyc, (int, float)) else f"{cyc:.0f}", *_cpu_cells(s),
                      esc("|".join(map(str, cpus)) if isinstance(cpus, list) else (r.get("params") or {}).get("cpu", "-")),
                      esc(s.get("n_processes", 0))])
     return (_table(head, rows, right={3, 4, 5, 6, 7, 8, 9, 10, 12}) +
             "\n<p class=note>median, CI, min, p90 and CV over per-process medians; cycles at the TSC rate; user/sys "
-            "per op from getrusage.</p>")
+            "per op from getrusage (measuring side+helper).</p>")
+
+
+def _cpu_cells(s: dict) -> list[str]:
+    """user/op and sys/op; `measuring side+helper` where a helper takes part."""
+    if "helper_user_ns_per_op" in s:
+        return [f"{fmt_ns(s.get('user_ns_per_op'))}+{fmt_ns(s.get('helper_user_ns_per_op'))}",
+                f"{fmt_ns(s.get('sys_ns_per_op'))}+{fmt_ns(s.get('helper_sys_ns_per_op'))}"]
+    return [fmt_ns(s.get("user_ns_per_op")), fmt_ns(s.get("sys_ns_per_op"))]
 
 
 def _result_notes(results: list[dict]) -> list[str]:
