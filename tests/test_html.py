@@ -278,3 +278,34 @@ def test_label_text_that_looks_like_svg_markup_is_kept():
     data = html.serialize(H.run_doc(params=[{"mode": label}])).decode()
     svg_text = "".join(re.findall(r"<text\b[^>]*>(.*?)</text>", data, flags=re.S))
     assert 'id="x" href="#y" url(#z) &lt;g id="w"&gt;' in svg_text
+
+
+def test_lean_load_is_the_full_document_with_plain_samples(tmp_path):
+    """store.load_run(sample_data=False), what reports over many runs read:
+    the same document, each sample only its plain columns; and the same page
+    of several runs from either."""
+    from opcost.store import open_store
+
+    docs = [H.run_doc(run_id=None, label=f"r{i}", seed=i, processes=3, samples=4) for i in range(3)]
+    with open_store(str(tmp_path / "s.db")) as store:
+        for d in docs:
+            rid = store.create_run(label=d["label"], env=d["env"], argv=d["argv"], opcost_version="0.1.0")
+            for pos, r in enumerate(d["results"]):
+                res = store.add_result(rid, position=pos, bench=r["bench"], params=r["params"], op=r["op"],
+                                       unit="ns", key=r.get("key"))
+                for p in r["processes"]:
+                    store.add_process(res, idx=p["index"], header=p["header"], samples=p["samples"],
+                                      trailer=p["trailer"], meta={"round": p["round"], "seq": p["seq"]})
+                store.set_result(res, status="ok", summary=r["summary"])
+            store.finish_run(rid, "complete")
+        full = [store.load_run(f"id:{i}") for i in (1, 2, 3)]
+        lean = [store.load_run(f"id:{i}", sample_data=False) for i in (1, 2, 3)]
+    page = html.serialize_runs(iter(lean))
+    assert page == html.serialize_runs(full) and b"all 108 batches are summarised" in page   # 3 runs x 3 variants x 3 x 4
+    for f, le in zip(full, lean):
+        for rf, rl in zip(f["results"], le["results"]):
+            for pf, pl in zip(rf["processes"], rl["processes"]):
+                assert pl["samples"] == [{k: s[k] for k in ("iters", "ns_per_op", "tsc_per_op")}
+                                         for s in pf["samples"]]
+                pf["samples"] = pl["samples"] = []
+        assert f == le
