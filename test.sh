@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine: installs what the build needs
 # (a C compiler, make, static libc, objdump, the i386 and aarch64 cross
 # compilers, qemu-user for the aarch64 probe, perf and hackbench for the
-# anchors, hyperfine and benchstat for the report formats), installs opcost
+# anchors, hyperfine and benchstat for the report formats,
+# chromium for the HTML report's browser test), installs opcost
 # with its test extras, builds the probes, type-checks src/opcost (mypy,
 # configured in pyproject.toml) and runs pytest: the Python side and the
 # host probe, then the probe's tests again on the i386 probe (natively)
@@ -21,6 +22,7 @@ command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
 command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf bench
 command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
 command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine-json layout
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the HTML report, opened by playwright
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -49,5 +51,7 @@ make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64
 # The tools the report tests check against must be there, not skip.
 export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
+# The HTML report's browser test must run here, not skip (chromium, playwright).
+export OPCOST_REQUIRE_BROWSER=1
 python3 -m mypy
 python3 -m pytest -q "$@"

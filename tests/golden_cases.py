@@ -1,5 +1,5 @@
 """The golden outputs of `run`, `ab`, `compare`, `variants` and `show` on the
-fake clock: captured before the reshape of issue 12 and compared after every
+fake clock (and the html pages of the run and the A/B): captured before the reshape of issue 12 and compared after every
 change (tests/test_golden.py), so a change of behaviour is seen, never
 assumed. `python3 tests/golden_cases.py` rewrites tests/golden/ (do it only
 for an intended change, and say which in the commit).
@@ -56,6 +56,7 @@ CASES = {
     "run_103": ["run", "syscall.null", *FAKE[:1], "103", *FAKE[2:], "-p", "3", "--label", "n103"],
     "report_compare_notes_markdown": ["report", "--compare", "n100", "n103", "-f", "markdown"],
 }
+HTML_PAGES = ("run", "ab")   # name.html from name.json
 _MASK_KEYS = {"pid", "start_raw_ns", "wall_s", "created", "finished", "env", "env_a", "env_b", "owner", "uuid"}
 
 
@@ -94,6 +95,15 @@ def capture() -> dict[str, str]:
                 elif a.endswith(".csv"):
                     name = a.split(":", 1)[1]
                     out[name] = _text(Path(tmp, name).read_text(), tmp)
+    # The html pages (issue 15) of the run and of the A/B above, drawn from
+    # their masked documents: the page of a real run would hold this
+    # machine's environment. Byte-exact for the matplotlib of the test extra
+    # (pyproject.toml pins it; the page's last line names the version).
+    sys.path.insert(0, str(ROOT / "src"))
+    from opcost.export import html
+
+    for name in HTML_PAGES:
+        out[f"{name}.html"] = html.serialize(json.loads(out[f"{name}.json"])).decode("ascii")
     return out
 
 

@@ -119,7 +119,10 @@ class Recorder:
 
     def _targets(self, final: bool) -> list[tuple[str, str]]:
         targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])
-        return targets if final else [(f, p) for f, p in targets if not output.is_stream(p)]
+        # Before the end: regular files only, and only formats cheap enough to
+        # rewrite during the run (html draws its plots once, at the end).
+        return targets if final else [(f, p) for f, p in targets
+                                      if not output.is_stream(p) and getattr(export.FORMATS[f], "LIVE", True)]
 
     @property
     def full_copy(self) -> str | None:

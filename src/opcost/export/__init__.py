@@ -7,6 +7,9 @@ their concatenation still reads as one (text, markdown, go): without it a
 format takes one document at a time. Files are written by opcost.output, the
 one writer. A format module imports nothing heavy at module level (the
 parsers list FORMATS for `opcost --help`).
+optional: available() (None, or the line saying what to install: checked
+when --export is parsed, before anything is measured) and LIVE = False
+(written at the end of a run only, not rewritten after every process).
 
 Adding a format is one file here and one entry in FORMATS.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..model import kind_of
-from . import csv, go, hyperfine_json, json, markdown, text
+from . import csv, go, hyperfine_json, html, json, markdown, text
 
 FORMATS = {m.NAME: m for m in (
     json,
@@ -25,6 +28,7 @@ FORMATS = {m.NAME: m for m in (
     markdown,
     go,
     hyperfine_json,
+    html,
 )}
 
 
@@ -34,6 +38,9 @@ def parse(text: str, option: str = "--export") -> tuple[str, str]:
     if not sep or fmt not in FORMATS:
         raise UsageError(f"{option} {text}: give FORMAT:FILE with FORMAT one of {', '.join(FORMATS)} "
                          f"(e.g. {option} csv:out.csv; '-' as FILE is standard output)")
+    missing = getattr(FORMATS[fmt], "available", lambda: None)()   # a format's optional library, before measuring
+    if missing:
+        raise UsageError(f"{option} {fmt}: {missing}")
     output.check_target(path, f"{option} {fmt}:")
     return fmt, path
 

@@ -90,7 +90,7 @@ class Store(Protocol):
 
     def resolve(self, ref: str) -> int: ...
 
-    def load_run(self, ref: str | int) -> dict[str, Any]: ...
+    def load_run(self, ref: str | int, *, sample_data: bool = True) -> dict[str, Any]: ...
 
     def clean_abandoned(self) -> list[int]: ...
 
@@ -528,10 +528,12 @@ class SqlStore:
         raise UnknownRun(f"no stored run with {what} '{printable(text if len(kinds) == 1 else ref)}'; "
                          "`opcost history` lists them (id:N or label:TEXT says which a reference is)")
 
-    def load_run(self, ref: str | int) -> dict[str, Any]:
+    def load_run(self, ref: str | int, *, sample_data: bool = True) -> dict[str, Any]:
         """The run as an `opcost.result/1` document (store/rows.py): results in
         position order, processes in idx order, samples split into measured
-        and warm-up."""
+        and warm-up. sample_data=False: each sample is only its plain columns
+        (iters, ns_per_op, tsc_per_op), its JSON left unread: what a report
+        over many runs needs, several times faster (benchmarks/report_scale.py)."""
         run_id = self.resolve(str(ref))
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
@@ -551,12 +553,14 @@ class SqlStore:
                 db, f"SELECT p.id, p.result_id, p.idx, p.header, p.trailer, {meta} FROM processes p"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
+            data = "s.data" if sample_data else "s.iters, s.ns_per_op, s.tsc_per_op"
             samples = self._run(
-                db, "SELECT s.process_id, s.warmup, s.data FROM samples s"
+                db, f"SELECT s.process_id, s.warmup, {data} FROM samples s"
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
-        return rows.run_document(run_id, run, results, processes, samples, names)
+        return rows.run_document(run_id, run, results, processes,
+                                 samples if sample_data else rows.plain_samples(samples), names)
 
     # --- moving runs between stores -------------------------------------------------
 

@@ -67,6 +67,13 @@ def result(row: Row, processes: list[Process]) -> Result:
                   summary.get("parallel") if isinstance(summary, dict) else None)
 
 
+def plain_samples(samples: Iterable[Row]) -> Iterable[Row]:
+    """(process_id, warmup, iters, ns_per_op, tsc_per_op) rows as `run_document`
+    takes samples, each sample only those columns (its JSON not read)."""
+    for pid, warmup, iters, ns, tsc in samples:
+        yield pid, warmup, {"iters": iters, "ns_per_op": ns, "tsc_per_op": tsc}
+
+
 def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Iterable[Row],
                  samples: Iterable[Row], labels: Iterable[Row] = ()) -> dict[str, Any]:
     """The run as an `opcost.result/1` document (plus store fields: run_id,
@@ -76,7 +83,8 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
     labels: (key, value) (a store before version 4: none, the name is label);
     results: (id, *result's row), in position order;
     processes: (id, result_id, *process's row), in result and idx order;
-    samples: (process_id, warmup, data), in process and idx order.
+    samples: (process_id, warmup, data), in process and idx order; data is
+    a JSON text, or the sample already as a dict (plain_samples).
     Each process splits its samples into measured ("samples") and "warmup"."""
     by_id: dict[int, Process] = {}
     by_result: dict[int, list[Process]] = {}
@@ -85,7 +93,7 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
         by_id[pid] = proc
         by_result.setdefault(result_id, []).append(proc)
     for pid, warmup, data in samples:
-        (by_id[pid].warmup if warmup else by_id[pid].samples).append(decode(data))
+        (by_id[pid].warmup if warmup else by_id[pid].samples).append(data if isinstance(data, dict) else decode(data))
 
     created, finished, label, kind, status, version, argv, env, owner, ident = run
     return Run([result(rest, by_result.get(rid, [])) for rid, *rest in results], decode(env), decode(argv),
