@@ -25,25 +25,25 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arches import ELF_MACHINE, native_arch
 from .errors import ProbeError, ProbeTimeout, UsageError
 from .protocol import Protocol
 
 PROBE_EXIT_OK, PROBE_EXIT_FAIL, PROBE_EXIT_USAGE, PROBE_EXIT_UNSUPPORTED = 0, 1, 2, 3
 
-_ARCH_ALIASES = {"amd64": "x86_64", "x86_64": "x86_64", "i386": "i386", "i686": "i386",
-                 "aarch64": "aarch64", "arm64": "aarch64"}
-
-
 def host_arch() -> str:
-    m = platform.machine()
-    return _ARCH_ALIASES.get(m.lower(), m)
+    """opcost's name for this machine (armv7l is arm; a 32-bit userland on a
+    64-bit Arm kernel is arm too: arches.native_arch)."""
+    import struct
+
+    return native_arch(platform.machine(), struct.calcsize("P") * 8)
 
 
 def _package_probe_dir() -> Path:
     return Path(__file__).resolve().parent / "_probe"
 
 
-KNOWN_ARCHES = ("x86_64", "i386", "aarch64")
+KNOWN_ARCHES = tuple(ELF_MACHINE)   # x86_64, i386, aarch64, arm
 
 
 def user_probe_dir() -> Path:
