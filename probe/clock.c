@@ -47,8 +47,8 @@ __attribute__((constructor)) static void clock_arm_probe(void)
 			clock_arm_why = "CNTVCT does not advance";
 		}
 	} else {
-		clock_arm_why = "CNTVCT is not readable from user space here (mrrc p15, 1, c14 traps: SIGILL; "
-				"the kernel leaves CNTKCTL.PL0VCTEN clear)";
+		clock_arm_why = "CNTVCT is not readable from user space here (mrrc p15, 1, c14 traps with SIGILL: "
+				"CNTKCTL.PL0VCTEN is clear, set neither by the kernel nor by an emulator)";
 	}
 	sigaction(SIGILL, &old, NULL);
 }
