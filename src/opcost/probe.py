@@ -211,13 +211,16 @@ class ProbeRequest:
     hold: bool = False              # --hold: samples after the batches (no CPU is free for the front end)
     exe: str | None = None          # a probe built for this request (variants --mode op)
     program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
+    emulator: str | None = None     # exe, or the program, is for another architecture: run under this qemu
+    ops: int = 0                    # program: operations in one run (`time --ops N`); 0: the run is the op
 
     def argv(self, check: bool = False) -> list[str]:
         p = self.protocol
         fake = ["--fake-clock", f"{p.fake_clock:g}", "--seed", str(self.seed)] if p.fake_clock else []
         cpus = ["--cpu", self.cpus] if self.cpus is not None else []
         if self.program:
-            return (["time", "--samples", str(p.samples), "--warmup", str(p.warmup), *cpus, *fake]
+            ops = ["--ops", str(self.ops)] if self.ops else []
+            return (["time", "--samples", str(p.samples), "--warmup", str(p.warmup), *cpus, *ops, *fake]
                     + (["--check"] if check else []) + ["--", *self.program])
         a = ["run", self.bench]
         for k, v in self.params.items():
@@ -235,9 +238,14 @@ class ProbeRequest:
         return a + fake + (["--check"] if check else [])
 
     def command(self) -> list[str]:
-        """argv prefix that starts this request's probe: its own build (exe),
-        or the architecture's probe, with its emulator if it needs one."""
-        return [str(self.exe)] if self.exe else probe_command(self.arch)
+        """argv prefix that starts this request's probe: its own build (exe,
+        under its emulator when it is for another architecture), the host's
+        probe for a program (which starts the program, itself under its
+        emulator: `program` begins with it), or the architecture's probe, with
+        its emulator if it needs one."""
+        if self.exe:
+            return [self.emulator, str(self.exe)] if self.emulator else [str(self.exe)]
+        return probe_command(None if self.program else self.arch)
 
 
 @dataclass
@@ -360,7 +368,8 @@ def _start(req: ProbeRequest):
     exe = cmd[-1]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
-    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(cmd[0]) if len(cmd) > 1 else None)
+    emu = req.emulator or (cmd[0] if len(cmd) > 1 else None)
+    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(emu) if emu else None)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen([*cmd, *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
