@@ -147,6 +147,12 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     return out, compare.summary([e for e in out if "ratio" in e]), design
 
 
+def _host_arch() -> str:
+    from .probe import host_arch
+
+    return host_arch()
+
+
 def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
     """The `opcost.comparison/1` document of a variants run from its results:
     the builds in -D order, then (op mode) the empty-opcost_op reference, as
@@ -190,8 +196,8 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
         info["cpus"] = cpus
         if refs:
             info["call_overhead"]["per_cpu"] = {c: (r.get("summary") or {}).get("median_ns") for c, r in refs.items()}
-    if p.get("arch"):
-        info["arch"] = p["arch"]
+    if p.get("arch") and (p.get("emulated") or p["arch"] != _host_arch()):
+        info["arch"] = p["arch"]   # built for another architecture than this machine's
     if p.get("emulated"):
         info["emulated"] = {"emulator": p["emulated"],
                             "what": f"built for {p.get('arch')}, run under {p['emulated']} (qemu user-mode "

@@ -285,6 +285,9 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
         cp = subprocess.run([*cmd, *req.argv(check=True)], capture_output=True, text=True,
                             timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired as e:
+        if req.program:
+            raise ProbeTimeout(f"the program's untimed check run did not finish within {timeout:.0f} s "
+                               "(--timeout SEC allows longer)") from e
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
@@ -416,6 +419,11 @@ PROGRESS_S = 1.0   # a probe holding its samples says it is alive about this oft
 def stall_limit(res: ProcessResult, longest_gap: float) -> float:
     if res.header is None:
         return STARTUP_STALL_S
+    if res.header.get("bench") == "program":
+        # `time`: a sample comes after a whole run of the user's program, which
+        # may take minutes (seed 004's libgcc build: 52 s on a Cortex-A7); the
+        # runner's hard limit, from the untimed check run, bounds it instead
+        return math.inf
     batch_s = (res.header.get("batch_ms") or 0) / 1000.0
     if res.header.get("output") == "held":
         batch_s = max(batch_s, PROGRESS_S)
