@@ -60,6 +60,10 @@ class BuildProbe(build_py):
             i386 = self._try_i386(here)
             if i386:
                 built["i386"] = i386
+        if arch != "arm":
+            arm = self._try_arm(here)
+            if arm:
+                built["arm"] = arm
         for arch, path in built.items():
             target = dest / f"opcost-probe-{arch}"
             shutil.copy2(path, target)
@@ -83,6 +87,27 @@ class BuildProbe(build_py):
                 return here / "probe" / out
         print("opcost: no i386 compiler (apt-get install gcc-i686-linux-gnu): installing without the i386 probe")
         return None
+
+
+    @staticmethod
+    def _try_arm(here):
+        """The arm (armv7 hard-float) probe for seed 004's boards, with the
+        Debian cross compiler when it is here (it runs under qemu-arm on this
+        machine); one line either way, never fails the install."""
+        cc = "arm-linux-gnueabihf-gcc"
+        if not shutil.which(cc):
+            print(f"opcost: no arm compiler (apt-get install gcc-arm-linux-gnueabihf): installing without the arm "
+                  "probe (`opcost probe build --arch arm` builds it later)")
+            return None
+        out = "build/opcost-probe-arm"
+        cp = subprocess.run(["make", "-C", str(here / "probe"), "-s", f"CC={cc}", f"OUT={out}"],
+                            capture_output=True, text=True)
+        if cp.returncode != 0 or arches.elf_arch(here / "probe" / out) != "arm":
+            why = (cp.stderr.strip().splitlines() or ["not an arm binary"])[-1]
+            print(f"opcost: building the arm probe with {cc} failed ({why}): installing without it")
+            return None
+        print(f"opcost: built the arm probe ({out}, {cc}; it runs under qemu-arm here)")
+        return here / "probe" / out
 
 
 def probe_sources(probe: Path) -> list[Path]:

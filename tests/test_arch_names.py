@@ -90,3 +90,11 @@ def test_install_names_the_probe_for_what_cc_built(monkeypatch, tmp_path):
     assert mod.shipped_arch("aarch64", elf(tmp_path, 40, 1)) == "arm"      # a 32-bit cc under a 64-bit kernel
     assert mod.shipped_arch("arm", elf(tmp_path, 40, 1, name="b")) == "arm"
     assert mod.shipped_arch("arm", tmp_path / "missing") == "arm"
+
+
+def test_install_without_the_arm_compiler_says_so_in_one_line(monkeypatch, capsys):
+    mod = _setup_module(monkeypatch, "x86_64", 64)
+    monkeypatch.setattr(mod.shutil, "which", lambda name: None)
+    assert mod.BuildProbe._try_arm(ROOT) is None
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "no arm compiler (apt-get install gcc-arm-linux-gnueabihf)" in out[0]
