@@ -204,3 +204,20 @@ def test_ops_divides_a_run_by_its_operation_count(run_cli, tmp_path):
     assert 980 <= med <= 1020, med
     assert doc["variants"]["ops"] == 1000
     assert "a run's time / --ops 1000" in cp.stdout
+
+
+def test_i386_program_is_linked_static_and_runs_natively(run_cli, src, tmp_path):
+    """x86_64 runs i386 natively but may have no i386 libc: the build is
+    linked -static (before: "cannot run -DA: No such file or directory")."""
+    if os.uname().machine != "x86_64" or not shutil.which("i686-linux-gnu-gcc"):
+        if "i386" in REQUIRED:
+            pytest.fail("i686-linux-gnu-gcc is not installed (OPCOST_REQUIRE_ARCHES requires i386)")
+        pytest.skip("needs an x86_64 host and i686-linux-gnu-gcc")
+    prog = tmp_path / "p.c"
+    prog.write_text("int main(void){return 0;}\n")
+    out = tmp_path / "i.json"
+    cp = run_cli("variants", prog, "-D", "X", "--arch", "i386", "-p", "1", "--no-store", "--json", out, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    info = json.loads(out.read_text())["variants"]
+    assert info["arch"] == "i386" and "emulated" not in info
+    assert "built for i386, which this machine runs natively" in cp.stdout

@@ -22,7 +22,8 @@ kernel runs natively runs as it is; anything else runs under qemu user-mode
 emulation (qemu-arm, qemu-aarch64) and is flagged `emulated`: its timings
 are qemu's, only its correctness means something. A program for another
 architecture is linked -static (qemu-user finds no foreign shared
-libraries by itself); the probe (op mode) always is. A build nothing here
+libraries by itself, and an x86_64 machine may have no i386 libc); the
+probe (op mode) always is. A build nothing here
 can run is refused before anything is measured, naming what it was built
 for and what is missing.
 """
@@ -275,10 +276,13 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
 
     out = []
     if mode == "program":
-        # qemu-user finds no shared libraries of another architecture by itself
-        link_extra = ["-static"] if emu and "-static" not in cflags else []
+        # qemu-user finds no shared libraries of another architecture by itself, and
+        # a kernel that runs i386 natively may have no i386 loader and libc installed
+        foreign = got != probe.host_arch()
+        link_extra = ["-static"] if foreign and "-static" not in cflags else []
         if link_extra:
-            log(f"linking the {got} builds -static, to run under {os.path.basename(emu or '')}")
+            log(f"linking the {got} builds -static, to run " + (f"under {os.path.basename(emu)}" if emu else
+                f"without {got} shared libraries here"))
             common["link"] = "-static"
         op = "operation (program run / --ops)" if ops else "program run"
         for i, d in enumerate(defines):

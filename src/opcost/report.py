@@ -380,6 +380,8 @@ def format_variants(doc: dict, results: list[dict], color: bool = False) -> str:
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
             f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())
     emu = info.get("emulated")
+    if info.get("arch") and not emu:
+        head += f"\nbuilt for {info['arch']}, which this machine runs natively"
     if emu:
         head += (f"\nemulated: built for {info.get('arch')}, run under {emu['emulator']}: the timings are qemu's, "
                  f"not an {info.get('arch')} CPU's (correctness only)")
