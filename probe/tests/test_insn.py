@@ -6,6 +6,7 @@ overhead subtraction checked against a known cost)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -164,6 +165,10 @@ def chain_figures(rounds=3):
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="unrolled chain on x86_64/aarch64 only")
 def test_chain_is_linear_in_n():
+    if os.environ.get("OPCOST_TEST_PROBE"):
+        # test_arches.py runs this file once per architecture; this test times the
+        # host's probe, already timed once in the main suite (a shared machine: once is enough)
+        pytest.skip("times the host probe: run in the main suite, not again per architecture")
     # The machine is shared: one retry when a figure is off.
     for attempt in range(2):
         f = chain_figures()
