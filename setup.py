@@ -1,23 +1,46 @@
 """Build hook: `pip install .` compiles the static probe with make and ships it
 inside the package as opcost/_probe/opcost-probe-<arch>, so no compiler is
 needed at run time; on x86_64 it also builds the i386 probe when a compiler
-for it is installed (the kernel runs both). The probe's sources go along
+for it is installed (the kernel runs both). <arch> is opcost's name for the
+machine (src/opcost/arches.py: armv7l and armv8l are "arm"), checked against
+the ELF header of what the native compiler built: a 64-bit kernel under a
+32-bit Arm userland says aarch64 but builds arm, and the probe is named for
+what it is. The probe's sources go along
 (opcost/_probe/src): `opcost probe build` builds probes for other
 architectures from them, and `opcost variants --mode op` links a user's
 operation into its own build of the probe. The wheel is platform-specific
 because of it."""
 
+import importlib.util
 import os
 import platform
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
-ARCH = {"amd64": "x86_64", "i686": "i386", "arm64": "aarch64"}.get(platform.machine().lower(),
-                                                                    platform.machine())
+
+def _load_arches():
+    """src/opcost/arches.py by path: the package is not importable yet."""
+    spec = importlib.util.spec_from_file_location(
+        "_opcost_arches", Path(__file__).resolve().parent / "src" / "opcost" / "arches.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+arches = _load_arches()
+ARCH = arches.native_arch(platform.machine(), struct.calcsize("P") * 8)
+
+
+def shipped_arch(machine_arch: str, built: Path) -> str:
+    """The name the probe is shipped under: what its ELF header says it is
+    (a 32-bit userland on a 64-bit Arm kernel: uname says aarch64, cc builds
+    arm), else the machine's."""
+    return arches.elf_arch(built) or machine_arch
 
 
 class BuildProbe(build_py):
@@ -28,11 +51,19 @@ class BuildProbe(build_py):
         subprocess.check_call(["make", "-C", str(here / "probe"), f"OUT={out}"])
         dest = Path(self.build_lib) / "opcost" / "_probe"
         dest.mkdir(parents=True, exist_ok=True)
-        built = {ARCH: here / "probe" / out}
+        arch = shipped_arch(ARCH, here / "probe" / out)
+        if arch != ARCH:
+            print(f"opcost: uname says {platform.machine()} but cc builds {arch} binaries: shipping the {arch} probe")
+        print(f"opcost: built the {arch} probe ({out})")
+        built = {arch: here / "probe" / out}
         if ARCH == "x86_64":
             i386 = self._try_i386(here)
             if i386:
                 built["i386"] = i386
+        if arch != "arm":
+            arm = self._try_arm(here)
+            if arm:
+                built["arm"] = arm
         for arch, path in built.items():
             target = dest / f"opcost-probe-{arch}"
             shutil.copy2(path, target)
@@ -58,6 +89,27 @@ class BuildProbe(build_py):
         return None
 
 
+    @staticmethod
+    def _try_arm(here):
+        """The arm (armv7 hard-float) probe for seed 004's boards, with the
+        Debian cross compiler when it is here (it runs under qemu-arm on this
+        machine); one line either way, never fails the install."""
+        cc = "arm-linux-gnueabihf-gcc"
+        if not shutil.which(cc):
+            print(f"opcost: no arm compiler (apt-get install gcc-arm-linux-gnueabihf): installing without the arm "
+                  "probe (`opcost probe build --arch arm` builds it later)")
+            return None
+        out = "build/opcost-probe-arm"
+        cp = subprocess.run(["make", "-C", str(here / "probe"), "-s", f"CC={cc}", f"OUT={out}"],
+                            capture_output=True, text=True)
+        if cp.returncode != 0 or arches.elf_arch(here / "probe" / out) != "arm":
+            why = (cp.stderr.strip().splitlines() or ["not an arm binary"])[-1]
+            print(f"opcost: building the arm probe with {cc} failed ({why}): installing without it")
+            return None
+        print(f"opcost: built the arm probe ({out}, {cc}; it runs under qemu-arm here)")
+        return here / "probe" / out
+
+
 def probe_sources(probe: Path) -> list[Path]:
     """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
     patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]")
@@ -70,4 +122,5 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildProbe}, distclass=BinaryDistribution)
+if __name__ == "__main__":   # setuptools runs it so; tests import it for shipped_arch
+    setup(cmdclass={"build_py": BuildProbe}, distclass=BinaryDistribution)

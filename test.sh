@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the build needs
-# (a C compiler, make, static libc, objdump, the i386 and aarch64 cross
-# compilers, qemu-user for the aarch64 probe, perf and hackbench for the
-# anchors, hyperfine and benchstat for the report formats,
-# chromium for the HTML report's browser test), installs opcost
-# with its test extras, builds the probes, type-checks src/opcost (mypy,
-# configured in pyproject.toml) and runs pytest: the Python side and the
-# host probe, then the probe's tests again on the i386 probe (natively)
-# and on the aarch64 probe (under qemu-aarch64: correctness only). CI runs
-# this.
+# (a C compiler, make, static libc, objdump, the i386, aarch64 and arm
+# (armv7 hard-float) cross compilers, qemu-user for the aarch64 and arm
+# probes, perf and hackbench for the anchors, hyperfine and benchstat for the
+# report formats, chromium for the HTML report's browser test), installs
+# opcost with its test extras, builds the probes, type-checks src/opcost
+# (mypy, configured in pyproject.toml) and runs pytest: the Python side and
+# the host probe, then the probe's tests again on the i386 probe (natively),
+# on the aarch64 probe (under qemu-aarch64) and on the arm probe (under
+# qemu-arm): correctness only. CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,7 +18,10 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v objdump >/dev/null 2>&1 || missing+=(binutils)
 command -v i686-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-i686-linux-gnu)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
-command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
+command -v arm-linux-gnueabihf-gcc >/dev/null 2>&1 || missing+=(gcc-arm-linux-gnueabihf)
+if ! command -v qemu-aarch64 >/dev/null 2>&1 || ! command -v qemu-arm >/dev/null 2>&1; then
+    missing+=(qemu-user)
+fi
 command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf bench
 command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
 command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine-json layout
@@ -47,8 +50,9 @@ export PATH="$TOOLS:$PATH"
 make -C probe -s
 make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
 make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
+make -C probe -s CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm
 # Cross-architecture tests must run here, not skip.
-export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64
+export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64,arm
 # The tools the report tests check against must be there, not skip.
 export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
 # The HTML report's browser test must run here, not skip (chromium, playwright).

@@ -16,8 +16,11 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) || defined(__arm__)
 #include <sys/auxv.h>
+#endif
+#if defined(__arm__)
+#include "clock.h"
 #endif
 
 int cmd_cpuid(int fd);
@@ -338,6 +341,44 @@ static void emit_cpu(struct jb *j)
 	/* CNTFRQ_EL0 is readable at EL0 on Linux: the vDSO relies on it. */
 	__asm__ volatile("mrs %0, cntfrq_el0" : "=r"(cntfrq));
 	jb_uint(j, "cntfrq_hz", cntfrq);
+}
+
+#elif defined(__arm__)
+
+/* 32-bit Arm: MIDR is not readable from user space (and Linux emulates no
+ * ID-register reads for 32-bit tasks): env.py reads the CPU part from
+ * /proc/cpuinfo. What the probe alone knows: the kernel's HWCAPs that decide
+ * what insn.div and fpkind=neon can run, and the clock it uses. */
+#ifndef HWCAP_ARM_NEON
+#define HWCAP_ARM_NEON (1 << 12)
+#endif
+#ifndef HWCAP_ARM_IDIVA
+#define HWCAP_ARM_IDIVA (1 << 17)
+#endif
+#ifndef HWCAP_ARM_IDIVT
+#define HWCAP_ARM_IDIVT (1 << 18)
+#endif
+
+static void emit_cpu(struct jb *j)
+{
+	unsigned long hw = getauxval(AT_HWCAP);
+
+	jb_str(j, "arch", "arm");
+	jb_null(j, "midr");
+	jb_str(j, "midr_reason", "MIDR is not readable from 32-bit user space (see /proc/cpuinfo)");
+	jb_uint(j, "hwcap", hw);
+	jb_bool(j, "idiva", (hw & HWCAP_ARM_IDIVA) != 0);
+	jb_bool(j, "idivt", (hw & HWCAP_ARM_IDIVT) != 0);
+	jb_bool(j, "neon", (hw & HWCAP_ARM_NEON) != 0);
+	jb_str(j, "clock", CLOCK_NAME);
+	if (clock_arm_cntvct) {
+		uint32_t f;
+		__asm__ volatile("mrc p15, 0, %0, c14, c0, 0" : "=r"(f)); /* CNTFRQ: readable when CNTVCT is */
+		jb_uint(j, "cntfrq_hz", f);
+	} else {
+		jb_null(j, "cntfrq_hz");
+		jb_str(j, "clock_note", clock_arm_why);
+	}
 }
 
 #else

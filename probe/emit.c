@@ -1,6 +1,7 @@
 /* See emit.h. */
 #include "emit.h"
 #include "json.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,6 +70,11 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 	if (ctx->has_nominal)
 		jb_num(&j, "nominal_ns_per_op", ctx->nominal_ns);
 	jb_str(&j, "clock", ri->clock);
+#if defined(__arm__)
+	/* arm: CNTVCT or CLOCK_MONOTONIC_RAW, decided at start-up (clock.c) */
+	if (!ri->fake && !clock_arm_cntvct)
+		jb_str(&j, "clock_note", clock_arm_why);
+#endif
 	jb_num(&j, "tsc_hz", ri->tsc_hz);
 	jb_str(&j, "tsc_hz_source", ri->fake ? "fake clock (2 GHz)"
 		 : "calibrated against CLOCK_MONOTONIC_RAW over 20 ms at start-up");

@@ -9,6 +9,7 @@
 #include "timecmd.h"
 #include "topology.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static const char usage_text[] =
 	"        on SIGINT/SIGTERM the samples so far, then exit 128+signal)\n"
 	"       opcost-probe placement CPU_A CPU_B   (placement class of a CPU pair, from sysfs)\n"
 	"       opcost-probe time [--samples N] [--warmup N] [--cpu C] [--fake-clock NS [--seed S]]\n"
-	"                         [--check] -- PROGRAM [ARGS...]   (one sample per program run)\n"
+	"                         [--ops N] [--check] -- PROGRAM [ARGS...]   (one sample per program run;\n"
+	"        --ops N: a run performs N operations, per-op figures are a run's / N)\n"
 	"       opcost-probe cpuid\n"
 	"       opcost-probe version\n"
 	"Exit: 0 ok, 1 benchmark failed, 2 usage error, 3 unsupported on this machine.\n";
@@ -108,6 +110,14 @@ static void time_options(int argc, char **argv, struct time_opts *o)
 			o->warmup = parse_count(a, v, 0);
 		else if (strcmp(a, "--cpu") == 0)
 			o->cpu = (int)parse_count(a, v, 0);
+		else if (strcmp(a, "--ops") == 0) {
+			/* 64 bits on every architecture (a long is 32 on arm and i386) */
+			char *end;
+			errno = 0;
+			o->ops = strtoull(v, &end, 10);
+			if (errno || *end || end == v || *v == '-' || o->ops < 1)
+				die(EXIT_USAGE, "--ops %s: expected the operations one run performs, a whole number >= 1", v);
+		}
 		else if (strcmp(a, "--seed") == 0)
 			o->seed = strtoull(v, NULL, 0);
 		else if (strcmp(a, "--fake-clock") == 0) {

@@ -31,6 +31,8 @@
 #define PROBE_ARCH "i386"
 #elif defined(__aarch64__)
 #define PROBE_ARCH "aarch64"
+#elif defined(__arm__)
+#define PROBE_ARCH "arm"
 #else
 #define PROBE_ARCH "unknown"
 #endif

@@ -44,6 +44,21 @@ __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 			 : "cc");
 	return (x & ~(uint64_t)0xffffffffu) | v;
 }
+#elif defined(__arm__)
+/* 32-bit registers, as on i386. */
+__attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
+{
+	uint32_t v = (uint32_t)x, c = n;
+	__asm__ volatile("1:\n\t"
+			 "add %[v], %[v], %[v]\n\t"
+			 "subs %[c], %[c], #1\n\t"
+			 "bne 1b\n\t"
+			 "isb\n\t"
+			 : [v] "+r"(v), [c] "+r"(c)
+			 :
+			 : "cc");
+	return (x & ~(uint64_t)0xffffffffu) | v;
+}
 #elif defined(__aarch64__)
 __attribute__((noinline)) uint64_t spin_chain(unsigned n, uint64_t x)
 {

@@ -1,7 +1,7 @@
 /* `opcost-probe time`: a whole program as the operation, timed like time(1).
  *
  *   opcost-probe time [--samples N] [--warmup N] [--cpu C] [--fake-clock NS [--seed S]]
- *                     [--check] -- PROGRAM [ARGS...]
+ *                     [--ops N] [--check] -- PROGRAM [ARGS...]
  *
  * One sample = one run of PROGRAM: fork, exec, wait4. Elapsed time is read with
  * CLOCK_MONOTONIC_RAW (and the TSC) from just before fork() to just after
@@ -14,7 +14,10 @@
  * --check runs the program once, untimed, and prints a "check" line: the
  * Python side uses it to fail before anything is measured. Output: the
  * probe's usual header / sample / trailer JSON lines (schema opcost.probe/1,
- * op "program run", iters 1 per sample). */
+ * op "program run", iters 1 per sample). --ops N says one run performs N
+ * operations (the user's loop count): the samples' per-op figures are then a
+ * run's divided by N, the header says ops_per_iter N, and the run's fixed
+ * costs (fork, exec, loading, exit) are spread over the N operations. */
 #include "timecmd.h"
 #include "clock.h"
 #include "cpus.h"
@@ -44,6 +47,13 @@ static const struct bench program_bench = {
 	.name = "program",
 	.summary = "a whole program, run like time(1)",
 	.op = "program run",
+	.params = program_params,
+};
+/* With --ops N: the operation is one of the N a run performs. */
+static const struct bench program_ops_bench = {
+	.name = "program",
+	.summary = "a whole program, run like time(1), performing --ops operations per run",
+	.op = "operation (program run / --ops)",
 	.params = program_params,
 };
 
@@ -87,7 +97,13 @@ static void run_program(const struct time_opts *o, struct batch *r)
 		int nul = open("/dev/null", O_RDWR);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(errfd, 2) < 0)
 			_exit(127);
-		execvp(o->prog[0], o->prog);
+		/* A path runs as it is: execvp would hand a binary the kernel cannot
+		 * run (ENOEXEC: another architecture) to /bin/sh, whose "Syntax
+		 * error" hides the reason; execv reports "Exec format error". */
+		if (strchr(o->prog[0], '/'))
+			execv(o->prog[0], o->prog);
+		else
+			execvp(o->prog[0], o->prog);
 		int e = errno;
 		if (write(execpipe[1], &e, sizeof(e)) < 0)
 			_exit(127);
@@ -148,8 +164,10 @@ int time_run(const struct time_opts *o, int argc, char **argv)
 		return EXIT_OK;
 	}
 	double tsc_hz = o->fake_ns > 0 ? 2e9 : clock_calibrate_hz();
-	struct bench_ctx ctx = {.b = &program_bench, .values = {o->prog[0]}};
+	struct bench_ctx ctx = {.b = o->ops ? &program_ops_bench : &program_bench, .values = {o->prog[0]}};
 	ctx.cpus[0] = o->cpu >= 0 ? o->cpu : sched_getcpu();
+	ctx.ops_per_iter = o->ops;
+	ctx.iter_desc = "program run";
 	struct run_info ri = {
 		.ctx = &ctx,
 		.pinned = o->cpu >= 0,

@@ -9,6 +9,7 @@ struct time_opts {
 	double fake_ns;
 	unsigned long long seed;
 	int check;
+	unsigned long long ops; /* --ops N: operations one run performs (0: 1); ns_per_op = run / N */
 	char **prog; /* argv of the program */
 };
 

@@ -15,6 +15,10 @@ _start:
 	mov x8, #93
 	mov x0, #0
 	svc #0
+#elif defined(__arm__)
+	mov r7, #1
+	mov r0, #0
+	svc #0
 #else
 #error "tiny.S: add this architecture's exit system call"
 #endif

@@ -51,6 +51,26 @@ def test_build_aarch64_into_the_user_dir_and_run_it_emulated(run_cli, tmp_path):
     assert "emulated" in cp.stdout
 
 
+def test_build_arm_and_run_seed_004s_division_under_qemu(run_cli, tmp_path):
+    """Seed 004 on 32-bit Arm: `opcost probe build --arch arm`, then insn.div
+    inline against libgcc's __aeabi_uidiv under qemu-arm, flagged emulated
+    (correctness only: the timings are qemu's)."""
+    need("arm-linux-gnueabihf-gcc", "qemu-arm", arch="arm")
+    cp = run_cli("probe", "build", "--arch", "arm", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    built = tmp_path / "opcost" / "probes" / "opcost-probe-arm"
+    from opcost.probe_build import elf_arch
+    assert elf_arch(built) == "arm" and "qemu-arm" in cp.stdout
+    cp = run_cli("run", "insn.div:arch=arm,variant=inline|libgcc", "-p", "2", "-n", "2", "-w", "0",
+                 "--target-ms", "1", "--json", "div.json", "--no-store", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    res = json.loads((tmp_path / "div.json").read_text())["results"]
+    assert [r["params"]["variant"] for r in res] == ["inline", "libgcc"]
+    for r in res:
+        assert r["params"]["arch"] == "arm" and r["params"]["width"] == "32"
+        assert "qemu-arm" in {f["flag"]: f["detail"] for f in r["summary"]["flags"]}["emulated"]
+
+
 def test_ab_across_arches_compares_the_compat_entry_path(run_cli, tmp_path):
     need("i686-linux-gnu-gcc", arch="i386")
     import subprocess

@@ -7,6 +7,7 @@ probe holding its samples when it cannot."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -24,12 +25,26 @@ def short_stalls(monkeypatch, probe_bin):
     monkeypatch.setattr(probe, "STALL_BATCHES", 3)
 
 
-def test_silence_longer_than_the_stall_limit_is_stuck(short_stalls):
-    req = probe.ProbeRequest("program", {}, probe.host_arch(), Protocol(samples=2, warmup=0), program=("/bin/sleep", "30"))
+def test_silence_longer_than_the_stall_limit_is_stuck(short_stalls, tmp_path):
+    """A probe that prints its header (1 ms batches) and then says nothing."""
+    fake = tmp_path / "silent-probe"
+    fake.write_text('#!/bin/sh\necho \'{"type":"header","bench":"syscall.null","batch_ms":1}\'\nexec sleep 30\n')
+    fake.chmod(0o755)
+    req = probe.ProbeRequest("syscall.null", {}, probe.host_arch(), Protocol(samples=2, warmup=0), exe=str(fake))
     t0 = time.monotonic()
     with pytest.raises(ProbeTimeout, match="no progress"):
         probe.run_process(req, float("inf"))
-    assert time.monotonic() - t0 < 10          # not the 60 s of the program
+    assert time.monotonic() - t0 < 10          # not the 30 s of its sleep
+
+
+def test_a_long_program_run_is_not_stuck(short_stalls):
+    """variants' program mode: a sample comes after a whole run (seed 004's
+    libgcc build runs 52 s on a Cortex-A7), longer than the stall limit (1 s
+    here): the runner's hard limit bounds it, not silence."""
+    req = probe.ProbeRequest("program", {}, probe.host_arch(), Protocol(samples=1, warmup=0),
+                             program=("/bin/sleep", "3"))
+    res = probe.run_process(req, 60.0)
+    assert len(res.samples) == 1 and res.samples[0]["ns_per_op"] > 2.5e9
 
 
 def test_a_probe_that_keeps_making_progress_is_never_killed(short_stalls):
@@ -53,6 +68,8 @@ def test_stall_limit_follows_the_calibrated_batch():
     assert probe.stall_limit(res, 0.0) == pytest.approx(probe.STALL_BATCHES * 6.7)
     assert probe.stall_limit(probe.ProcessResult(header={"batch_ms": 10.0}), 0.0) == probe.MIN_STALL_S
     assert probe.stall_limit(probe.ProcessResult(), 0.0) == probe.STARTUP_STALL_S
+    # a whole program's run (variants) is bounded by the runner's limit from its check run, not by silence
+    assert probe.stall_limit(probe.ProcessResult(header={"bench": "program", "batch_ms": 0}), 0.0) == math.inf
 
 
 needs_two_cpus = pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")

@@ -27,6 +27,11 @@ static inline long inline_getppid(void)
 	register long x0 __asm__("x0");
 	__asm__ volatile("svc #0" : "=r"(x0) : "r"(x8) : "memory");
 	r = x0;
+#elif defined(__arm__)
+	register long r7 __asm__("r7") = SYS_getppid;
+	register long r0 __asm__("r0");
+	__asm__ volatile("svc #0" : "=r"(r0) : "r"(r7) : "memory");
+	r = r0;
 #else
 	r = syscall(SYS_getppid);
 #endif

@@ -4,6 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#if defined(__arm__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ARM_NEON
+#define HWCAP_ARM_NEON (1 << 12)
+#endif
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -76,6 +83,16 @@ int fpkind_supported(enum fpkind k, char *why, size_t whylen)
 		return 1;
 	snprintf(why, whylen, "this probe is aarch64: use fpkind=neon (x87/sse/avx/avx512 are x86 kinds)");
 	return 0;
+#elif defined(__arm__)
+	if (k != FP_NEON) {
+		snprintf(why, whylen, "this probe is arm: use fpkind=neon (x87/sse/avx/avx512 are x86 kinds)");
+		return 0;
+	}
+	if (!(getauxval(AT_HWCAP) & HWCAP_ARM_NEON)) {
+		snprintf(why, whylen, "unsupported on this CPU: no NEON (HWCAP_NEON clear in AT_HWCAP)");
+		return 0;
+	}
+	return 1;
 #else
 	(void)k;
 	snprintf(why, whylen, "no FP kinds are implemented for this architecture");
@@ -102,6 +119,9 @@ void fp_load(enum fpkind k)
 #elif defined(__aarch64__)
 	if (k == FP_NEON)
 		__asm__ volatile("ld1r {v31.4s}, [%0]" : : "r"(fp_one) : "v31", "memory");
+#elif defined(__arm__)
+	if (k == FP_NEON)
+		__asm__ volatile(".fpu neon\n\tvld1.32 {d30-d31}, [%0]" : : "r"(fp_one) : "memory");
 #else
 	(void)k;
 #endif

@@ -1,5 +1,6 @@
 """The probe on every architecture: the i386 probe natively (the kernel's IA32
-emulation), the aarch64 probe under qemu-aarch64 (correctness only). Each runs
+emulation), the aarch64 probe under qemu-aarch64 and the arm (armv7
+hard-float) probe under qemu-arm (correctness only). Each runs
 the whole probe suite (test_probe.py and the instruction tests) against that
 binary. Builds the probes with the cross compilers; skips when they are not
 installed, unless OPCOST_REQUIRE_ARCHES names the architecture (test.sh sets
@@ -19,8 +20,8 @@ import pytest
 PROBE_DIR = Path(__file__).resolve().parents[1]
 ROOT = PROBE_DIR.parent
 REQUIRED = set(filter(None, os.environ.get("OPCOST_REQUIRE_ARCHES", "").split(",")))
-CC = {"i386": "i686-linux-gnu-gcc", "aarch64": "aarch64-linux-gnu-gcc"}
-WRAPPER = {"i386": None, "aarch64": "qemu-aarch64"}
+CC = {"i386": "i686-linux-gnu-gcc", "aarch64": "aarch64-linux-gnu-gcc", "arm": "arm-linux-gnueabihf-gcc"}
+WRAPPER = {"i386": None, "aarch64": "qemu-aarch64", "arm": "qemu-arm"}
 
 
 def _missing(arch: str) -> str | None:
@@ -32,7 +33,7 @@ def _missing(arch: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module", params=["i386", "aarch64"])
+@pytest.fixture(scope="module", params=["i386", "aarch64", "arm"])
 def arch_probe(request):
     arch = request.param
     why = _missing(arch)

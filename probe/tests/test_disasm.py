@@ -27,6 +27,7 @@ LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*)$")
 FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
 X86_BRANCH = re.compile(r"^j[a-z]+$")
 A64_BRANCH = re.compile(r"^(b|b\.[a-z]+|cbn?z|tbn?z)$")
+A32_BRANCH = re.compile(r"^b(eq|ne|cs|cc|hs|lo|mi|pl|hi|ls|ge|lt|gt|le)?$")
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +175,28 @@ def test_div_aarch64_inline_is_udiv_sdiv():
             lp = measured_loop(funcs, f"insn_div_inline_{sign}{width}_lat_loop", A64_BRANCH)
             assert [m for _, m, _ in lp].count(want) == 1, show(lp)
             assert not any(m == "bl" for _, m, _ in lp), show(lp)
+
+
+def test_div_arm_inline_is_udiv_sdiv_and_libgcc_is_a_call():
+    """arm: the seed's INLINE_DIV is one udiv/sdiv in the loop (no call);
+    LIBGCC_DIV calls libgcc's routine (__aeabi_uidiv is an alias of
+    __udivsi3, which objdump names); 64 bits call __aeabi_uldivmod."""
+    binary = PROBE_DIR / "build" / "opcost-probe-arm"
+    objdump = shutil.which("arm-linux-gnueabihf-objdump")
+    if not binary.exists() or objdump is None:
+        pytest.skip("no arm build (make CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm) or objdump")
+    funcs = disassemble(binary, objdump)
+    for sign, want, lib in (("u", "udiv", ("__udivsi3", "__aeabi_uidiv")), ("s", "sdiv", ("__divsi3", "__aeabi_idiv"))):
+        for form in ("lat", "tput"):
+            lp = measured_loop(funcs, f"insn_div_inline_{sign}32_{form}_loop", A32_BRANCH)
+            assert [m for _, m, _ in lp].count(want) == 1, show(lp)
+            assert not any(m.startswith("bl") for _, m, _ in lp), show(lp)
+            lp = measured_loop(funcs, f"insn_div_libgcc_{sign}32_{form}_loop", A32_BRANCH)
+            calls = [o for _, m, o in lp if m in ("bl", "blx")]
+            assert len(calls) == 1 and any(n in calls[0] for n in lib), show(lp)
+            assert want not in [m for _, m, _ in lp], show(lp)
+        lp = measured_loop(funcs, f"insn_div_libgcc_{sign}64_lat_loop", A32_BRANCH)
+        assert any("ldivmod" in o for _, m, o in lp if m in ("bl", "blx")), show(lp)
+    lp = measured_loop(funcs, "insn_chain_loop", A32_BRANCH)
+    assert len([o for _, m, o in lp if m == "add" and len(set(o.replace(" ", "").split(","))) == 1]) == 1024
+    assert [m for _, m, _ in lp].count("bx") == 1

@@ -6,6 +6,7 @@ overhead subtraction checked against a known cost)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -164,6 +165,10 @@ def chain_figures(rounds=3):
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="unrolled chain on x86_64/aarch64 only")
 def test_chain_is_linear_in_n():
+    if os.environ.get("OPCOST_TEST_PROBE"):
+        # test_arches.py runs this file once per architecture; this test times the
+        # host's probe, already timed once in the main suite (a shared machine: once is enough)
+        pytest.skip("times the host probe: run in the main suite, not again per architecture")
     # The machine is shared: one retry when a figure is off.
     for attempt in range(2):
         f = chain_figures()
@@ -194,3 +199,48 @@ def test_aarch64_div_under_qemu():
         assert cp.returncode == 0, cp.stderr
     cp = run("xstate.xsave", exe=[qemu, str(exe)])
     assert cp.returncode == 3 and "x86" in parse(cp.stdout)[-1]["reason"]
+
+
+def _arm():
+    exe = PROBE_DIR / "build" / "opcost-probe-arm"
+    qemu = shutil.which("qemu-arm")
+    if not exe.exists() or qemu is None:
+        pytest.skip("no arm build (make CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm) or qemu-arm")
+    return qemu, exe
+
+
+@pytest.mark.parametrize("variant", ["inline", "outofline", "soft", "libgcc"])
+@pytest.mark.parametrize("signed", ["no", "yes"])
+def test_arm_div_under_qemu(variant, signed):
+    """Seed 004's variants on the arm probe (qemu's Cortex-A15: udiv/sdiv
+    present): every one runs; the default width is 32."""
+    qemu, exe = _arm()
+    cp = run("insn.div", f"variant={variant}", f"signed={signed}", exe=[qemu, "-cpu", "cortex-a15", str(exe)])
+    assert cp.returncode == 0, cp.stderr
+    head = parse(cp.stdout)[0]
+    assert head["params"]["width"] == "32" and head["clock"] in ("cntvct", "monotonic_raw")
+    if head["clock"] == "monotonic_raw":
+        assert "CNTVCT" in head["clock_note"]
+
+
+def test_arm_without_hardware_divide_says_so():
+    """A Cortex-A9 has no udiv: inline and outofline are unsupported on that
+    CPU (exit 3 with the reason, never SIGILL); libgcc and soft run."""
+    qemu, exe = _arm()
+    wrap = [qemu, "-cpu", "cortex-a9", str(exe)]
+    for v in ("inline", "outofline"):
+        cp = run("insn.div", f"variant={v}", exe=wrap)
+        assert cp.returncode == 3, (cp.returncode, cp.stderr)
+        assert "unsupported on this CPU" in parse(cp.stdout)[-1]["reason"]
+    for v in ("libgcc", "soft"):
+        assert run("insn.div", f"variant={v}", exe=wrap).returncode == 0
+    cp = run("insn.div", "variant=inline", "width=64", exe=[qemu, str(exe)])
+    assert cp.returncode == 3 and "64-bit divide" in parse(cp.stdout)[-1]["reason"]
+    assert run("insn.div", "variant=libgcc", "width=64", exe=[qemu, str(exe)]).returncode == 0
+
+
+def test_libgcc_variant_is_refused_where_the_compiler_uses_an_instruction():
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("x86_64/aarch64 host")
+    cp = run("insn.div", "variant=libgcc")
+    assert cp.returncode == 3 and "libgcc has no routine" in parse(cp.stdout)[-1]["reason"]

@@ -105,7 +105,7 @@ def test_each_benchmark_runs_a_few_batches(bench, extra):
     opi = header.get("ops_per_iter", 1)
     if "ops_per_iter" in header:
         assert opi > 1 and header["iteration"]
-    # a coarse counter (aarch64's tens of MHz) may read the same value twice in a row
+    # a coarse counter (aarch64's or arm's cntvct: tens of MHz) may read the same value twice in a row
     assert header["overhead"]["clock_ticks"] > (0 if header["tsc_hz"] > 1e8 else -1)
     assert header["overhead"]["loop_ticks_per_iter"] >= 0
     assert trailer == {"type": "trailer", "status": "ok", "samples": 3, "warmup": 1}
@@ -133,7 +133,7 @@ def test_each_benchmark_runs_a_few_batches(bench, extra):
 def test_params_are_recorded_with_defaults():
     out = lines(probe("run", "ctx.pipe", "-P", "mode=thread", "--samples", "1", "--warmup", "0",
                       "--target-ms", "1").stdout)
-    fpkind = "neon" if probe_arch() == "aarch64" else "sse"
+    fpkind = "neon" if probe_arch() in ("aarch64", "arm") else "sse"
     assert out[0]["params"] == {"mode": "thread", "placement": "same", "fp": "none", "fpkind": fpkind}
 
 
@@ -251,7 +251,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 
 
 def test_unsupported_is_reported_with_reason():
-    other = "avx" if probe_arch() == "aarch64" else "neon"
+    other = "avx" if probe_arch() in ("aarch64", "arm") else "neon"
     cp = probe("run", "ctx.pipe", "-P", "fp=parent", "-P", f"fpkind={other}", "--samples", "1")
     assert cp.returncode == 3
     (line,) = lines(cp.stdout)
@@ -261,7 +261,7 @@ def test_unsupported_is_reported_with_reason():
 def test_check_mode_measures_nothing():
     cp = probe("run", "ctx.pipe", "--check")
     assert cp.returncode == 0
-    fpkind = "neon" if probe_arch() == "aarch64" else "sse"
+    fpkind = "neon" if probe_arch() in ("aarch64", "arm") else "sse"
     assert lines(cp.stdout) == [{"type": "check", "status": "ok", "params": {
         "mode": "process", "placement": "same", "fp": "none", "fpkind": fpkind}}]
 

@@ -15,6 +15,17 @@ Two modes:
   (calibrated batches, loop and clock overhead subtracted). An empty
   opcost_op, built with the same compiler and flags, is measured alongside as
   the reference: the cost of the call itself.
+
+Another architecture (`--arch arm`, or `--cc arm-linux-gnueabihf-gcc`): the
+builds' ELF header says what they are for (arches.elf_arch). What this
+kernel runs natively runs as it is; anything else runs under qemu user-mode
+emulation (qemu-arm, qemu-aarch64) and is flagged `emulated`: its timings
+are qemu's, only its correctness means something. A program for another
+architecture is linked -static (qemu-user finds no foreign shared
+libraries by itself, and an x86_64 machine may have no i386 libc); the
+probe (op mode) always is. A build nothing here
+can run is refused before anything is measured, naming what it was built
+for and what is missing.
 """
 
 from __future__ import annotations
@@ -28,6 +39,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import probe
+from .arches import describe_elf, elf_arch
 from .errors import UsageError
 from .spec import Variant
 
@@ -47,6 +60,64 @@ class Build:
     cc: list[str]
     cflags: list[str]
     source: Path
+    arch: str = ""                   # what the builds are for (from their ELF header)
+    emulator: str | None = None      # they run under this qemu, or natively (None)
+
+
+def check_arch(arch: str | None) -> str | None:
+    """--arch: an architecture opcost knows (x86_64, i386, aarch64, arm)."""
+    if arch is None:
+        return None
+    name = arch.strip()
+    if name not in probe.KNOWN_ARCHES:
+        raise UsageError(f"--arch {arch!r} is not an architecture opcost knows; valid: "
+                         f"{', '.join(probe.KNOWN_ARCHES)}")
+    return name
+
+
+def compiler_for(cc: str | None, arch: str | None) -> list[str]:
+    """--cc as given, else the compiler for --arch (the host's cc, or the
+    Debian cross compiler: arm-linux-gnueabihf-gcc for arm...), else cc."""
+    if cc is not None:
+        return check_compiler(cc)
+    if arch is None:
+        return check_compiler("cc")
+    from .probe_build import default_cc
+
+    try:
+        words = default_cc(arch)
+    except UsageError as e:
+        raise UsageError(f"--arch {arch}: {e}") from None
+    return check_compiler(shlex.join(words))
+
+
+def runner_for(arch: str, what: str) -> str | None:
+    """How a build for `arch` runs here: natively (None) or under the qemu
+    user-mode emulator it needs (its path); UsageError when neither."""
+    if probe.runs_natively(arch):
+        return None
+    emu = probe.emulator(arch)
+    if emu is None:
+        raise UsageError(f"{what}: built for {arch}, this machine is {probe.host_arch()} and qemu-{arch} is not "
+                         f"installed, so it cannot run here (apt-get install qemu-user, or build for "
+                         f"{probe.host_arch()})")
+    return emu
+
+
+def arch_of_build(path: Path, what: str, want: str | None, cc: list[str]) -> str:
+    """The architecture an object or executable is for, from its ELF header:
+    --arch's when given (UsageError if the compiler built something else),
+    and one that opcost knows how to run."""
+    got = elf_arch(path)
+    desc = describe_elf(path)
+    if want is not None and got != want:
+        raise UsageError(f"{shlex.join(cc)} builds {desc or 'non-ELF'} files, not {want}: pass --cc with a compiler "
+                         f"for {want}, or leave --cc out to use the one for --arch {want}")
+    if got is None:
+        raise UsageError(f"{what}: built for {desc or 'an unknown format (not ELF)'} by {shlex.join(cc)}, "
+                         f"this machine is {probe.host_arch()} and opcost runs x86_64, i386, aarch64 or arm "
+                         "builds only")
+    return got
 
 
 def probe_source_dir() -> Path:
@@ -170,9 +241,12 @@ def choose_mode(mode: str, syms: dict[str, set[str]]) -> str:
 
 
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
-          workdir: Path, cpu: str, arch: str, log=None) -> Build:
+          workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None) -> Build:
     """Compile every variant into workdir; raise UsageError naming the first
-    variant that does not compile or link, before anything is measured."""
+    variant that does not compile or link, or that cannot run here, before
+    anything is measured. `arch`: --arch (the builds must be for it), or None
+    (whatever the compiler builds). One Variant per build and CPU of `cpus`
+    (named `-DNAME cpu=C` when there are several)."""
     log = log or (lambda msg: None)
     objs, syms = {}, {}
     for i, d in enumerate(defines):
@@ -180,15 +254,45 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
         _run_tool([*cc, *cflags, f"-D{d}", "-c", str(source), "-o", str(obj)],
                   f"variant -D{d} does not compile: {shlex.join([*cc, *cflags, f'-D{d}', '-c', str(source)])}")
         objs[d], syms[d] = obj, _symbols(obj, source)
+    # what the compiler builds, from the first object: refused before linking if nothing here runs it
+    first = defines[0]
+    got = arch_of_build(objs[first], f"variant -D{first}", arch, cc)
+    emu = runner_for(got, f"variant -D{first}")
     mode = choose_mode(mode, syms)
+    if ops and mode != "program":
+        raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
+                         "opcost_op call is the operation")
     common = {"mode": mode, "source": str(source), "cc": shlex.join(cc), "cflags": shlex.join(cflags)}
+    if emu:
+        common["emulated"] = os.path.basename(emu)
+        log(f"the builds are for {got}: they run under {os.path.basename(emu)} (emulated: the timings are "
+            f"qemu's, not an {got} CPU's; correctness only)")
+    if ops:
+        common["ops"] = str(ops)
+    several = len(cpus) > 1
+
+    def named(d: str, cpu: str) -> str:
+        return f"{d} cpu={cpu}" if several else d
+
     out = []
     if mode == "program":
+        # qemu-user finds no shared libraries of another architecture by itself, and
+        # a kernel that runs i386 natively may have no i386 loader and libc installed
+        foreign = got != probe.host_arch()
+        link_extra = ["-static"] if foreign and "-static" not in cflags else []
+        if link_extra:
+            log(f"linking the {got} builds -static, to run " + (f"under {os.path.basename(emu)}" if emu else
+                f"without {got} shared libraries here"))
+            common["link"] = "-static"
+        op = "operation (program run / --ops)" if ops else "program run"
         for i, d in enumerate(defines):
             exe = workdir / _file_name(d, i)
-            _run_tool([*cc, *cflags, "-o", str(exe), str(objs[d])], f"variant -D{d} does not link")
-            out.append(Variant("program", {"define": f"-D{d}", **common}, cpu, arch, ("define",),
-                               "program run", name=f"-D{d}", program=(str(exe),)))
+            _run_tool([*cc, *cflags, *link_extra, "-o", str(exe), str(objs[d])], f"variant -D{d} does not link")
+            arch_of_build(exe, f"variant -D{d}", got, cc)
+            prog = (emu, str(exe)) if emu else (str(exe),)
+            for cpu in cpus:
+                out.append(Variant("program", {"define": f"-D{d}", **common}, cpu, got, ("define",),
+                                   op, name=named(f"-D{d}", cpu), program=prog, emulator=emu or "", ops=ops))
     else:
         src_dir = probe_source_dir()
         make = shutil.which("make")
@@ -209,9 +313,11 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
                        f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(cc)}"],
                       f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
                       else "building the reference probe (empty opcost_op) failed")
-            out.append(Variant("user.op", {**extra, **common}, cpu, arch, ("define",), "opcost_op call",
-                               name=name, exe=str(exe)))
-    return Build(mode, out, cc, cflags, source)
+            arch_of_build(exe, f"variant {name}", got, cc)
+            for cpu in cpus:
+                out.append(Variant("user.op", {**extra, **common}, cpu, got, ("define",), "opcost_op call",
+                                   name=named(name, cpu), exe=str(exe), emulator=emu or ""))
+    return Build(mode, out, cc, cflags, source, got, emu)
 
 
 def _make_safe(source: Path, workdir: Path) -> Path:

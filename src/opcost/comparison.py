@@ -338,33 +338,67 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     return out, compare.summary([e for e in out if "ratio" in e]), design
 
 
+def _host_arch() -> str:
+    from .probe import host_arch
+
+    return host_arch()
+
+
 def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
     """The `opcost.comparison/1` document of a variants run from its results:
     the builds in -D order, then (op mode) the empty-opcost_op reference, as
-    `opcost variants` measures and stores them (so `show` rebuilds it)."""
+    `opcost variants` measures and stores them (so `show` rebuilds it). With
+    several CPUs (--cpu 0-1) every build runs on each: each CPU's builds are
+    compared with that CPU's first build, and net of that CPU's reference."""
     mine = [r for r in res if not r["params"].get("reference")]
-    ref = next((r for r in res if r["params"].get("reference")), None)
-    entries = [entry(mine[0], r, delta=delta, key=r["key"]) for r in mine[1:]]
+    refs: dict = {}
+    for r in res:
+        if r["params"].get("reference"):
+            refs.setdefault(r["params"].get("cpu"), r)
+    cpus = list(dict.fromkeys(r["params"].get("cpu") for r in mine))
+    groups = [[r for r in mine if r["params"].get("cpu") == c] for c in cpus]
+    entries = [entry(g[0], r, delta=delta, key=r["key"]) for g in groups for r in g[1:]]
     entries, summary = finish(entries)
-    ref_ns = (ref.get("summary") or {}).get("median_ns") if ref else None
+
+    def ref_ns(r: dict):
+        ref = refs.get(r["params"].get("cpu"))
+        return (ref.get("summary") or {}).get("median_ns") if ref else None
+
     builds = []
     for r in mine:
         s = r.get("summary") or {}
         d = {"name": r["key"], "status": r["status"], "median_ns": s.get("median_ns"),
              "median_cycles": s.get("median_cycles")}
-        if ref_ns is not None and s.get("median_ns") is not None:
-            d["net_median_ns"] = s["median_ns"] - ref_ns
+        if len(cpus) > 1:
+            d["cpu"] = r["params"].get("cpu")
+        rn = ref_ns(r)
+        if rn is not None and s.get("median_ns") is not None:
+            d["net_median_ns"] = s["median_ns"] - rn
         builds.append(d)
     p = mine[0]["params"]
+    ref0 = refs.get(p.get("cpu"))
     info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
             "baseline": mine[0]["key"], "builds": builds,
-            "call_overhead": None if ref is None else {
+            "call_overhead": None if ref0 is None else {
                 "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
                         "interleaved; comparisons and medians include it, net_median_ns does not",
-                "median_ns": ref_ns, "median_cycles": (ref.get("summary") or {}).get("median_cycles")}}
+                "median_ns": ref_ns(mine[0]), "median_cycles": (ref0.get("summary") or {}).get("median_cycles")}}
+    if len(cpus) > 1:
+        info["cpus"] = cpus
+        if refs:
+            info["call_overhead"]["per_cpu"] = {c: (r.get("summary") or {}).get("median_ns") for c, r in refs.items()}
+    if p.get("arch") and (p.get("emulated") or p["arch"] != _host_arch()):
+        info["arch"] = p["arch"]   # built for another architecture than this machine's
+    if p.get("emulated"):
+        info["emulated"] = {"emulator": p["emulated"],
+                            "what": f"built for {p.get('arch')}, run under {p['emulated']} (qemu user-mode "
+                                    "emulation): the timings are the emulator's, not the CPU's cost; correctness only"}
+    if p.get("ops"):
+        info["ops"] = int(p["ops"])
+    base = mine[0]["key"] if len(cpus) == 1 else f"{p.get('define', mine[0]['key'])} on each CPU"
     return document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
-                    a={"params": mine[0]["key"], "run_id": run_id},
-                    b={"params": ", ".join(r["key"] for r in mine[1:]), "run_id": run_id},
+                    a={"params": base, "run_id": run_id},
+                    b={"params": ", ".join(r["key"] for g in groups for r in g[1:]), "run_id": run_id},
                     aa=False, env=env, variants=info)
 
 

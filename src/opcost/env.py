@@ -187,7 +187,8 @@ def _cpuid_cpu(cpuid: dict | None) -> Field:
         return _field({k: (cpuid or {}).get(k) for k in keys},
                       "probe cpuid: leaves 0, 1, 0x80000002-0x80000004")
     if kind == "arm":
-        source = "probe: MIDR_EL1 (mrs, emulated by Linux)"
+        source = ("probe: MIDR_EL1 (mrs, emulated by Linux)" if (cpuid or {}).get("arch") != "arm"
+                  else "probe (32-bit Arm: MIDR is privileged; /proc/cpuinfo has the part)")
         if (cpuid or {}).get("midr") is None:
             return _field(None, source, (cpuid or {}).get("midr_reason"))
         keys = ("midr", "implementer", "part", "variant", "revision", "architecture")
@@ -200,6 +201,9 @@ def _cpuid_features(cpuid: dict | None) -> Field:
     kind, reason = _cpuid_kind(cpuid)
     if kind == "x86":
         return _field((cpuid or {}).get("features"), source, "not in the cpuid output")
+    if kind == "arm" and (cpuid or {}).get("arch") == "arm":
+        return _field({k: (cpuid or {}).get(k) for k in ("idiva", "idivt", "neon")},
+                      "probe: AT_HWCAP (32-bit Arm: hardware divide in ARM/Thumb state, NEON)")
     if kind == "arm":
         reason = "no CPUID on aarch64"
     return _field(None, source, reason)
@@ -213,6 +217,9 @@ def _cpu_counter(cpuid: dict | None) -> Field:
                        "leaf_0x16": (cpuid or {}).get("tsc_leaf_0x16")},
                       "probe cpuid: 0x80000007 EDX[8], leaves 0x15, 0x16")
     if kind == "arm":
+        if (cpuid or {}).get("arch") == "arm":
+            return _field({"clock": (cpuid or {}).get("clock"), "cntfrq_hz": (cpuid or {}).get("cntfrq_hz"),
+                           "note": (cpuid or {}).get("clock_note")}, "probe: CNTFRQ (mrc p15) when CNTVCT is readable")
         return _field({"cntfrq_hz": (cpuid or {}).get("cntfrq_hz")}, "probe: CNTFRQ_EL0")
     return _field(None, "probe cpuid", reason)
 
@@ -227,7 +234,7 @@ def _xstate(cpuid: dict | None) -> Field:
         value.update((cpuid or {}).get("xsave") or {})
         return _field(value, source)
     if kind == "arm":
-        reason = "no XSAVE on aarch64"
+        reason = "no XSAVE on aarch64" if (cpuid or {}).get("arch") != "arm" else "no XSAVE on 32-bit Arm"
     return _field(None, source, reason)
 
 

@@ -25,25 +25,25 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arches import ELF_MACHINE, native_arch
 from .errors import ProbeError, ProbeTimeout, UsageError
 from .protocol import Protocol
 
 PROBE_EXIT_OK, PROBE_EXIT_FAIL, PROBE_EXIT_USAGE, PROBE_EXIT_UNSUPPORTED = 0, 1, 2, 3
 
-_ARCH_ALIASES = {"amd64": "x86_64", "x86_64": "x86_64", "i386": "i386", "i686": "i386",
-                 "aarch64": "aarch64", "arm64": "aarch64"}
-
-
 def host_arch() -> str:
-    m = platform.machine()
-    return _ARCH_ALIASES.get(m.lower(), m)
+    """opcost's name for this machine (armv7l is arm; a 32-bit userland on a
+    64-bit Arm kernel is arm too: arches.native_arch)."""
+    import struct
+
+    return native_arch(platform.machine(), struct.calcsize("P") * 8)
 
 
 def _package_probe_dir() -> Path:
     return Path(__file__).resolve().parent / "_probe"
 
 
-KNOWN_ARCHES = ("x86_64", "i386", "aarch64")
+KNOWN_ARCHES = tuple(ELF_MACHINE)   # x86_64, i386, aarch64, arm
 
 
 def user_probe_dir() -> Path:
@@ -211,13 +211,16 @@ class ProbeRequest:
     hold: bool = False              # --hold: samples after the batches (no CPU is free for the front end)
     exe: str | None = None          # a probe built for this request (variants --mode op)
     program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
+    emulator: str | None = None     # exe, or the program, is for another architecture: run under this qemu
+    ops: int = 0                    # program: operations in one run (`time --ops N`); 0: the run is the op
 
     def argv(self, check: bool = False) -> list[str]:
         p = self.protocol
         fake = ["--fake-clock", f"{p.fake_clock:g}", "--seed", str(self.seed)] if p.fake_clock else []
         cpus = ["--cpu", self.cpus] if self.cpus is not None else []
         if self.program:
-            return (["time", "--samples", str(p.samples), "--warmup", str(p.warmup), *cpus, *fake]
+            ops = ["--ops", str(self.ops)] if self.ops else []
+            return (["time", "--samples", str(p.samples), "--warmup", str(p.warmup), *cpus, *ops, *fake]
                     + (["--check"] if check else []) + ["--", *self.program])
         a = ["run", self.bench]
         for k, v in self.params.items():
@@ -235,9 +238,14 @@ class ProbeRequest:
         return a + fake + (["--check"] if check else [])
 
     def command(self) -> list[str]:
-        """argv prefix that starts this request's probe: its own build (exe),
-        or the architecture's probe, with its emulator if it needs one."""
-        return [str(self.exe)] if self.exe else probe_command(self.arch)
+        """argv prefix that starts this request's probe: its own build (exe,
+        under its emulator when it is for another architecture), the host's
+        probe for a program (which starts the program, itself under its
+        emulator: `program` begins with it), or the architecture's probe, with
+        its emulator if it needs one."""
+        if self.exe:
+            return [self.emulator, str(self.exe)] if self.emulator else [str(self.exe)]
+        return probe_command(None if self.program else self.arch)
 
 
 @dataclass
@@ -277,6 +285,9 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
         cp = subprocess.run([*cmd, *req.argv(check=True)], capture_output=True, text=True,
                             timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired as e:
+        if req.program:
+            raise ProbeTimeout(f"the program's untimed check run did not finish within {timeout:.0f} s "
+                               "(--timeout SEC allows longer)") from e
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
@@ -360,7 +371,8 @@ def _start(req: ProbeRequest):
     exe = cmd[-1]
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
-    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(cmd[0]) if len(cmd) > 1 else None)
+    emu = req.emulator or (cmd[0] if len(cmd) > 1 else None)
+    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(emu) if emu else None)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen([*cmd, *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -407,6 +419,11 @@ PROGRESS_S = 1.0   # a probe holding its samples says it is alive about this oft
 def stall_limit(res: ProcessResult, longest_gap: float) -> float:
     if res.header is None:
         return STARTUP_STALL_S
+    if res.header.get("bench") == "program":
+        # `time`: a sample comes after a whole run of the user's program, which
+        # may take minutes (seed 004's libgcc build: 52 s on a Cortex-A7); the
+        # runner's hard limit, from the untimed check run, bounds it instead
+        return math.inf
     batch_s = (res.header.get("batch_ms") or 0) / 1000.0
     if res.header.get("output") == "held":
         batch_s = max(batch_s, PROGRESS_S)

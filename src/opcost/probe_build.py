@@ -18,17 +18,18 @@ import tempfile
 from pathlib import Path
 
 from . import probe
+from .arches import ELF_MACHINE, elf_arch
 from .errors import UsageError
 
 # ELF e_machine of each architecture (and its ELF class): checks that the
 # compiler built what was asked for.
-_ELF_MACHINE = {"x86_64": (62, 2), "i386": (3, 1), "aarch64": (183, 2)}
+_ELF_MACHINE = ELF_MACHINE
 
 # Cross compilers Debian packages, per target, tried in order on another host.
 _CROSS_CC = {"x86_64": ["x86_64-linux-gnu-gcc"], "i386": ["i686-linux-gnu-gcc"],
-             "aarch64": ["aarch64-linux-gnu-gcc"]}
+             "aarch64": ["aarch64-linux-gnu-gcc"], "arm": ["arm-linux-gnueabihf-gcc"]}
 _DEBIAN_PACKAGE = {"x86_64": "gcc-x86-64-linux-gnu", "i386": "gcc-i686-linux-gnu",
-                   "aarch64": "gcc-aarch64-linux-gnu"}
+                   "aarch64": "gcc-aarch64-linux-gnu", "arm": "gcc-arm-linux-gnueabihf"}
 
 
 def source_dir() -> Path:
@@ -65,21 +66,6 @@ def _links_static(cc: list[str]) -> bool:
         except OSError:
             return False
         return cp.returncode == 0
-
-
-def elf_arch(path: Path) -> str | None:
-    """The architecture an ELF executable is for, from its header."""
-    try:
-        head = path.read_bytes()[:20]
-    except OSError:
-        return None
-    if len(head) < 20 or head[:4] != b"\x7fELF":
-        return None
-    cls, machine = head[4], int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
-    for arch, (m, c) in _ELF_MACHINE.items():
-        if m == machine and c == cls:
-            return arch
-    return None
 
 
 def build(arch: str, cc: str | None = None, static: bool = True, out: Path | None = None,

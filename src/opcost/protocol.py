@@ -126,6 +126,8 @@ BOUNDS.update({
     "parallel": Bound("int", 1, 1024, "the number of concurrent copies"),
     "limit": Bound("int", 1, 10**9, "the number of newest runs to list"),
     "delta": Bound("percent", 0, 100, "a percentage", low_open=True, high_open=True, example="2 for 2%"),
+    # variants --ops: the probe's `time` reads it as an unsigned 64-bit count on every architecture
+    "ops": Bound("int", 1, 10**15, "the number of operations one run performs", example="1000000"),
 })
 
 DEFAULT_DELTA = "2"

@@ -504,9 +504,21 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
     from .build import REFERENCE_NAME
 
     info = doc["variants"]
-    out = [f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
-           f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip(),
-           format_results(results, width)]
+    head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
+            f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())
+    emu = info.get("emulated")
+    if info.get("arch") and not emu:
+        head += f"\nbuilt for {info['arch']}, which this machine runs natively"
+    if emu:
+        head += (f"\nemulated: built for {info.get('arch')}, run under {emu['emulator']}: the timings are qemu's, "
+                 f"not an {info.get('arch')} CPU's (correctness only)")
+    if info.get("ops"):
+        head += (f"\nper operation: a run's time / --ops {info['ops']} (the run's start-up and exit are "
+                 "spread over its operations)")
+    if info.get("cpus"):
+        head += (f"\none row per build and CPU ({', '.join(info['cpus'])}); each CPU's builds are compared "
+                 "with that CPU's first")
+    out = [head, format_results(results, width)]
     ovh = info.get("call_overhead")
     if ovh and ovh.get("median_ns") is not None:
         net = ", ".join(f"{b['name']} {fmt_ns(b.get('net_median_ns'))}" for b in info["builds"])

@@ -34,6 +34,9 @@ def _named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
     return msg
 
 
+PROGRAM_CHECK_S = 600.0   # the untimed check run of a whole program (variants), without --timeout
+
+
 @dataclass
 class RunOptions:
     """What a run needs besides its variants: the protocol every process
@@ -162,7 +165,10 @@ class Runner:
             v = vr.variant
             req = self._request(v, 0, 0, pad=False)
             try:
-                reason = self.target.check(req)
+                # a program's check is one whole run, which may take minutes (seed 004's
+                # libgcc build: 52 s on a Cortex-A7; more under qemu): --timeout, else 10 min
+                reason = (self.target.check(req, self.opts.protocol.timeout or PROGRAM_CHECK_S) if v.program
+                          else self.target.check(req))
             except ProbeError as e:
                 if not v.name:
                     raise
@@ -182,7 +188,7 @@ class Runner:
             bench=v.bench, params=v.probe_params(), arch=v.arch, protocol=p, cpus=v.cpu,
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
-            exe=v.exe or None, program=v.program or None)
+            exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)

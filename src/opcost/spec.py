@@ -35,6 +35,8 @@ class Variant:
     exe: str = ""                           # a probe with the user's opcost_op linked in (user.op)
     program: tuple = ()                     # or a whole program, run by `opcost-probe time`
     name: str = ""                          # its display name (-DFAST), instead of bench:params
+    emulator: str = ""                      # a build for another architecture runs under this (qemu-arm)
+    ops: int = 0                            # a program run performs this many operations (--ops; 0: one run)
 
     def all_params(self) -> dict:
         extra = {"spin": str(self.spin)} if self.spin else {}

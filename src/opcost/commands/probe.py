@@ -11,8 +11,8 @@ from . import Parser
 def add_parser(sub) -> None:
     s = sub.add_parser("probe", help="probes per architecture: list them, build one (cross-compile)")
     ps = s.add_subparsers(dest="probe_command", metavar="ACTION", parser_class=Parser, required=True)
-    b = ps.add_parser("build", help="compile the probe for an architecture (x86_64, i386, aarch64)")
-    b.add_argument("--arch", required=True, help="x86_64, i386 or aarch64")
+    b = ps.add_parser("build", help="compile the probe for an architecture (x86_64, i386, aarch64, arm)")
+    b.add_argument("--arch", required=True, help="x86_64, i386, aarch64 or arm")
     b.add_argument("--cc", metavar="CC", help="compiler (default: cc for the host, the Debian cross compiler "
                    "otherwise, e.g. aarch64-linux-gnu-gcc)")
     g = b.add_mutually_exclusive_group()

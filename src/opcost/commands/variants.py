@@ -20,6 +20,9 @@ def add_parser(sub) -> None:
                        "-n 1 -w 0 after one untimed check run. Op mode (SOURCE defines "
                        "uint64_t opcost_op(uint64_t x)): linked into the probe as benchmark user.op and "
                        "measured per call, with an empty opcost_op as the reference; defaults -n 20 -w 3. "
+                       "--arch (or a cross --cc) builds for another architecture; what this machine cannot "
+                       "run natively runs under qemu-user, flagged emulated (timings meaningless). "
+                       "--cpu 0-1 or --cpu '0|2': one row per build and CPU. "
                        "--cflags takes the next word whatever it starts with: --cflags -O3, "
                        "--cflags '-O2 -march=native'.")
     s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
@@ -27,7 +30,14 @@ def add_parser(sub) -> None:
                    help="one variant per -D; the first is the baseline A")
     s.add_argument("--mode", choices=("auto", "program", "op"), default="auto",
                    help="program (SOURCE defines main) or op (it defines opcost_op); default: from SOURCE")
-    s.add_argument("--cc", default="cc", help="C compiler (default cc)")
+    s.add_argument("--cc", default=None, help="C compiler (default cc, or the cross compiler for --arch, "
+                   "e.g. arm-linux-gnueabihf-gcc)")
+    s.add_argument("--arch", default=None, metavar="ARCH",
+                   help="build for this architecture (x86_64, i386, aarch64, arm) with its compiler; one this "
+                   "machine cannot run natively runs under qemu (qemu-arm...), flagged emulated")
+    s.add_argument("--ops", default=None, metavar="N",
+                   help="program mode: one run of the program performs N operations (its loop count); the "
+                   "figures are per operation (a run's time / N, start-up and exit included);")
     s.add_argument("--cflags", default="-O2", metavar="FLAGS", help="compiler flags (default -O2)")
     protocol.add_delta(s)
     # the defaults of these depend on the mode (see the description): None until it is known
@@ -38,11 +48,17 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     from .. import build, session
-    from ..spec import check_cpu_list
 
     source = build.check_source(args.source)
     defines = build.check_defines(args.defines)
-    cc = build.check_compiler(args.cc)
+    arch = build.check_arch(args.arch)
+    ops = args.ops or 0   # range-checked with the other numbers (protocol.BOUNDS)
+    if args.mode == "op" and ops:
+        raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
+                         "opcost_op call is the operation")
+    if arch is not None:
+        build.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
+    cc = build.compiler_for(args.cc, arch)
     cflags = build.split_flags(args.cflags)
     given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
     # provisional protocol (every range is checked before compiling anything)
@@ -51,26 +67,29 @@ def run(args, argv) -> int:
     settings.check()
     target = session.local_target()
     if args.cpu is not None:
-        cpu = check_cpu_list(args.cpu, target, "--cpu")
-        if "," in cpu:
-            raise UsageError(f"--cpu {args.cpu}: variants run on one CPU; give one, e.g. --cpu {cpu.split(',')[0]}")
+        cpus = session.cpu_option(args.cpu, target) or []
+        pair = next((c for c in cpus if "," in c), None)
+        if pair is not None:
+            raise UsageError(f"--cpu {args.cpu}: a build runs on one CPU, {pair} names two (measuring CPU, "
+                             f"helper); give CPUs, e.g. --cpu {pair.split(',')[0]}, --cpu 0-1 or --cpu '0|2' "
+                             "(one row per CPU)")
     else:
-        cpu = str(target.default_cpu())
+        cpus = [str(target.default_cpu())]
     session.counter_plan(args.counters, target)   # before the builds (seconds each in op mode), not after
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
     return _build_and_measure(args, settings, target, source=source, defines=defines, cc=cc, cflags=cflags,
-                              cpu=cpu, given=given)
+                              cpus=cpus, given=given, arch=arch, ops=ops)
 
 
-def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpu, given) -> int:
+def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops) -> int:
     from .. import build, export, session
     from ..comparison import variants_document
     from ..report import format_variants
 
     with build.make_workdir() as tmp:
         b = build.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
-                        cpu=cpu, arch=target.host_arch(), log=warn)
+                        cpus=cpus, arch=arch, ops=ops, log=warn)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):
