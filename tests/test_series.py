@@ -226,3 +226,27 @@ def test_measured_series_finds_a_large_step(run_cli, tmp_path):
     assert all(sorted(i for _, i in v) == list(range(6)) for v in seqs.values())
     orders = [tuple(i for _, i in sorted(v)) for v in seqs.values()]
     assert len(set(orders)) > 1      # a fresh random order per round (4 rounds of 6 labels)
+
+
+def test_report_takes_a_series_and_html_takes_several_runs(run_cli, tmp_path):
+    """`opcost report --series BENCH --by KEY` is the series' document in any
+    format that takes one (json the same as `series --json`); a format that
+    does not take a series says so; html draws several runs on one page."""
+    _label_runs(run_cli, ["aaa", "bbb", "ccc"])
+    cp = run_cli("report", "--series", "syscall.null", "--by", "commit", "--order", "aaa,bbb,ccc", "-f", "json")
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)
+    ref = json.loads(run_cli("series", "syscall.null", "--by", "commit", "--order", "aaa,bbb,ccc",
+                             "--json", "-").stdout)
+    assert doc["schema"] == "opcost.series/1" and doc["labels"] == ref["labels"]
+    cp = run_cli("report", "--series", "syscall.null", "--by", "commit", "-f", "go")
+    assert cp.returncode == 2 and "does not take a series document" in cp.stderr
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "s.html"
+    cp = run_cli("report", "--series", "syscall.null", "--by", "commit", "-f", "html", "-o", str(page))
+    assert cp.returncode == 0, cp.stderr
+    assert b"<svg" in page.read_bytes() and b"aaa" in page.read_bytes()
+    page = tmp_path / "runs.html"
+    cp = run_cli("report", "id:1", "id:2", "id:3", "-f", "html", "-o", str(page))
+    assert cp.returncode == 0, cp.stderr
+    assert page.read_bytes().count(b"<svg") >= 1

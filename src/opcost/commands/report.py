@@ -1,6 +1,8 @@
-"""`opcost report [RUN... | --last | --compare A B] --format F [-o FILE]`:
-stored runs and comparisons in the formats people read and tools consume,
-one module per format in opcost.export (FORMATS)."""
+"""`opcost report [RUN... | --last | --compare A B | --series BENCH --by KEY]
+--format F [-o FILE]`: stored runs, comparisons and series in the formats
+people read and tools consume, one module per format in opcost.export
+(FORMATS). A format with `serialize_runs(docs)` (html) takes several runs as
+one document, reading each run's plain sample columns only."""
 
 from __future__ import annotations
 
@@ -24,9 +26,15 @@ def add_parser(sub) -> None:
     s.add_argument("--last", action="store_true", help="the latest stored run")
     s.add_argument("--compare", nargs="+", metavar="RUN", help="A B: compare two stored runs (A the baseline), "
                    "as `opcost compare A B`")
+    s.add_argument("--series", metavar="BENCH[:PARAMS]", help="the series of stored runs labelled --by KEY, "
+                   "as `opcost series BENCH --by KEY`")
+    s.add_argument("--by", metavar="KEY", help="with --series: the label key whose values are the series")
+    s.add_argument("--order", metavar="V1,V2,...", help="with --series: the label values in order "
+                   "(default: time of the runs)")
+    s.add_argument("--order-file", metavar="FILE", help="with --series: the order, one value a line")
     protocol.add_delta(s, interleaved=False)
-    s.add_argument("--any-machine", action="store_true", help="with --compare: compare even when CPU model or "
-                   "architecture differ")
+    s.add_argument("--any-machine", action="store_true", help="with --compare or --series: compare even when CPU "
+                   "model or architecture differ")
     s.add_argument("--format", "-f", default="text", metavar="F",
                    help=f"one of {', '.join(FORMATS)} (default text)")
     s.add_argument("-o", "--output", metavar="FILE", default="-",
@@ -44,7 +52,19 @@ def check(args) -> str:
     fmt = args.format
     if fmt not in FORMATS:
         raise UsageError(f"--format {printable(fmt)}: unknown format; give one of {', '.join(FORMATS)}")
-    if args.compare is not None:
+    series_only = [f for f, v in (("--by", args.by), ("--order", args.order), ("--order-file", args.order_file))
+                   if v is not None]
+    if args.series is not None:
+        if args.compare is not None or args.runs or args.last:
+            raise UsageError("--series BENCH --by KEY names its runs by their labels; give no RUN, --last or "
+                             "--compare with it")
+        if args.by is None or not args.by.strip() or "=" in args.by:
+            raise UsageError(f"--series {printable(args.series)}: give --by KEY, the label key of the series "
+                             "(e.g. --by commit for runs labelled commit=...)")
+        kind = "series"
+    elif series_only:
+        raise UsageError(f"{series_only[0]} goes with --series BENCH (e.g. --series signal.catch --by commit)")
+    elif args.compare is not None:
         if len(args.compare) != 2:
             raise UsageError(f"--compare takes two runs, A (the baseline) and B, not {len(args.compare)}: "
                              "e.g. --compare base next")
@@ -60,8 +80,8 @@ def check(args) -> str:
         raise UsageError(f"--format {fmt} does not take a {kind} document (it takes: {', '.join(module.KINDS)}); "
                          + ("report the two runs one at a time, e.g. `opcost report A -f go`, and compare "
                             "those files" if kind == "comparison" else "choose another format"))
-    if len(args.runs) > 1 and getattr(module, "MANY", None) is None:
-        many = [n for n, m in FORMATS.items() if getattr(m, "MANY", None) is not None]
+    if len(args.runs) > 1 and getattr(module, "MANY", None) is None and not hasattr(module, "serialize_runs"):
+        many = [n for n, m in FORMATS.items() if getattr(m, "MANY", None) is not None or hasattr(m, "serialize_runs")]
         raise UsageError(f"--format {fmt} writes one document, and {len(args.runs)} runs were given; "
                          f"give one RUN, or use {', '.join(many)}")
     output.check_target(args.output, "-o", overwrite=args.force)
@@ -76,9 +96,18 @@ def run(args, argv) -> int:
 
     kind = check(args)
     module = FORMATS[args.format]
+    missing = getattr(module, "available", lambda: None)()
+    if missing:
+        raise UsageError(missing)
     docs = []
     with open_store(args.store, readonly=True) as store:
-        if kind == "comparison":
+        if kind == "series":
+            from ..series import read_order, stored_document
+
+            order, how = read_order(args.order, args.order_file)
+            docs.append(stored_document(store, args.series, args.by.strip(), order=order, order_how=how,
+                                        delta=args.delta / 100, force=args.any_machine))
+        elif kind == "comparison":
             from .compare import compare_stored
 
             docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta / 100,
@@ -91,6 +120,10 @@ def run(args, argv) -> int:
                     raise UsageError("the store holds no runs yet; measure one with `opcost run BENCH`")
                 refs = [f"id:{latest[0]['id']}"]
             ids = [store.resolve(r) for r in refs]   # every reference checked before any is loaded
+            if len(ids) > 1 and hasattr(module, "serialize_runs"):
+                # one page of many runs: each reduced as it is read, its samples' plain columns only
+                output.write(args.output, module.serialize_runs(_lean_runs(store, ids)))
+                return 0
             for run_id in ids:
                 doc = store.load_run(run_id)
                 fill_summaries(doc)
@@ -98,3 +131,14 @@ def run(args, argv) -> int:
     data = getattr(module, "MANY", b"").join(module.serialize(d) for d in docs)
     output.write(args.output, data)
     return 0
+
+
+def _lean_runs(store, ids):
+    """The runs one at a time, each sample only its plain columns (what a
+    page of many runs draws), summaries filled where a run has none."""
+    from ..runner import fill_summaries
+
+    for run_id in ids:
+        doc = store.load_run(run_id, sample_data=False)
+        fill_summaries(doc)
+        yield doc
