@@ -57,9 +57,31 @@ def _handler(signum, frame) -> None:
     raise Interrupted(_s.first)
 
 
+def _unraisable(hook):
+    """sys.unraisablehook: a signal whose Interrupted was raised where Python
+    cannot raise (a weakref callback such as importlib's module-lock `cb`, a
+    __del__) is not printed as "Exception ignored" and lost: it becomes
+    pending, raised where the next deferred() step ends (creating the run,
+    storing a process) or obeyed at the end as any held signal is."""
+    def unraisable(u) -> None:
+        if isinstance(u.exc_value, Interrupted):
+            if _s.first is None:
+                _s.first = u.exc_value.signum
+            _s.pending = True
+            return
+        hook(u)
+    return unraisable
+
+
 def install() -> None:
+    import sys
+
     for sig in SIGNALS:
         signal.signal(sig, _handler)
+    if not getattr(sys.unraisablehook, "_opcost", False):
+        hook = _unraisable(sys.unraisablehook)
+        hook._opcost = True  # type: ignore[attr-defined]
+        sys.unraisablehook = hook
     _s.installed = True
 
 
