@@ -514,7 +514,7 @@ def test_explicit_id_and_label_references(db):
 def _v1_store(path: Path) -> int:
     """A store as the first release wrote it, built from the v1 schema itself."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for statement in sqlite_backend._split_sql(sqlite_schema.V1):
+    for statement in sqlite_schema.statements(sqlite_schema.V1):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     run_id = conn.execute("INSERT INTO runs (created, label, kind, status, opcost_version, argv, env) VALUES "

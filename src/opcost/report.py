@@ -4,13 +4,15 @@ codes when piped, so it can be read at a glance and diffed."""
 from __future__ import annotations
 
 import math
+from typing import Any
 import re
 
 from .text import printable
 
 
-def fmt_ns(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+def fmt_ns(x: Any) -> str:
+    """A time in ns, scaled to us or ms; '-' for anything not a number."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or math.isnan(x):
         return "-"
     if abs(x) >= 1e6:
         return f"{x / 1e6:.3f} ms"

@@ -43,6 +43,7 @@ import re
 from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
+from ..report import fmt_ns
 from ..text import printable
 
 NAME = "html"
@@ -127,16 +128,6 @@ def _plain(x: Any, limit: int = 0) -> str:
     escapes it for SVG; this only keeps it short and legible."""
     s = printable("" if x is None else x)
     return s if not limit or len(s) <= limit else s[:limit - 1] + "…"
-
-
-def fmt_ns(x: Any) -> str:
-    if not isinstance(x, (int, float)) or isinstance(x, bool) or math.isnan(x):
-        return "-"
-    if abs(x) >= 1e6:
-        return f"{x / 1e6:.3f} ms"
-    if abs(x) >= 1e3:
-        return f"{x / 1e3:.3f} us"
-    return f"{x:.1f} ns"
 
 
 def _pct(x: Any) -> str:

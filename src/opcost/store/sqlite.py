@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Sequence
 
 from ..errors import StoreError
 from .base import OnWait, SqlStore
-from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS, statements
 
 __all__ = ["APPLICATION_ID", "LATEST_VERSION", "MIGRATIONS", "SqliteStore"]
 
@@ -43,18 +43,6 @@ _CODES = {
     14: ("cannot be opened", _HINT),                                # SQLITE_CANTOPEN
     26: ("is not a valid opcost store (not an SQLite database)", _DAMAGED_HINT),  # SQLITE_NOTADB
 }
-
-
-def _split_sql(script: str) -> list[str]:
-    statements, buf = [], ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            statements.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:60]!r}")
-    return statements
 
 
 class SqliteStore(SqlStore):
@@ -205,7 +193,7 @@ class SqliteStore(SqlStore):
 
     def _run_script(self, db: sqlite3.Connection, script: str) -> None:
         # Statement by statement: executescript() would commit behind our back.
-        for statement in _split_sql(script):
+        for statement in statements(script):
             db.execute(statement)
 
     def _insert_id(self, db: sqlite3.Connection, sql: str, args: Sequence[Any]) -> int:

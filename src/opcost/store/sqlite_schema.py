@@ -112,21 +112,25 @@ ALTER TABLE runs ADD COLUMN uuid TEXT;
 def _v4(db: sqlite3.Connection) -> None:
     import uuid
 
-    for statement in _statements(V4):
+    for statement in statements(V4):
         db.execute(statement)
     ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE uuid IS NULL")]
     db.executemany("UPDATE runs SET uuid = ? WHERE id = ?", [(str(uuid.uuid4()), i) for i in ids])
     db.execute("CREATE UNIQUE INDEX runs_uuid ON runs (uuid)")
 
 
-def _statements(script: str) -> list[str]:
-    statements, buf = [], ""
+def statements(script: str) -> list[str]:
+    """An SQL script as its statements (sqlite3.complete_statement decides
+    where one ends); an unfinished last statement is an error."""
+    out, buf = [], ""
     for line in script.splitlines(keepends=True):
         buf += line
         if sqlite3.complete_statement(buf):
-            statements.append(buf.strip())
+            out.append(buf.strip())
             buf = ""
-    return statements
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:60]!r}")
+    return out
 
 
 MIGRATIONS: list[tuple[int, Step]] = [
