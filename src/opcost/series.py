@@ -163,6 +163,18 @@ def _matches(params: dict, given: list[tuple[str, str]]) -> bool:
     return all(canon(params.get(k)) == canon(v) for k, v in given)
 
 
+def check_by(by: str | None, what: str) -> str:
+    """--by KEY of a series of stored runs (`what` names the series in the
+    message): the label key, stripped; one line, exit 2, when missing or
+    given as KEY=VALUE."""
+    if by is None:
+        raise UsageError(f"{what}: give --by KEY, the label key of the series "
+                         "(e.g. --by commit for runs labelled commit=...)")
+    if not by.strip() or "=" in by:
+        raise UsageError(f"--by {printable(by)}: give --by KEY with a label key (commit), not KEY=VALUE")
+    return by.strip()
+
+
 def read_order(text: str | None, path: str | None) -> tuple[list[str] | None, str]:
     """--order V1,V2,... or --order-file F (one value a line, blank lines and
     #-comments skipped): the label values in order, and where the order came from."""

@@ -58,9 +58,9 @@ def check(args) -> str:
         if args.compare is not None or args.runs or args.last:
             raise UsageError("--series BENCH --by KEY names its runs by their labels; give no RUN, --last or "
                              "--compare with it")
-        if args.by is None or not args.by.strip() or "=" in args.by:
-            raise UsageError(f"--series {printable(args.series)}: give --by KEY, the label key of the series "
-                             "(e.g. --by commit for runs labelled commit=...)")
+        from ..series import check_by
+
+        check_by(args.by, f"--series {printable(args.series)}")
         kind = "series"
     elif series_only:
         raise UsageError(f"{series_only[0]} goes with --series BENCH (e.g. --series signal.catch --by commit)")
@@ -91,7 +91,6 @@ def check(args) -> str:
 def run(args, argv) -> int:
     from .. import output
     from ..export import FORMATS
-    from ..runner import fill_summaries
     from ..store import open_store
 
     kind = check(args)
@@ -122,23 +121,21 @@ def run(args, argv) -> int:
             ids = [store.resolve(r) for r in refs]   # every reference checked before any is loaded
             if len(ids) > 1 and hasattr(module, "serialize_runs"):
                 # one page of many runs: each reduced as it is read, its samples' plain columns only
-                output.write(args.output, module.serialize_runs(_lean_runs(store, ids)))
+                output.write(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
                 return 0
-            for run_id in ids:
-                doc = store.load_run(run_id)
-                fill_summaries(doc)
-                docs.append(doc)
+            docs.extend(_runs(store, ids, sample_data=True))
     data = getattr(module, "MANY", b"").join(module.serialize(d) for d in docs)
     output.write(args.output, data)
     return 0
 
 
-def _lean_runs(store, ids):
-    """The runs one at a time, each sample only its plain columns (what a
-    page of many runs draws), summaries filled where a run has none."""
+def _runs(store, ids, *, sample_data: bool):
+    """The runs one at a time, summaries filled where a run has none;
+    sample_data=False: each sample only its plain columns (what a page of
+    many runs draws)."""
     from ..runner import fill_summaries
 
     for run_id in ids:
-        doc = store.load_run(run_id, sample_data=False)
+        doc = store.load_run(run_id, sample_data=sample_data)
         fill_summaries(doc)
         yield doc

@@ -51,11 +51,9 @@ def _mode(args) -> str:
     if args.bench is None:
         raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "
                          "or --run SPEC --over PARAM=V1|V2|...")
-    if args.by is None:
-        raise UsageError(f"series {printable(args.bench)}: give --by KEY, the label key of the series "
-                         "(e.g. --by commit for runs labelled commit=...)")
-    if not args.by.strip() or "=" in args.by:
-        raise UsageError(f"--by {printable(args.by)}: give a label key (commit), not KEY=VALUE")
+    from ..series import check_by
+
+    check_by(args.by, f"series {printable(args.bench)}")
     return "stored"
 
 
