@@ -191,3 +191,19 @@ def test_multiplexed_counter_is_flagged_with_its_running_share():
     assert "cycles: multiplexed (50% running)" in text and "100*" in text
     # the value is the probe's (already scaled) number: Python does not scale it again
     assert s["counters"]["cycles"] == 100.0
+
+
+@pytest.mark.parametrize("params,faults", [
+    (["pages=256", "backing=memfd", "touch=tenth"], 7),   # lat_mmap: 1 MiB, a byte every 16 KiB of the first 102.4 KiB
+    (["pages=256", "backing=tmpfile", "touch=tenth"], 7),
+    (["pages=256", "touch=tenth"], 7),
+    (["pages=256", "backing=memfd"], 0),
+    (["pages=20", "backing=memfd", "touch=tenth"], 1),    # 8 KiB: only offset 0
+])
+def test_mem_mmap_backing_and_touch_fault_as_named(probe_bin, params, faults):
+    """mem.mmap's backing= and touch= do what lat_mmap does: the page-fault
+    count per mapping is the number of 16 KiB strides in its first tenth."""
+    args = [a for p in params for a in ("-P", p)]
+    _, samples = probe_json(probe_bin, "run", "mem.mmap", *args, "--counters", "page-faults", "--samples", "3",
+                            "--warmup", "1")
+    assert [s["counters"]["page-faults"] for s in samples] == [faults] * 3

@@ -8,6 +8,7 @@
  * per fault, so most pages may cost no fault of their own: that is the cost
  * a program reading a cached file sees. */
 #include "../probe.h"
+#include "../lib/cachedfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,12 +18,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static const char *const backing_choices[] = {"memfd", "tmpfile", NULL};
+static const char *const backing_choices[] = CACHEDFILE_CHOICES;
 
 static const struct bench_param params[] = {
 	{"size", PT_INT, "bytes of the file mapped and touched per iteration (rounded up to pages)", "4194304", NULL,
 	 4096, 1L << 30},
-	{"backing", PT_ENUM, "memfd: shmem object; tmpfile: unnamed O_TMPFILE file in $TMPDIR or /tmp", "memfd",
+	{"backing", PT_ENUM, CACHEDFILE_HELP, "memfd",
 	 backing_choices, 0, 0},
 	{NULL, 0, NULL, NULL, NULL, 0, 0},
 };
@@ -35,24 +36,6 @@ struct state {
 
 static struct state st;
 
-static int open_backing(struct bench_ctx *ctx)
-{
-	if (param_is(ctx, "backing", "memfd")) {
-		int fd = memfd_create("opcost-touch", MFD_CLOEXEC);
-		if (fd < 0)
-			snprintf(ctx->err, sizeof(ctx->err), "memfd_create: %s", strerror(errno));
-		return fd;
-	}
-	const char *dir = getenv("TMPDIR");
-	if (!dir || !*dir)
-		dir = "/tmp";
-	/* No name at any moment: nothing is left behind if the probe is killed. */
-	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0)
-		snprintf(ctx->err, sizeof(ctx->err), "backing=tmpfile: open(%s, O_TMPFILE): %s", dir, strerror(errno));
-	return fd;
-}
-
 static int setup(struct bench_ctx *ctx)
 {
 	struct state *s = &st;
@@ -61,26 +44,9 @@ static int setup(struct bench_ctx *ctx)
 	s->page = (size_t)sysconf(_SC_PAGESIZE);
 	s->len = ((size_t)param_long(ctx, "size") + s->page - 1) / s->page * s->page;
 	s->pages = s->len / s->page;
-	s->fd = open_backing(ctx);
+	s->fd = cachedfile_open(param_str(ctx, "backing"), s->len, ctx->err, sizeof(ctx->err));
 	if (s->fd < 0)
 		return errno == EOPNOTSUPP || errno == EISDIR || errno == ENOSYS ? BENCH_UNSUPPORTED : BENCH_FAIL;
-	/* Populate the page cache: write every page. */
-	char *buf = malloc(s->page);
-	if (!buf) {
-		close(s->fd);
-		snprintf(ctx->err, sizeof(ctx->err), "out of memory");
-		return BENCH_FAIL;
-	}
-	memset(buf, 'o', s->page);
-	for (size_t off = 0; off < s->len; off += s->page)
-		if (pwrite(s->fd, buf, s->page, (off_t)off) != (ssize_t)s->page) {
-			snprintf(ctx->err, sizeof(ctx->err), "writing %zu bytes to the backing file: %s", s->len,
-				 strerror(errno));
-			free(buf);
-			close(s->fd);
-			return BENCH_FAIL;
-		}
-	free(buf);
 	ctx->ops_per_iter = s->pages;
 	ctx->iter_desc = "mmap of the cached file + one read per page + munmap";
 	return BENCH_OK;

@@ -59,6 +59,8 @@ CASES = [
     ("mem.pagefault", ["size=65536", "access=read"], 3, "page faulted", 16),
     ("mem.mmap", [], 100, "mmap+munmap", None),
     ("mem.mmap", ["pages=16", "populate=yes"], 20, "mmap+munmap", None),
+    ("mem.mmap", ["pages=256", "backing=memfd", "touch=tenth"], 20, "mmap+munmap", None),
+    ("mem.mmap", ["pages=16", "backing=tmpfile", "populate=yes"], 20, "mmap+munmap", None),
     ("mem.touch", ["size=65536"], 3, "page touched", 16),
     ("mem.touch", ["size=65536", "backing=tmpfile"], 3, "page touched", 16),
     ("epoll.wait", [], 1000, "epoll_wait", None),

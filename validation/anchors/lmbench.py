@@ -136,7 +136,11 @@ ROWS = [
      lm("lat_mmap", str(MMAP_BYTES), file=("mmap.dat", MMAP_BYTES), parse=parse_lat_mmap),
      {"differs": "lat_mmap maps a tmpfs file shared and writes one byte every 16 KiB of its first tenth "
                  f"({-(-MMAP_BYTES // 10 // 16384)} write faults) before munmap; mem.mmap maps anonymous memory "
-                 "and touches none (opcost has no file-backed mmap)", "band": None}),
+                 "and touches none", "band": None}),
+    ("lat_mmap (file, written)", "mem.mmap", {"pages": str(MMAP_BYTES // 4096), "backing": "memfd", "touch": "tenth"},
+     "mapping", lm("lat_mmap", str(MMAP_BYTES), file=("mmap.dat", MMAP_BYTES), parse=parse_lat_mmap),
+     {"differs": "like for like: a cached shmem file mapped shared on both sides, one byte written every 16 KiB "
+                 "of its first tenth before munmap (mem.mmap:backing=memfd,touch=tenth)"}),
 ]
 
 

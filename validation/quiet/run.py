@@ -27,13 +27,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from validation.harness.checkout import build_probe, checkout_opcost  # noqa: E402
 from validation.harness.script import log, script_main  # noqa: E402
 
-BENCHES = ("syscall.null", "ctx.pipe", "insn.div:variant=soft")
+# (spec, CPUs opcost itself may use: None = all). The first three have a CPU
+# free of the measurement, so the front end is pinned there; the last three
+# have none (opcost confined to the measuring CPU, or a two-party benchmark
+# spanning both CPUs of a 2-CPU machine), so the probe holds its samples.
+BENCHES = (("syscall.null", None), ("ctx.pipe", None), ("insn.div:variant=soft", None),
+           ("syscall.null", "LAST"), ("insn.div:variant=soft", "LAST"), ("ctx.pipe:cpu=0,1", None))
 OUTLIER = 0.05     # a batch this far off its process's median
 LOAD_LIMIT_S = 900  # the background load ends by itself after this, whatever happens
 
 
-def one_run(spec: str, quiet: bool, args) -> dict:
+def confine(cpus: str | None) -> list[str]:
+    """`taskset -c CPU` for a row that confines opcost to the CPU it measures on."""
+    if cpus is None:
+        return []
+    last = max(os.sched_getaffinity(0))
+    return ["taskset", "-c", str(last)]
+
+
+def one_run(spec: str, cpus: str | None, quiet: bool, args) -> dict:
     cmd, env, _ = checkout_opcost()
+    cmd = [*confine(cpus), *cmd]
     env = dict(env, OPCOST_QUIET="1" if quiet else "0")
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "r.json"
@@ -62,16 +76,17 @@ def stop_load(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def compare(spec: str, load: str, args, rng: random.Random) -> dict:
+def compare(spec: str, cpus: str | None, load: str, args, rng: random.Random) -> dict:
     got: dict[bool, list[dict]] = {True: [], False: []}
     for _ in range(args.reps):
         order = [True, False]
         rng.shuffle(order)
         for quiet in order:
-            got[quiet].append(one_run(spec, quiet, args))
+            got[quiet].append(one_run(spec, cpus, quiet, args))
     med = {q: {k: statistics.median(r[k] for r in got[q]) for k in ("cv", "outliers")} for q in got}
     ratio = {k: (med[True][k] / med[False][k] if med[False][k] else None) for k in ("cv", "outliers")}
-    return {"spec": spec, "load": load, "kept": med[True], "plain": med[False], "ratio": ratio,
+    name = spec + (" (1 CPU)" if cpus else "")
+    return {"spec": name, "load": load, "kept": med[True], "plain": med[False], "ratio": ratio,
             "front_end": got[True][0]["front_end"]}
 
 
@@ -94,16 +109,16 @@ def main() -> int:
     for load in ("quiet", "loaded"):
         procs = start_load(args.load) if load == "loaded" else []
         try:
-            for spec in BENCHES:
-                rows.append(compare(spec, load, args, rng))
+            for spec, cpus in BENCHES:
+                rows.append(compare(spec, cpus, load, args, rng))
                 log(f"{spec} ({load}): CV kept/plain {fmt(rows[-1]['ratio']['cv'])}, "
                     f"outliers kept/plain {fmt(rows[-1]['ratio']['outliers'])}")
         finally:
             stop_load(procs)
-    print(f"{'benchmark':<24} {'load':<7} {'CV kept':>8} {'CV plain':>8} {'ratio':>6} "
+    print(f"{'benchmark':<30} {'load':<7} {'CV kept':>8} {'CV plain':>8} {'ratio':>6} "
           f"{'outl kept':>9} {'outl plain':>10} {'ratio':>6}  front end (kept)")
     for r in rows:
-        print(f"{r['spec']:<24} {r['load']:<7} {r['kept']['cv']:>8.2%} {r['plain']['cv']:>8.2%} "
+        print(f"{r['spec']:<30} {r['load']:<7} {r['kept']['cv']:>8.2%} {r['plain']['cv']:>8.2%} "
               f"{fmt(r['ratio']['cv']):>6} {r['kept']['outliers']:>9.2%} {r['plain']['outliers']:>10.2%} "
               f"{fmt(r['ratio']['outliers']):>6}  {r['front_end']}")
     print(f"{args.reps} interleaved pairs of runs of -p {args.processes} -n {args.samples} per row; "
