@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pgserver import postgres_server  # noqa: F401  (the session's PostgreSQL server fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probe" / "opcost-probe"

@@ -63,7 +63,10 @@ class Settings:
         from . import labels
 
         names = labels.parse_all(args.label)
-        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
+        from .redact import redact_argv
+
+        # The command line as stored and exported: a --store URL's password masked.
+        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *redact_argv(argv)],
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
                    label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,

@@ -14,6 +14,7 @@ import importlib
 
 from .. import __version__, protocol
 from ..errors import UsageError
+from ..redact import redact
 from ..text import printable
 
 COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
@@ -29,7 +30,7 @@ def module(name: str):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, as for every other usage error
-        raise UsageError(f"{message} (see {self.prog} --help)")
+        raise UsageError(f"{redact(message)} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,7 +107,7 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and printable(v) != v:
-                raise UsageError(f"{flag_of(dest)} '{printable(v)}' contains a control character; "
+                raise UsageError(f"{flag_of(dest)} '{redact(printable(v))}' contains a control character; "
                                  "write it without (a trailing newline or tab is easy to miss)")
     for dest, want in _NONEMPTY.items():
         v = getattr(args, dest, None)
