@@ -245,9 +245,10 @@ def finish(settings: Settings, m: Measured) -> int:
 
 
 def store_name(url: str | None) -> str:
-    """The store as a user would type it: ~ for the home directory."""
+    """The store as a user would type it: ~ for the home directory, a URL's password masked."""
+    from .redact import redact
     from .store import default_store_path
 
-    text = str(default_store_path()) if url is None else url
+    text = str(default_store_path()) if url is None else redact(url)
     home = os.path.expanduser("~")
     return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
