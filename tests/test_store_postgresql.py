@@ -244,3 +244,39 @@ def test_the_password_of_a_dsn_is_never_shown_nor_kept(pg, cli, tmp_path):
     assert any(a.endswith(f":***@127.0.0.1:{pg.port}/{db}") for a in json.loads((tmp_path / "run.json").read_text())["argv"])
     leaked = [where for where, text in seen.items() if secret in text or secret[::-1] in text]
     assert leaked == [], [seen[w][max(0, seen[w].find(secret) - 300):seen[w].find(secret) + 50] for w in leaked]
+
+
+def test_kill_9_in_the_middle_of_writes_leaves_every_finished_run_whole(pg):
+    import signal
+    import time
+
+    import psycopg
+
+    url = pg.url(pg.new_database("kill"))
+    open_store(url).close()
+    procs = _writers(url, 3, 1000, 4)                 # type: ignore[arg-type]
+    deadline = time.monotonic() + 60
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:           # until they have stored a few runs each
+            time.sleep(0.1)
+            if conn.execute("SELECT count(*) FROM runs WHERE status = 'complete'").fetchone()[0] >= 15:
+                break
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)           # mid-write: they write without pause
+        for p in procs:
+            p.communicate(timeout=60)
+            assert p.returncode == -signal.SIGKILL
+        for _ in range(100):                         # the server ends their sessions (and transactions)
+            n = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'opcost'").fetchone()[0]
+            if n == 0:
+                break
+            time.sleep(0.1)
+        assert n == 0
+    with open_store(url) as store:                   # opens, and takes new runs
+        store.create_run(label="after", env={}, argv=[], opcost_version="0.1.0")
+        runs = store.list_runs()
+        assert sum(r["status"] == "complete" for r in runs) >= 15
+        for r in runs:
+            if r["status"] == "complete":            # a finished run is whole
+                doc = store.load_run(r["id"])
+                assert [len(p["samples"]) for p in doc["results"][0]["processes"]] == [20] * 4
