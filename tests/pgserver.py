@@ -44,8 +44,11 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, bindir: Path):
+    def __init__(self, bindir: Path, durable: bool = False):
+        """durable: fsync and synchronous commits on, as a real server keeps them
+        (for benchmarks/store_concurrency.py); the tests run without."""
         self.bindir = bindir
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="opcost-pg-"))
         self.data = self.root / "data"
         self.sock = self.root / "sock"
@@ -82,9 +85,10 @@ class Server:
         last = ""
         for _ in range(5):                       # the port may be taken between picking and binding
             self.port = _free_port()
-            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off "
-                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100 "
+            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sock} -c max_connections=100 "
                     "-c log_connections=on")
+            if not self.durable:
+                opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
             cp = self._do(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
                           "-w", "-t", "60", "start")
             if cp.returncode == 0:

@@ -280,3 +280,59 @@ def test_kill_9_in_the_middle_of_writes_leaves_every_finished_run_whole(pg):
             if r["status"] == "complete":            # a finished run is whole
                 doc = store.load_run(r["id"])
                 assert [len(p["samples"]) for p in doc["results"][0]["processes"]] == [20] * 4
+
+
+def _lock_after_first_processes(url: str, proc: subprocess.Popen, before: int = 1):
+    """Another program's connection holding the store's write lock (the
+    advisory lock) once the new run has stored 2 processes."""
+    import time
+
+    import psycopg
+
+    from opcost.store.postgresql import PostgresStore
+    conn = psycopg.connect(url, autocommit=True)
+    deadline = time.monotonic() + 60
+    while (conn.execute("SELECT count(*) FROM processes").fetchone()[0] < before + 2
+           and time.monotonic() < deadline and proc.poll() is None):
+        time.sleep(0.01)
+    conn.execute("SELECT pg_advisory_lock(%s)", (PostgresStore.LOCK_KEY,))
+    return conn
+
+
+def _start(tmp_path, url, *args, wait: float) -> subprocess.Popen:
+    return subprocess.Popen(cli_argv("run", "syscall.null", *FAST, "--store", url, *args), cwd=tmp_path,
+                            env=cli_env(tmp_path, OPCOST_STORE_WAIT=str(wait)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_lock_held_to_the_end_the_run_goes_on_into_json(pg, cli, tmp_path):
+    url = pg.url(pg.new_database("lock"))
+    ok(cli("run", "syscall.null", *FAST, "-p", "1", "--store", url))
+    out = tmp_path / "out.json"
+    proc = _start(tmp_path, url, "-p", "40", "--json", str(out), wait=1)
+    conn = _lock_after_first_processes(url, proc)
+    _, err = proc.communicate(timeout=120)
+    conn.close()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "locked by another program; waiting up to 1 s" in err
+    assert "the store missed" in err and str(out) in err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 40
+    stored = json.loads(ok(cli("show", str(doc["run_id"]), "--json", "-", "--store", url)))
+    assert 2 <= len(stored["results"][0]["processes"]) < 40 and stored["status"] == "abandoned"
+
+
+def test_lock_released_while_waiting_loses_nothing(pg, cli, tmp_path):
+    import time
+
+    url = pg.url(pg.new_database("lock"))
+    ok(cli("run", "syscall.null", *FAST, "-p", "1", "--store", url))
+    proc = _start(tmp_path, url, "-p", "30", "--label", "patient", wait=6)
+    conn = _lock_after_first_processes(url, proc)
+    time.sleep(4)
+    conn.close()                                     # the lock goes with its session
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "locked by another program; waiting" in err
+    doc = json.loads(ok(cli("show", "patient", "--json", "-", "--store", url)))
+    assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 30
