@@ -109,11 +109,12 @@ class PostgresStore(SqlStore):
             db.execute("SET default_transaction_read_only = on")
 
     def _begin(self, db: Any, exclusive: bool) -> None:
+        # One round trip (no parameters: the simple query protocol takes several
+        # statements); a write is a few statements, so this is most of its cost.
+        lock = "pg_advisory_xact_lock" + ("" if exclusive else "_shared")
         try:
-            db.execute("BEGIN")
-            db.execute(f"SET LOCAL lock_timeout = {_SLICE_MS}")
-            db.execute("SELECT pg_advisory_xact_lock" + ("" if exclusive else "_shared") + "(%s)", (self.LOCK_KEY,))
-            db.execute(f"SET LOCAL lock_timeout = {self._budget_ms()}")
+            db.execute(f"BEGIN; SET LOCAL lock_timeout = {_SLICE_MS}; SELECT {lock}({int(self.LOCK_KEY)}); "
+                       f"SET LOCAL lock_timeout = {self._budget_ms()}")
         except self.driver.Error:
             with contextlib.suppress(self.driver.Error):
                 db.rollback()
