@@ -344,7 +344,7 @@ def test_unknown_scheme_and_empty_url():
         open_store("")
     with pytest.raises(StoreError):
         open_store("sqlite://")
-    assert set(BACKENDS) == {"sqlite"}
+    assert set(BACKENDS) == {"sqlite", "postgresql"}
 
 
 def test_url_forms(tmp_path, monkeypatch):
