@@ -336,3 +336,18 @@ def test_lock_released_while_waiting_loses_nothing(pg, cli, tmp_path):
     assert "locked by another program; waiting" in err
     doc = json.loads(ok(cli("show", "patient", "--json", "-", "--store", url)))
     assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 30
+
+
+def test_a_server_whose_default_is_serializable_loses_nothing(pg):
+    """Writers' transactions are READ COMMITTED whatever the database's
+    default: a serialization failure would end a write that opcost does not
+    try again."""
+    db = pg.new_database("serial")
+    pg.admin(f"ALTER DATABASE {db} SET default_transaction_isolation = 'serializable'")
+    url = pg.url(db)
+    open_store(url).close()
+    procs = _writers(url, 4, 25, 2)                  # type: ignore[arg-type]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [e for _, e in outs]
+    with open_store(url, readonly=True) as store:
+        assert sum(r["status"] == "complete" for r in store.list_runs()) == 100

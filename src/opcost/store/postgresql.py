@@ -111,10 +111,13 @@ class PostgresStore(SqlStore):
     def _begin(self, db: Any, exclusive: bool) -> None:
         # One round trip (no parameters: the simple query protocol takes several
         # statements); a write is a few statements, so this is most of its cost.
+        # READ COMMITTED whatever the server's default: writers never touch
+        # each other's rows, so no serialization failure can end a transaction
+        # (and a failed COMMIT would not be one to try again).
         lock = "pg_advisory_xact_lock" + ("" if exclusive else "_shared")
         try:
-            db.execute(f"BEGIN; SET LOCAL lock_timeout = {_SLICE_MS}; SELECT {lock}({int(self.LOCK_KEY)}); "
-                       f"SET LOCAL lock_timeout = {self._budget_ms()}")
+            db.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {_SLICE_MS}; "
+                       f"SELECT {lock}({int(self.LOCK_KEY)}); SET LOCAL lock_timeout = {self._budget_ms()}")
         except self.driver.Error:
             with contextlib.suppress(self.driver.Error):
                 db.rollback()
