@@ -63,6 +63,9 @@ def ok(cp: subprocess.CompletedProcess) -> str:
     ("host=h password='s3 cr' dbname=x", "host=h password=*** dbname=x"),
     ('failed for "postgresql://u:s3cr@[::1/db"', 'failed for "postgresql://u:***@[::1/db"'),
     ("/home/u/opcost.db", "/home/u/opcost.db"),
+    ("postgresql://u:pa@ss@h/db", "postgresql://u:***@h/db"),             # an unencoded @: all of it
+    ("postgresql://u:pa?x@h/db", "postgresql://u:***@h/db"),
+    ("opcost: postgresql://u:s3cr@h failed", "opcost: postgresql://u:***@h failed"),
 ])
 def test_redact(text, want):
     assert redact(text) == want

@@ -5,9 +5,9 @@ A PostgreSQL store may be given as a URL with a password in it
 never reach output, error messages, the stored command line or exports:
 everything that could carry a --store argument goes through `redact` (one
 text) or `redact_argv` (a command line) first. Pure text handling, the way
-libpq reads a URL (the user information ends at the first '@' before any
-'/'; the password follows the first ':' in it), so that `opcost --help`
-imports no database driver."""
+libpq reads a URL (the user information ends at an '@' before any '/'; the
+password follows the first ':' in it), so that `opcost --help` imports no
+database driver."""
 
 from __future__ import annotations
 
@@ -22,16 +22,19 @@ _PARAM = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#'\"]+)", re.IG
 
 def _redact_url_at(text: str, start: int) -> str:
     """text with the user-information password of the URL whose authority
-    starts at `start` masked."""
+    starts at `start` masked: everything between the first ':' and the last
+    '@' before the path (libpq stops at the first '@'; a password with an
+    unencoded '@' in it is still masked whole)."""
     end = len(text)
     for i in range(start, len(text)):
-        if text[i] in "/@" or text[i].isspace():
+        if text[i] == "/" or text[i].isspace():
             end = i
             break
-    if end < len(text) and text[end] == "@":
-        user, colon, _ = text[start:end].partition(":")
+    at = text.rfind("@", start, end)
+    if at >= 0:
+        user, colon, _ = text[start:at].partition(":")
         if colon:
-            return text[:start] + user + ":" + MASK + text[end:]
+            return text[:start] + user + ":" + MASK + text[at:]
     return text
 
 
