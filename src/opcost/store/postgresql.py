@@ -184,6 +184,9 @@ class PostgresStore(SqlStore):
             return "refused the login (wrong user or password?)", _LOGIN_HINT
         if not state and "does not exist" in low and "database" in low:
             return "names a database that does not exist", "create it (createdb NAME), or give another --store"
+        if not state and any(k in low for k in ("invalid", "bad value", "not found", "unknown")):
+            return ("cannot be opened with these settings",
+                    "check the URL's parameters (libpq's: host, port, dbname, user, service, sslmode...)")
         if state.startswith("08") or (not state and isinstance(e, self.driver.OperationalError)):
             return "cannot be reached", _REACH_HINT
         return "failed", _HINT
