@@ -16,7 +16,12 @@ bench=many-PID, so an empty database is best): the same figures for that
 store, measured after SQLite's in the same invocation, and the ratio of the
 W writers' wall time there to SQLite's.
 
-usage: benchmarks/store_concurrency.py [--store URL] [WRITERS [RUNS]]   (default 8 100)"""
+--pg-server instead: a throwaway local server started for it by the tests'
+helper (tests/pgserver.py, Debian's postgresql; fsync on, as a real server
+keeps it), stopped at the end; if none can be started, it says so and
+prints SQLite's figures only.
+
+usage: benchmarks/store_concurrency.py [--store URL | --pg-server] [WRITERS [RUNS]]   (default 8 100)"""
 
 from __future__ import annotations
 
@@ -92,8 +97,35 @@ def report(name: str, n: int, runs: int, ref: tuple, many: tuple, stored: int, e
 def main() -> int:
     args = sys.argv[1:]
     url = None
+    server = None
     if args[:1] == ["--store"] and len(args) > 1:
         url, args = args[1], args[2:]
+    elif args[:1] == ["--pg-server"]:
+        args = args[1:]
+        sys.path.insert(0, str(ROOT / "tests"))
+        import pgserver
+
+        bindir = pgserver._bindir()
+        try:
+            if bindir is None:
+                raise RuntimeError("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")
+            server = pgserver.Server(bindir, durable=True)
+            server.start()
+            os.environ["PGPASSFILE"] = str(server.passfile)
+            url = server.url(server.new_database("bench"))
+        except (RuntimeError, OSError, KeyError, subprocess.SubprocessError) as e:
+            print(f"no PostgreSQL server here ({e}): SQLite only")
+            if server is not None:
+                server.stop()
+            server = None
+    try:
+        return measure(url, args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def measure(url: str | None, args: list[str]) -> int:
     n = int(args[0]) if len(args) > 0 else 8
     runs = int(args[1]) if len(args) > 1 else 100
     sys.path.insert(0, str(ROOT / "src"))
