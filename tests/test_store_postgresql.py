@@ -354,3 +354,21 @@ def test_a_server_whose_default_is_serializable_loses_nothing(pg):
     assert [p.returncode for p in procs] == [0] * 4, [e for _, e in outs]
     with open_store(url, readonly=True) as store:
         assert sum(r["status"] == "complete" for r in store.list_runs()) == 100
+
+
+def test_real_runs_at_once_into_one_store(pg, tmp_path, probe_bin):
+    url = pg.url(pg.new_database("real"))
+    procs = [subprocess.Popen(cli_argv("run", "syscall.null", *FAST, "-p", "3", "--label", f"writer={i}",
+                                       "--store", url), cwd=tmp_path, env=cli_env(tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert "locked" not in err.lower(), err
+    with open_store(url, readonly=True) as store:
+        runs = store.list_runs()
+        assert sorted(r["labels"]["writer"] for r in runs) == ["0", "1", "2", "3"]
+        for r in runs:
+            doc = store.load_run(r["id"])
+            assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 3
