@@ -372,3 +372,16 @@ def test_real_runs_at_once_into_one_store(pg, tmp_path, probe_bin):
         for r in runs:
             doc = store.load_run(r["id"])
             assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 3
+
+
+def test_store_locked_from_the_start_is_exit_1_not_2(pg, cli):
+    import psycopg
+
+    from opcost.store.postgresql import PostgresStore
+    url = pg.url(pg.new_database("lock"))
+    ok(cli("run", "syscall.null", *FAST, "-p", "1", "--store", url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (PostgresStore.LOCK_KEY,))
+        cp = cli("run", "syscall.null", *FAST, "-p", "2", "--store", url, env={"OPCOST_STORE_WAIT": "1"})
+    assert cp.returncode == 1, cp.stderr
+    assert "locked by another program" in cp.stderr and "Traceback" not in cp.stderr

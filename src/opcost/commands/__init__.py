@@ -68,7 +68,7 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    help="label this run, repeatable: --label kernel=6.18-rc3 --label commit=abc123 (searched by "
                    "`history --where`); a bare --label TEXT names it (name=TEXT, for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")
-    o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    o.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
     o.add_argument("--no-store", action="store_true", help="do not save this run")
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
