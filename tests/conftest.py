@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pgserver import postgres_server  # noqa: F401  (the session's PostgreSQL server fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probe" / "opcost-probe"
@@ -64,3 +65,14 @@ def src(tmp_path):
         p.write_text(text)
         return p
     return write
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A new, empty store of each backend: an SQLite file under tmp_path, or a
+    new database on the session's PostgreSQL server (tests/pgserver.py; the
+    password from PGPASSFILE), skipped where there is none."""
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path / 'store.db'}"
+    server = request.getfixturevalue("postgres_server")
+    return server.url(server.new_database("s"))

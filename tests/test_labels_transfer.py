@@ -48,7 +48,9 @@ def test_labels_reach_the_run_its_documents_and_history(run_cli, tmp_path):
     assert "LABELS" in table and "commit=abc123" in table
 
 
-def test_history_where_and_bench(run_cli):
+def test_history_where_and_bench(run_cli, store_url):
+    def run_cli(*args, run_cli=run_cli):                       # every call on the store of the backend
+        return run_cli(*args, "--store", store_url)
     _three_runs(run_cli)
 
     def ids(*args):
@@ -117,7 +119,12 @@ def test_history_delete_asks_on_a_terminal(run_cli, tmp_path):
     assert [r["id"] for r in json.loads(ok(run_cli("history", "--json")))] == [3, 1]
 
 
-def test_export_import_round_trip_is_byte_identical(run_cli, tmp_path):
+def test_export_import_round_trip_is_byte_identical(run_cli, tmp_path, store_url):
+    """From a store of each backend into an SQLite file and out again: the same bytes."""
+    plain = run_cli
+
+    def run_cli(*args):
+        return plain(*args) if "--store" in args else plain(*args, "--store", store_url)
     _three_runs(run_cli)
     ok(run_cli("export", "1", "2", "3", "-o", "all.jsonl"))
     ok(run_cli("export", "label:base", "-o", "one.json"))

@@ -1,8 +1,8 @@
 """The contract every store backend keeps: the whole `Store` interface
 (store/base.py), run against each backend of store.BACKENDS through the
-fixture factory it registers here with @factory(scheme). A new backend (the
-PostgreSQL one) adds its factory below; no test changes. A factory takes the
-test's tmp_path and gives:
+fixture factory it registers here with @factory(scheme). A new backend adds
+its factory below; no test changes. A factory takes the test's tmp_path and
+its pytest request (for fixtures: the PostgreSQL server) and gives:
 - url(name): the URL of a new, empty store;
 - hold_lock(url): a context manager in which another connection holds the
   store's write lock, as another program would.
@@ -42,7 +42,7 @@ def factory(scheme: str):
 
 @factory("sqlite")
 class SqliteFactory:
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, request: Any = None):
         self.dir = tmp_path
 
     def url(self, name: str = "opcost") -> str:
@@ -59,11 +59,38 @@ class SqliteFactory:
             conn.close()
 
 
+@factory("postgresql")
+class PostgresFactory:
+    """A new database on the session's server (tests/pgserver.py) per name,
+    the password from PGPASSFILE; skipped where no server can be started."""
+
+    def __init__(self, tmp_path: Path, request: Any):
+        self.server = request.getfixturevalue("postgres_server")
+        self.urls: dict[str, str] = {}
+
+    def url(self, name: str = "opcost") -> str:
+        if name not in self.urls:
+            self.urls[name] = self.server.url(self.server.new_database(name[:8]))
+        return self.urls[name]
+
+    @contextlib.contextmanager
+    def hold_lock(self, url: str) -> Iterator[None]:
+        import psycopg
+
+        from opcost.store.postgresql import PostgresStore
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (PostgresStore.LOCK_KEY,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (PostgresStore.LOCK_KEY,))
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request, tmp_path):
     make = FACTORIES.get(request.param)
     assert make is not None, f"backend {request.param} registers no factory in {Path(__file__).name}"
-    return make(tmp_path)
+    return make(tmp_path, request)
 
 
 ENV = {"arch": "x86_64", "cpus": 2, "kernel": "6.18"}

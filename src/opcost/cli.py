@@ -59,7 +59,9 @@ def _main(argv: list[str] | None) -> int:
         commands.check_args(args)
         return commands.module(args.command).run(args, argv)
     except OpcostError as e:
-        print(f"opcost: {e}", file=sys.stderr)
+        from .redact import redact
+
+        print(f"opcost: {redact(str(e))}", file=sys.stderr)    # a --store URL's password never shown
         return e.exit_code
     except BrokenPipeError:
         return 0

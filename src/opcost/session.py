@@ -63,7 +63,10 @@ class Settings:
         from . import labels
 
         names = labels.parse_all(args.label)
-        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *argv],
+        from .redact import redact_argv
+
+        # The command line as stored and exported: a --store URL's password masked.
+        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *redact_argv(argv)],
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
                    label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,
@@ -242,9 +245,10 @@ def finish(settings: Settings, m: Measured) -> int:
 
 
 def store_name(url: str | None) -> str:
-    """The store as a user would type it: ~ for the home directory."""
+    """The store as a user would type it: ~ for the home directory, a URL's password masked."""
+    from .redact import redact
     from .store import default_store_path
 
-    text = str(default_store_path()) if url is None else url
+    text = str(default_store_path()) if url is None else redact(url)
     home = os.path.expanduser("~")
     return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text

@@ -14,10 +14,11 @@ import importlib
 
 from .. import __version__, protocol
 from ..errors import UsageError
+from ..redact import redact
 from ..text import printable
 
 COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
-            "export", "import")
+            "export", "import", "store")
 
 
 def module(name: str):
@@ -29,7 +30,7 @@ def module(name: str):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, as for every other usage error
-        raise UsageError(f"{message} (see {self.prog} --help)")
+        raise UsageError(f"{redact(message)} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +68,7 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    help="label this run, repeatable: --label kernel=6.18-rc3 --label commit=abc123 (searched by "
                    "`history --where`); a bare --label TEXT names it (name=TEXT, for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")
-    o.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    o.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
     o.add_argument("--no-store", action="store_true", help="do not save this run")
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -106,7 +107,7 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and printable(v) != v:
-                raise UsageError(f"{flag_of(dest)} '{printable(v)}' contains a control character; "
+                raise UsageError(f"{flag_of(dest)} '{redact(printable(v))}' contains a control character; "
                                  "write it without (a trailing newline or tab is easy to miss)")
     for dest, want in _NONEMPTY.items():
         v = getattr(args, dest, None)

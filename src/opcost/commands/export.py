@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                        + REFS)
     s.add_argument("runs", nargs="+", metavar="RUN", help="run id or label; repeatable")
     s.add_argument("-o", "--output", metavar="FILE", default="-", help="where to write ('-', the default: stdout)")
-    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
 
 
 def run(args, argv) -> int:

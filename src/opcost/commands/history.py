@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                    help="only runs labelled KEY=VALUE (--label at run time; a bare label is name=...); "
                    "repeatable, all must hold")
     s.add_argument("--bench", metavar="NAME", help="only runs with a result of benchmark NAME (e.g. signal.catch)")
-    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
     s.add_argument("--limit", default=None, metavar="N", help="newest N runs")
     s.add_argument("--json", action="store_true", help="JSON on stdout")
     s.add_argument("--yes", "-y", action="store_true", help="with delete: do not ask")

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
                        "(the same uuid) is not stored again. A run keeps its id when this store never "
                        "gave it, else it gets the next free one.")
     s.add_argument("files", nargs="+", metavar="FILE", help="file written by `opcost export`; repeatable")
-    s.add_argument("--store", metavar="URL", help="result store (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
 
 
 def run(args, argv) -> int:

@@ -10,17 +10,21 @@ import re
 
 from ..errors import StoreError
 from .base import OnWait, SqlStore, Store
+from .postgresql import PostgresStore
 from .sqlite import SqliteStore
 
-__all__ = ["BACKENDS", "Store", "SqliteStore", "default_store_path", "open_store"]
+__all__ = ["BACKENDS", "Store", "PostgresStore", "SqliteStore", "default_store_path", "open_store"]
 
 
 # scheme -> backend class, constructed with the rest of the URL after "scheme://"
-# (for sqlite: "/abs/path" or "rel/path"). A PostgreSQL backend goes here.
-BACKENDS: dict[str, type[SqlStore]] = {"sqlite": SqliteStore}
+# (for sqlite: "/abs/path" or "rel/path"), or the whole URL (whole_url: postgresql).
+BACKENDS: dict[str, type[SqlStore]] = {"sqlite": SqliteStore, "postgresql": PostgresStore}
+
+# Other spellings of a scheme (libpq takes both).
+_ALIASES = {"postgres": "postgresql"}
 
 # Schemes we know of but do not implement yet: a specific message, not "unknown".
-_PLANNED = {"postgresql": "PostgreSQL", "postgres": "PostgreSQL"}
+_PLANNED: dict[str, str] = {}
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
@@ -50,13 +54,15 @@ def open_store(url: str | None, on_wait: OnWait | None = None, *, readonly: bool
         raise StoreError(f"--store needs a path or URL; supported: {_supported()}")
     m = _URL.match(url)
     scheme, rest = (m.group(1).lower(), m.group(2)) if m else ("sqlite", url)
-    backend = BACKENDS.get(scheme)
+    backend = BACKENDS.get(_ALIASES.get(scheme, scheme))
     if backend is None:
         # The URL itself is not echoed: a database URL may carry a password.
         if scheme in _PLANNED:
             raise StoreError(f"{_PLANNED[scheme]} stores ({scheme}://...) are not supported yet; "
                              f"supported: {_supported()}")
         raise StoreError(f"unknown store scheme '{scheme}://'; supported: {_supported()}")
+    if backend.whole_url:
+        return backend(url, on_wait=on_wait, readonly=readonly)
     if not rest:
         raise StoreError(f"--store {scheme}:// needs a path after '{scheme}://'; "
                          f"supported: {_supported()}")

@@ -28,6 +28,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 from .. import interrupts
 from .. import labels as _labels
 from ..errors import StoreError, StoreLocked, UnknownRun
+from ..redact import redact_argv
 from ..text import printable
 from . import rows
 from .owner import owner_here, shown_status
@@ -141,6 +142,7 @@ class SqlStore:
     no_limit: ClassVar[int | None] = None       # the LIMIT that means "all rows"
     migrations: ClassVar[Sequence[tuple[int, Step]]]   # the schema module's MIGRATIONS
     added_in: ClassVar[Mapping[str, int]] = {}  # "table.column" -> the version that added it
+    whole_url: ClassVar[bool] = False           # constructed with the whole URL, not the rest after "scheme://"
 
     def _connect(self) -> Any:
         """Dialect: a new connection in autocommit mode (read-only if self.readonly)."""
@@ -177,6 +179,20 @@ class SqlStore:
         """Dialect: the highest run id this store has ever given (an imported
         run keeps its id only above it, so an id never comes back)."""
         return int(self._run(db, "SELECT coalesce(max(id), 0) FROM runs").fetchone()[0])
+
+    def _begin(self, db: Any, exclusive: bool) -> None:
+        """Dialect: start a write transaction, waiting (one slice) for the write
+        lock; exclusive: no other writer at the same time (migrations, imports).
+        Left with no transaction open when it fails."""
+        self._run(db, self.begin_sql)
+
+    def _explicit_id(self, db: Any, run_id: int) -> None:
+        """Dialect: a run was inserted with this id given (an import): ids given
+        later must be above it."""
+
+    def _describe(self, e: Exception) -> str:
+        """Dialect: a driver error as one line of text for a message."""
+        return str(e)
 
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         """Dialect: a driver error as (what is wrong with the store, what to do),
@@ -231,7 +247,7 @@ class SqlStore:
         for target, step in self.migrations:
             if target <= version:
                 continue
-            with self._transaction(f"migrating to schema version {target}") as db:
+            with self._transaction(f"migrating to schema version {target}", exclusive=True) as db:
                 # Re-read under the write lock: another opcost may have migrated
                 # between our first read and now.
                 if self._schema_version(db) >= target:
@@ -272,10 +288,11 @@ class SqlStore:
                 raise StoreLocked(f"store {self.path} is locked by another program{during}: "
                                   "retry when it has finished, or use another --store") from None
             what, hint = problem
-            raise StoreError(f"store {self.path} {what}{during} ({e}): {hint.format(path=self.path)}") from None
+            raise StoreError(f"store {self.path} {what}{during} ({self._describe(e)}): "
+                             f"{hint.format(path=self.path)}") from None
 
     @contextlib.contextmanager
-    def _transaction(self, doing: str) -> Iterator[Any]:
+    def _transaction(self, doing: str, exclusive: bool = False) -> Iterator[Any]:
         """BEGIN ... COMMIT; rolled back on any exception, Ctrl-C included, so an
         interrupted write leaves nothing half-stored and the connection usable
         for finish_run(..., 'interrupted')."""
@@ -283,7 +300,7 @@ class SqlStore:
 
         def begin() -> None:
             with self._guard(doing):
-                self._run(db, self.begin_sql)
+                self._begin(db, exclusive)
 
         def commit() -> None:
             with self._guard(doing):
@@ -358,7 +375,8 @@ class SqlStore:
             run_id = self._insert_id(
                 db, "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner, uuid) "
                 "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-                (_now(), names.get(_labels.NAME), kind, opcost_version, rows.encode(list(argv)), rows.encode(env),
+                (_now(), names.get(_labels.NAME), kind, opcost_version, rows.encode(redact_argv(list(argv))),
+                 rows.encode(env),
                  rows.encode(owner_here()), ident))
             self._put_labels(db, run_id, names)
         return run_id
@@ -573,7 +591,7 @@ class SqlStore:
         store has never given that id, else it gets the next one. Returns
         (run id, stored now) per document, in their order."""
         out: list[tuple[int, bool]] = []
-        with self._transaction("importing runs") as db:
+        with self._transaction("importing runs", exclusive=True) as db:
             for doc in docs:
                 ident = identity(doc)
                 row = self._run(db, "SELECT id FROM runs WHERE uuid = ?", (ident,)).fetchone()
@@ -601,6 +619,8 @@ class SqlStore:
             vals.insert(0, run.run_id)
         run_id = self._insert_id(db, f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                                  vals)
+        if cols[0] == "id":
+            self._explicit_id(db, run_id)
         self._put_labels(db, run_id, run.labels)
         for pos, res in enumerate(run.results):
             if res.status not in RESULT_STATUSES:
