@@ -60,6 +60,11 @@ opcost.comparison/1
     verdict}}: the entry's statistics are those of the look that settled it,
     and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
     the looks).
+  issue 13 (seq2): p_value is twice the smaller of p_mannwhitney and p_ks,
+    capped at 1, in every design (fixed -p N, compare, variants, series'
+    change points) as in the sequential looks: the plain smaller p, which
+    the fixed design used before, is not a valid p-value (5.8% under 0.05
+    on null data). Same field, same meaning (the p tested); larger values.
   issue 17: comparisons[].counters, when counters were asked for: per
     event {side (measuring|helper), status (ok | unsupported | not counted |
     only in A | only in B), a, b (medians per op over processes, or the
