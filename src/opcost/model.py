@@ -60,6 +60,10 @@ opcost.comparison/1
     verdict}}: the entry's statistics are those of the look that settled it,
     and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
     the looks).
+  issue 13 (seq2): design.boundary (pocock | obf) and design.spending
+    naming it ("Lan-DeMets Pocock" by default now; a document without
+    boundary is O'Brien-Fleming's); each process of a sequential run
+    records "boundary" with its "stage".
   issue 13 (seq2): p_value is twice the smaller of p_mannwhitney and p_ks,
     capped at 1, in every design (fixed -p N, compare, variants, series'
     change points) as in the sequential looks: the plain smaller p, which
@@ -116,7 +120,7 @@ def kind_of(doc: dict) -> str:
 
 # The runner's facts about a process; "stage" only in a sequential ab run,
 # "front_end" where the front end was while the probe measured.
-META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage")
+META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage", "boundary")
 
 
 @dataclass
