@@ -29,7 +29,9 @@ opcost.result/1
     run until its store migrates). The keys of labels are sorted.
   issue 13: processes[].stage in an `ab` run of the sequential design (no
     -p): the look (1, 2, 3) the process belongs to; it marks the run as
-    sequential, so `show` replays its looks.
+    sequential, so `show` replays its looks. issue 13 (seq2): and
+    processes[].boundary (pocock | obf), the alpha spending it ran with
+    (absent before: obf).
   issue 17: a counter name may carry `:helper` (counted on the benchmark's
     helper thread or process: samples' counters["context-switches:helper"])
     and be a named PMU event (`ls_dispatch.ld_dispatch`, `msr/tsc/`,
@@ -118,7 +120,7 @@ def kind_of(doc: dict) -> str:
 
 # --- opcost.result/1 ------------------------------------------------------------
 
-# The runner's facts about a process; "stage" only in a sequential ab run,
+# The runner's facts about a process; "stage" and "boundary" only in a sequential ab run,
 # "front_end" where the front end was while the probe measured.
 META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage", "boundary")
 
@@ -132,7 +134,7 @@ class Process:
     samples: list[dict] = field(default_factory=list)
     warmup: list[dict] = field(default_factory=list)
     trailer: dict | None = None
-    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s (, stage)
+    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s (, stage, boundary)
 
     def to_json(self) -> dict:
         return {"index": self.index, **self.meta, "header": self.header, "samples": self.samples,

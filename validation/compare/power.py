@@ -11,9 +11,10 @@ cost measured about 2.4%. Before the comparisons of a case, a calibration
 (interleaved `opcost ab ... -p --calibration-processes`, the comparisons'
 own options and CPU) measures spin=1 against spin=1+k: k starts from the
 alone cost and is refined on the measured extra cost over A (a line through
-0 fitted to every calibration run: extra ns = slope x k), until the measured
-extra cost is the asked share of the base; the chosen k is measured once
-more. Printed next to the target: that calibration figure with its CI, and
+0 fitted to the calibration runs whose 95% CI is narrower than +/- the asked
+size: extra share = slope x k), until the measured extra cost is the asked
+share of the base; when no run resolves it (a loaded machine), k stays the
+alone cost's and the output says so. Printed next to the target: that calibration figure with its CI, and
 the size over all the case's comparisons (every process median of A and of
 B pooled), which is the truth the estimate errors are taken against.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -64,35 +66,51 @@ def spin_for(target: float, base_ns: float, cpu: str) -> tuple[int, float, float
 
 
 def calibrate(target: float, base: float, cpu: str, opts: list[str], processes: int, steps: int,
-              seed: int) -> tuple[int, float, list[float] | None, list[tuple[int, float]]]:
+              seed: int) -> tuple[int, float, list[float] | None, list[tuple[int, float, float]], str]:
     """k such that the measured extra cost of spin=1+k over spin=1 is
-    target x A's median: interleaved `ab -p processes` runs, k refined on a
-    line through 0 fitted to all of them. Returns k, its measured extra
-    share, that run's 95% CI of B/A - 1, and every (k, measured share)."""
-    k, _, _ = spin_for(target, base, cpu)
-    tried: list[tuple[int, float]] = []
+    target x A's median: interleaved `ab -p processes` runs at k, refined on
+    a line through 0 (share = slope x k) fitted to the runs that resolved
+    it. k starts where the adds' cost measured alone (the probe's header)
+    puts it. A run resolves the size when its 95% CI of B/A is narrower than
+    +/- target (else noise, not k, decides what it measured: on a loaded
+    machine a 20-per-arm run can be +/-30% wide, and chasing it would inject
+    10x the asked size); k never moves beyond 4x either way of the start.
+    Returns k, its measured extra share and that run's 95% CI of B/A - 1,
+    every (k, measured share, CI half-width), and how k was chosen."""
+    k0, _, _ = spin_for(target, base, cpu)
+    k = k0
+    tried: list[tuple[int, float, float]] = []
 
     def measure(k: int, i: int) -> dict:
         e = ab(["syscall.null"], "spin=1", f"spin={1 + k}",
                [*opts, "-p", str(processes), "--cpu", cpu, "--seed", str(seed + i)])["comparisons"][0]
-        tried.append((k, e["ratio"] - 1))
+        lo, hi = e["ci95_ratio"] or (0.0, math.inf)
+        tried.append((k, e["ratio"] - 1, (hi - lo) / 2))
         print(f"  calibration {target:.0%}: k={k} measured {e['ratio'] - 1:+.2%} "
-              f"[{e['ci95_ratio'][0] - 1:+.2%}, {e['ci95_ratio'][1] - 1:+.2%}]", flush=True)
+              f"[{lo - 1:+.2%}, {hi - 1:+.2%}]", flush=True)
         return e
 
+    e = None
     for i in range(steps):
-        measure(k, i)
-        # least squares through 0 over every run so far: share = slope x k
-        slope = sum(kk * m for kk, m in tried) / sum(kk * kk for kk, _ in tried)
-        # a noisy run must not throw k far off: at most 4x either way, within spin's 0-1024
-        nxt = round(target / slope) if slope > 0 else 2 * k
-        nxt = min(1023, max(1, k // 4, min(4 * k, nxt)))
+        e = measure(k, i)
+        good = [(kk, m) for kk, m, half in tried if half < target]
+        if not good:
+            continue     # unresolved: measure again at the same k
+        slope = sum(kk * m for kk, m in good) / sum(kk * kk for kk, _ in good)
+        nxt = round(target / slope) if slope > 0 else k
+        nxt = min(1023, max(1, k0 // 4, min(4 * k0, nxt)))
         if nxt == k:
             break
         k = nxt
-    e = measure(k, steps)
+        e = None
+    if e is None:
+        e = measure(k, steps)
+    resolved = any(half < target for _, _, half in tried)
+    how = ("refined on the measured extra cost" if resolved else
+           "the alone-cost k: no calibration run resolved the size at this noise (every 95% CI wider than "
+           f"+/-{target:.0%})")
     lo, hi = e["ci95_ratio"] or (None, None)
-    return k, e["ratio"] - 1, None if lo is None else [lo - 1, hi - 1], tried
+    return k, e["ratio"] - 1, None if lo is None else [lo - 1, hi - 1], tried, how
 
 
 def one(k: int, opts: list[str]) -> tuple[dict, float]:
@@ -145,7 +163,7 @@ def main() -> int:
     t0 = time.monotonic()
     for c, pair in enumerate(args.targets.split(",")):
         target, delta = (float(x) for x in pair.split(":"))
-        k, measured, ci, tried = calibrate(target, base, args.cpu, args.run_options, args.calibration_processes,
+        k, measured, ci, tried, how = calibrate(target, base, args.cpu, args.run_options, args.calibration_processes,
                                            args.calibration_steps, 500 + 100 * c)
         fixed_name = f"fixed -p {args.fixed}"
         designs: dict[str, list] = {"sequential": [], **({fixed_name: []} if args.fixed else {})}
@@ -170,7 +188,7 @@ def main() -> int:
                       f"after {q['processes_per_arm'] if q else e['n_a']} per arm ({wall:.0f} s, "
                       f"load {os.getloadavg()[0]:.2f})", flush=True)
         truth = pooled([g for got in designs.values() for g in got])
-        sizes.append((target, k, measured, ci, truth, tried, sum(len(g) for g in designs.values())))
+        sizes.append((target, k, measured, ci, truth, tried, how, sum(len(g) for g in designs.values())))
         rows += [row(name, target, delta, k, truth, got) for name, got in designs.items() if got]
         if args.fixed and designs[fixed_name]:
             # the time ratio over the comparisons that ran both designs
@@ -181,11 +199,12 @@ def main() -> int:
                            / args.fixed))
     print(f"\n{time.monotonic() - t0:.0f} s; opcost ab syscall.null --a spin=1 --b spin=1+k "
           f"{' '.join(args.run_options)} --cpu {args.cpu}; load average now {os.getloadavg()[0]:.2f}")
-    for target, k, measured, ci, truth, tried, n in sizes:
+    for target, k, measured, ci, truth, tried, how, n in sizes:
         cis = f" [{ci[0]:+.2%}, {ci[1]:+.2%}]" if ci else ""
         print(f"injected {target:.0%} asked: k={k}; calibration (-p {args.calibration_processes}) measured "
               f"{measured:+.2%}{cis}; over all {n} comparisons' processes {truth:+.2%} (the truth below); "
-              "calibration runs (k, measured): " + ", ".join(f"{kk} {m:+.2%}" for kk, m in tried))
+              f"k: {how}; calibration runs (k, measured +/- CI half-width): "
+              + ", ".join(f"{kk} {m:+.2%}+/-{h:.1%}" for kk, m, h in tried))
     print("asked  measured  delta  design          k  slower          error (median, worst)  within 1 pp  "
           "CI covers  per arm  wall s  (medians)")
     print("\n".join(rows))
