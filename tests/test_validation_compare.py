@@ -6,6 +6,7 @@ from real runs (README), never from here."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,9 @@ def test_power_calibrates_the_injected_cost_on_the_measured_extra(probe_bin):
     out = cp.stdout
     line = next(x for x in out.splitlines() if x.startswith("injected 3% asked"))
     assert "k=6;" in line, out
-    assert "measured +3.0" in line or "measured +2.9" in line, line
+    measured = float(re.search(r"calibration \(-p 4\) measured ([+-][0-9.]+)%", line).group(1))
+    assert 2.4 <= measured <= 3.6, line     # the fake clock's own noise: +-1% per batch
+    assert "refined on the measured extra cost" in line
     assert "time to a verdict, 3% injected: sequential / fixed -p 4" in out
 
 
