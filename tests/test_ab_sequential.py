@@ -27,7 +27,9 @@ def test_a_big_difference_stops_at_the_first_look(run_cli, tmp_path):
     d = doc["design"]
     assert d["kind"] == "sequential" and d["stages"] == [10, 20, 40] and d["looks_done"] == 1
     assert d["stopped"] == {"look": 1, "processes_per_arm": 10, "reason": "settled"}
-    assert d["planned"][0]["p_level"] < 1e-4 and 0.047 < d["planned"][2]["p_level"] < 0.05
+    # Pocock by default: nearly equal levels, 0.0179, 0.0179, 0.026
+    assert d["boundary"] == "pocock" and d["spending"] == "Lan-DeMets Pocock"
+    assert 0.017 < d["planned"][0]["p_level"] < 0.019 and 0.025 < d["planned"][2]["p_level"] < 0.027
     (e,) = doc["comparisons"]
     assert e["verdict"] == "slower" and e["n_a"] == e["n_b"] == 10
     assert e["p_adjusted"] < d["planned"][0]["p_level"]
@@ -36,6 +38,7 @@ def test_a_big_difference_stops_at_the_first_look(run_cli, tmp_path):
     # the store holds exactly the 10 rounds of stage 1, and `show` replays the same looks
     stored = json.loads(run_cli("show", "big", "--json", "-").stdout)
     assert _rounds(stored) == {arm: [(r, 1) for r in range(10)] for arm in "AB"}
+    assert {p["boundary"] for r in stored["results"] for p in r["processes"]} == {"pocock"}
     shown = run_cli("show", "big").stdout
     assert "stopped after 10 processes per arm (look 1 of 3): slower" in shown
 
@@ -89,6 +92,27 @@ def test_fixed_design_with_p_has_no_design_record(run_cli, tmp_path):
     doc = json.loads(out.read_text())
     assert "design" not in doc and "sequential" not in doc["comparisons"][0]
     assert doc["comparisons"][0]["n_a"] == 6 and "sequential design" not in cp.stdout
+
+
+def test_boundary_obf_is_recorded_and_replayed(run_cli, tmp_path):
+    """--boundary obf: O'Brien-Fleming's levels, recorded with every process,
+    so `show` replays the looks with the boundary the run used (a stored run
+    without it is O'Brien-Fleming's: the only one before the choice)."""
+    out = tmp_path / "obf.json"
+    cp = run_cli("ab", "syscall.null", "--a", "spin=1", "--b", "spin=21", *FAST, "--boundary", "obf",
+                 "--json", str(out), "--label", "obf")
+    assert cp.returncode == 0, cp.stderr
+    d = json.loads(out.read_text())["design"]
+    assert d["boundary"] == "obf" and d["spending"] == "Lan-DeMets O'Brien-Fleming"
+    assert d["planned"][0]["p_level"] < 1e-4 and 0.047 < d["planned"][2]["p_level"] < 0.05
+    assert "O'Brien-Fleming alpha spending" in cp.stdout
+    stored = json.loads(run_cli("show", "obf", "--json", "-").stdout)
+    assert {p["boundary"] for r in stored["results"] for p in r["processes"]} == {"obf"}
+    assert "O'Brien-Fleming alpha spending" in run_cli("show", "obf").stdout
+    from opcost.comparison import boundary_of
+
+    assert boundary_of([([{"stage": 1}], [{"stage": 1}])]) == "obf"
+    assert boundary_of([([{"stage": 1, "boundary": "pocock"}], [])]) == "pocock"
 
 
 def _processes(db) -> int:

@@ -301,6 +301,17 @@ def arms(procs_a: list[dict], procs_b: list[dict]):
     return ra, ma, rb, mb
 
 
+def boundary_of(pairs) -> str:
+    """The alpha spending a sequential run used: recorded with each of its
+    processes ("boundary"); a run recorded before there was a choice used
+    O'Brien-Fleming."""
+    for pa, pb in pairs:
+        for p in [*pa, *pb]:
+            if p.get("boundary"):
+                return p["boundary"]
+    return "obf"
+
+
 def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int) -> list[bool]:
     """The live look of a sequential `ab` after `rounds` rounds: per benchmark
     (its A and B processes), whether it is settled (the same replay as the
@@ -310,7 +321,7 @@ def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, r
 
     got = [arms(pa, pb) for pa, pb in pairs]
     decided, _ = sequential.decide([g if min(len(g[1]), len(g[3])) >= 2 else None for g in got],
-                                   delta=delta, rounds=rounds, final=False)
+                                   delta=delta, rounds=rounds, final=False, boundary=boundary_of(pairs))
     return [d is None or bool(d["sequential"]["settled"]) for d in decided]
 
 
@@ -325,11 +336,13 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     got = [arms(ra.get("processes") or [], rb.get("processes") or []) if "ratio" in e else None
            for e, (ra, rb) in zip(entries, pairs)]
     rounds = max((r + 1 for g in got if g for r in g[0] + g[2]), default=0)
-    decided, done = sequential.decide(got, delta=delta, rounds=rounds, final=True)
+    boundary = boundary_of([(ra.get("processes") or [], rb.get("processes") or []) for ra, rb in pairs])
+    decided, done = sequential.decide(got, delta=delta, rounds=rounds, final=True, boundary=boundary)
     out = [dict(e, **d) if d is not None else e for e, d in zip(entries, decided)]
-    planned = sequential.looks(sequential.STAGES)
+    planned = sequential.looks(sequential.STAGES, boundary=boundary)
     last = done[-1] if done else None
-    design = {"kind": "sequential", "spending": sequential.SPENDING, "test": sequential.TEST, "alpha": sequential.ALPHA,
+    design = {"kind": "sequential", "boundary": boundary, "spending": sequential.BOUNDARIES[boundary][0],
+              "test": sequential.TEST, "alpha": sequential.ALPHA,
               "stages": list(sequential.STAGES), "planned": [lk.to_json() for lk in planned],
               "looks": [lk.to_json() for lk in done], "looks_done": len(done),
               "stopped": {"look": last.number if last else None,

@@ -29,7 +29,9 @@ opcost.result/1
     run until its store migrates). The keys of labels are sorted.
   issue 13: processes[].stage in an `ab` run of the sequential design (no
     -p): the look (1, 2, 3) the process belongs to; it marks the run as
-    sequential, so `show` replays its looks.
+    sequential, so `show` replays its looks. issue 13 (seq2): and
+    processes[].boundary (pocock | obf), the alpha spending it ran with
+    (absent before: obf).
   issue 17: a counter name may carry `:helper` (counted on the benchmark's
     helper thread or process: samples' counters["context-switches:helper"])
     and be a named PMU event (`ls_dispatch.ld_dispatch`, `msr/tsc/`,
@@ -60,6 +62,15 @@ opcost.comparison/1
     verdict}}: the entry's statistics are those of the look that settled it,
     and its p_value twice the smaller of p_mannwhitney and p_ks (the test of
     the looks).
+  issue 13 (seq2): design.boundary (pocock | obf) and design.spending
+    naming it ("Lan-DeMets Pocock" by default now; a document without
+    boundary is O'Brien-Fleming's); each process of a sequential run
+    records "boundary" with its "stage".
+  issue 13 (seq2): p_value is twice the smaller of p_mannwhitney and p_ks,
+    capped at 1, in every design (fixed -p N, compare, variants, series'
+    change points) as in the sequential looks: the plain smaller p, which
+    the fixed design used before, is not a valid p-value (5.8% under 0.05
+    on null data). Same field, same meaning (the p tested); larger values.
   issue 17: comparisons[].counters, when counters were asked for: per
     event {side (measuring|helper), status (ok | unsupported | not counted |
     only in A | only in B), a, b (medians per op over processes, or the
@@ -109,9 +120,9 @@ def kind_of(doc: dict) -> str:
 
 # --- opcost.result/1 ------------------------------------------------------------
 
-# The runner's facts about a process; "stage" only in a sequential ab run,
+# The runner's facts about a process; "stage" and "boundary" only in a sequential ab run,
 # "front_end" where the front end was while the probe measured.
-META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage")
+META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage", "boundary")
 
 
 @dataclass
@@ -123,7 +134,7 @@ class Process:
     samples: list[dict] = field(default_factory=list)
     warmup: list[dict] = field(default_factory=list)
     trailer: dict | None = None
-    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s (, stage)
+    meta: dict = field(default_factory=dict)      # round, seq, pad_bytes, wall_s (, stage, boundary)
 
     def to_json(self) -> dict:
         return {"index": self.index, **self.meta, "header": self.header, "samples": self.samples,

@@ -134,6 +134,11 @@ DEFAULT_DELTA = "2"
 # The declared schedule of processes per arm (STATISTICS.md): the stages of
 # `ab`'s sequential design, and the counts an inconclusive verdict points to.
 SCHEDULE = (10, 20, 40)
+# `ab`'s sequential design: its alpha-spending boundaries (sequential.py),
+# the default first. Pocock: by simulation (validation/compare/boundary.py)
+# as powerful as O'Brien-Fleming here and about twice as quick to a verdict.
+BOUNDARIES = ("pocock", "obf")
+BOUNDARY = BOUNDARIES[0]
 
 
 def add_options(parser: argparse.ArgumentParser, defaults: dict | None = None) -> None:

@@ -379,11 +379,9 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        twice = "twice the " if (doc.get("design") or {}).get("kind") == "sequential" else ""
         out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   f"verdicts are B relative to A; p: {twice}smaller of Mann-Whitney U and Kolmogorov-Smirnov over "
-                   "per-process medians" + (" (Bonferroni for taking the smaller)" if twice else "")
-                   + ", Holm-adjusted across benchmarks")
+                   "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
+                   "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks")
     for e in doc["comparisons"]:
         if "savings" in e:
             per = ("per op" if not e["savings"]["A"].get("elapsed per switch")

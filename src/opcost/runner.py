@@ -48,6 +48,7 @@ class RunOptions:
     # A sequential design (ab without -p): the rounds after which the
     # runner's `look` decides whether to go on; empty: protocol.processes rounds.
     stages: tuple[int, ...] = ()
+    boundary: str | None = None    # its alpha spending, recorded with each process (show replays it)
 
 
 @dataclass
@@ -354,6 +355,8 @@ class Runner:
                 "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
         if self.opts.stages:   # the look this process belongs to: marks a sequential run
             proc["stage"] = next(k for k, end in enumerate(self.opts.stages, 1) if rnd < end)
+            if self.opts.boundary:
+                proc["boundary"] = self.opts.boundary
         with interrupts.deferred():   # kept and recorded together, or neither
             vr.processes.append(proc)
             if self.recorder:

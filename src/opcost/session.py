@@ -57,6 +57,7 @@ class Settings:
     no_store: bool = False
     progress: bool = True
     stages: tuple[int, ...] = ()             # ab's sequential design: looks after these rounds
+    boundary: str | None = None              # and its alpha spending (sequential.BOUNDARIES), recorded per process
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
@@ -199,7 +200,8 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
     opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
-                      derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages)
+                      derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages,
+                      boundary=settings.boundary)
     runner = Runner(variants, opts, target=target, warn=warn, look=look)
     try:
         runner.preflight()

@@ -9,7 +9,8 @@ its own comparison (drift between sessions removed, the shape of the noise
 kept: skew, outliers, bimodality), all are pooled per benchmark, and each
 trial draws A and B processes from the pool without replacement and
 multiplies B by a known ratio r. --design sequential (default): 40 per arm
-in rounds, the sequential rule of `ab` (looks at 10, 20, 40, delta 2%)
+in rounds, the sequential rule of `ab` (looks at 10, 20, 40, delta 2%,
+--boundary: `ab`'s default unless given)
 decides where it stops, and the 95% CI it reports there is checked;
 --design fixed: --n per arm, compare.ratio_ci. Also reported: how often the
 real A/A comparisons' own CIs contained 1."""
@@ -39,7 +40,7 @@ def trial(arr: np.ndarray, r: float, args, rng, t: int) -> tuple[bool, int]:
         return bool(lo <= r <= hi), n
     rounds = list(range(n))
     (e,), _ = sequential.decide([(rounds, list(a), rounds, list(b))], delta=args.delta / 100, rounds=n,
-                                final=True, resamples=args.resamples)
+                                final=True, resamples=args.resamples, boundary=args.boundary)
     lo, hi = e["ci95_ratio"]
     return bool(lo <= r <= hi), e["sequential"]["processes_per_arm"]
 
@@ -51,6 +52,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--n", type=int, default=10, help="--design fixed: processes per arm")
     ap.add_argument("--delta", type=float, default=2.0, help="--design sequential: delta in percent")
+    ap.add_argument("--boundary", choices=sorted(sequential.BOUNDARIES), default=sequential.DEFAULT_BOUNDARY,
+                    help="--design sequential: the alpha spending (default: ab's)")
     ap.add_argument("--ratios", default="1.0,1.02,1.03,1.05")
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
@@ -72,7 +75,7 @@ def main() -> int:
     ratios = [float(r) for r in args.ratios.split(",")]
     t0 = time.monotonic()
     print(f"{len(files)} real A/A comparisons; {args.trials} simulated comparisons per benchmark and ratio, "
-          + ("sequential design (looks at 10, 20, 40 per arm, delta "
+          + (f"sequential design ({args.boundary}; looks at 10, 20, 40 per arm, delta "
              f"{args.delta:g}%)" if args.design == "sequential" else f"fixed design, {args.n} vs {args.n}"))
     print(f"{'benchmark':<16} {'pool':>5} {'real A/A CIs containing 1':>26}  " +
           "  ".join(f"coverage r={r:g} (stopped at 10/20/40)" for r in ratios))

@@ -13,12 +13,16 @@ def add_parser(sub) -> None:
                        description="Each round runs one A and one B process in a random order. "
                        "PARAMS is key=value,key=value (cpu, arch and spin included); identical A and B "
                        "make an A/A run, which measures the noise. Without -p the design is sequential: "
-                       "it looks after 10, 20 and 40 processes per arm (O'Brien-Fleming alpha spending) "
-                       "and stops as soon as every verdict is settled; -p N measures exactly N.")
+                       "it looks after 10, 20 and 40 processes per arm (Pocock alpha spending unless "
+                       "--boundary obf) and stops as soon as every verdict is settled; -p N measures exactly N.")
     s.add_argument("benches", nargs="+", metavar="BENCH")
     s.add_argument("--a", required=True, metavar="PARAMS", help="variant A (the baseline)")
     s.add_argument("--b", required=True, metavar="PARAMS", help="variant B (verdicts are B relative to A)")
     protocol.add_delta(s)
+    s.add_argument("--boundary", choices=protocol.BOUNDARIES, default=None, metavar="|".join(protocol.BOUNDARIES),
+                   help="the sequential design's alpha spending (Lan-DeMets): pocock (default; stops sooner at "
+                   "the same power) or obf (O'Brien-Fleming: spends almost nothing before the last look); "
+                   "not with -p")
     add_measure_options(s, {"processes": None, "processes_help": "default: sequential, looks after "
                             + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"})
 
@@ -70,8 +74,12 @@ def run(args, argv) -> int:
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
     look = None
+    if args.processes is not None and args.boundary is not None:
+        raise UsageError(f"--boundary {args.boundary} is for the sequential design; -p {args.processes} "
+                         "is the fixed one (drop one of them)")
     if args.processes is None:   # the sequential design: stage 1, look, more rounds while needed
         settings.stages = protocol.SCHEDULE
+        settings.boundary = args.boundary or protocol.BOUNDARY
         settings.protocol = settings.protocol.with_(processes=protocol.SCHEDULE[0])
         look = sequential_look(settings.stages, args.delta / 100)
     m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)

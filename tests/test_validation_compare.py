@@ -1,0 +1,47 @@
+"""validation/compare/ on the fake clock, where the truth is known (spin adds
+one fake tick, 0.5 ns, per add on top of the fake per-op cost): power.py's
+calibration of the injected cost, and boundary.py and fixed_p.py at tiny
+settings (they run and print their tables). The figures themselves come
+from real runs (README), never from here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "validation" / "compare"
+FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1"]
+
+
+def _run(*argv, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def test_power_calibrates_the_injected_cost_on_the_measured_extra(probe_bin):
+    # 3% of the fake 100 ns is 3 ns = 6 adds at 0.5 ns, whatever the adds
+    # cost alone on this CPU (where the calibration starts)
+    cp = _run(SCRIPTS / "power.py", "--comparisons", "1", "--targets", "0.03:2", "--cpu", "0",
+              "--calibration-processes", "4", "--fixed", "4", "--", *FAKE)
+    assert cp.returncode == 0, cp.stderr
+    out = cp.stdout
+    line = next(x for x in out.splitlines() if x.startswith("injected 3% asked"))
+    assert "k=6;" in line, out
+    measured = float(re.search(r"calibration \(-p 4\) measured ([+-][0-9.]+)%", line).group(1))
+    assert 2.4 <= measured <= 3.6, line     # the fake clock's own noise: +-1% per batch
+    assert "refined on the measured extra cost" in line
+    assert "time to a verdict, 3% injected: sequential / fixed -p 4" in out
+
+
+def test_boundary_and_fixed_p_scripts_print_their_tables():
+    cp = _run(SCRIPTS / "boundary.py", "--trials", "5", "--noise", "1%,real:syscall.null", "--effects", "0,0.03",
+              "--deltas", "2", "--resamples", "50")
+    assert cp.returncode == 0, cp.stderr
+    assert "pocock" in cp.stdout and "obf" in cp.stdout and "fixed20" in cp.stdout
+    assert "per boundary, over the cases of each target" in cp.stdout
+    cp = _run(SCRIPTS / "fixed_p.py", "--trials", "20", "--n", "10")
+    assert cp.returncode == 0, cp.stderr
+    assert "plain min < a" in cp.stdout and "2*min < a" in cp.stdout
