@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..text import printable
 
 COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
-            "export", "import")
+            "export", "import", "fleet")
 
 
 def module(name: str):
