@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from . import interrupts, session
@@ -92,6 +93,7 @@ class Fleet:
         self.outcomes = {h: HostOutcome(h) for h in hosts}
         self._slots = threading.Semaphore(self.parallel_hosts)
         self._stop: int | None = None
+        self._ended: list[str] = []
 
     def check_keys(self) -> list[HostKeyUnknown]:
         """Every host's key, before any session is opened anywhere."""
@@ -108,14 +110,17 @@ class Fleet:
                    for h in self.hosts]
         for t in threads:
             t.start()
-        while any(t.is_alive() for t in threads):
+        # Not Thread.join: a signal raised inside it can leave the thread marked as
+        # ended while it still runs (CPython gh-90882). Each host says it ended.
+        while len(self._ended) < len(threads):
             try:
-                for t in threads:
-                    t.join(0.2)
+                time.sleep(0.1)
                 if interrupts.received() is not None and self._stop is None:
                     self.cancel(interrupts.received() or 2)
             except KeyboardInterrupt as e:
                 self.cancel(getattr(e, "signum", 2))
+        for t in threads:
+            t.join()
 
     def cancel(self, signum: int) -> None:
         self._stop = signum
@@ -123,6 +128,12 @@ class Fleet:
             t.cancel(signum)
 
     def _host(self, host: str) -> None:
+        try:
+            self._host_slot(host)
+        finally:
+            self._ended.append(host)
+
+    def _host_slot(self, host: str) -> None:
         out = self.outcomes[host]
         with self._slots:
             if self._stop is not None:

@@ -86,11 +86,14 @@ def _finish(f, settings) -> int:
         where = f"run {o.run_id} (host={h}) in {session.store_name(settings.store)}" if o.run_id is not None \
             else "nothing stored"
         kept = f"; kept {o.processes} process(es) as {where}" if o.run_id is not None else ""
-        left = "" if o.cleaned in (True, None) else "; its upload could not be removed (the host was gone)"
+        left = "" if o.cleaned in (True, None) else \
+            "; the upload's removal was not confirmed (the connection was gone: the host removes it as its session ends)"
         if o.status == "ok":
             lines.append(f"opcost: {h}: stored as {where}{left}")
         else:
-            lines.append(f"opcost: {h}: {o.status}: {o.reason}{kept}{left}")
+            reason = (o.reason or "").removeprefix(f"{h}: ")
+            said = o.status if reason in ("", o.status) else f"{o.status}: {reason}"
+            lines.append(f"opcost: {h}: {said}{kept}{left}")
     bad = [h for h in f.hosts if f.outcomes[h].status != "ok"]
     if bad:
         lines.append(f"opcost: {len(bad)} of {len(f.hosts)} host(s) did not complete: {', '.join(bad)}")
