@@ -3,7 +3,8 @@
 # (a C compiler, make, static libc, objdump, the i386, aarch64 and arm
 # (armv7 hard-float) cross compilers, qemu-user for the aarch64 and arm
 # probes, perf and hackbench for the anchors, hyperfine and benchstat for the
-# report formats, chromium for the HTML report's browser test), installs
+# report formats, chromium for the HTML report's browser test, openssh-server
+# and openssh-client for the fleet's tests), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
 # (mypy, configured in pyproject.toml) and runs pytest: the Python side and
 # the host probe, then the probe's tests again on the i386 probe (natively),
@@ -26,6 +27,9 @@ command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf benc
 command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
 command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine-json layout
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the HTML report, opened by playwright
+# the fleet's tests: three sshd "hosts" on 127.0.0.2-4, reached with the OpenSSH client
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then missing+=(openssh-server); fi
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -57,5 +61,7 @@ export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64,arm
 export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
 # The HTML report's browser test must run here, not skip (chromium, playwright).
 export OPCOST_REQUIRE_BROWSER=1
+# The fleet's sshd hosts (tests/test_fleet.py) must start here, not skip.
+export OPCOST_REQUIRE_SSHD=1
 python3 -m mypy
 python3 -m pytest -q "$@"

@@ -318,9 +318,6 @@ def test_unreachable_host_is_one_line(fleet_up, tmp_path):
 
 def test_no_probe_for_the_arch(fleet_up, tmp_path, monkeypatch):
     """A host whose architecture has no probe: one line, nothing uploaded."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from opcost.errors import HostLost
     from opcost.targets.ssh import SshTarget
 
@@ -336,10 +333,8 @@ def test_no_probe_for_the_arch(fleet_up, tmp_path, monkeypatch):
 def test_remote_probe_dies_with_its_session(fleet_up, tmp_path):
     """A probe whose session ends (its local ssh killed: as when the
     connection drops) is killed on the host by its wrapper."""
-    import sys
     import threading
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from opcost.probe import ProbeRequest
     from opcost.protocol import Protocol
     from opcost.targets.ssh import SshTarget
@@ -376,3 +371,55 @@ def _catch(fn, *a):
         return fn(*a)
     except BaseException as e:   # noqa: BLE001 (the test looks at it)
         return e
+
+
+def _target(fleet, host="fleet1"):
+    from opcost.targets.ssh import SshTarget
+
+    return SshTarget(host, str(fleet.ssh_config))
+
+
+def test_upload_checked_without_sha256sum(fleet_up, monkeypatch):
+    """A host without sha256sum: the upload is read back whole and checked here."""
+    from opcost.targets import ssh
+
+    monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+    t = _target(fleet_up)
+    try:
+        t.connect()
+        assert t.benchmark_table()["benchmarks"]
+    finally:
+        t.close()
+    assert t.closed_cleanly
+    assert settle() == {"files": [], "processes": []}
+
+
+@pytest.mark.parametrize("summer", ["sha256sum", "readback"])
+def test_damaged_upload_is_refused(fleet_up, monkeypatch, summer):
+    from opcost.errors import HostLost
+    from opcost.targets import ssh
+
+    monkeypatch.setattr(ssh, "_UPLOAD", 'umask 077\nhead -c 4096 > "$1"; cat >/dev/null; chmod 700 "$1"')
+    if summer == "readback":
+        monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+    t = _target(fleet_up)
+    try:
+        with pytest.raises(HostLost, match=r"sha256 .* \(transfer damaged\); not run"):
+            t.connect()
+    finally:
+        t.close()
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_host_names_checked():
+    from opcost.errors import UsageError
+    from opcost.targets.ssh import check_host, remote_command
+
+    for bad in ("-oProxyCommand=x", "a b", "a\nb", "a\tb", "", "a\x1bb"):
+        with pytest.raises(UsageError):
+            check_host(bad)
+    assert check_host("root@lab-1.example") == "root@lab-1.example"
+    # the remote command is one string of quoted words: sh -c SCRIPT sh ARG...
+    import shlex
+
+    assert shlex.split(remote_command("echo \"$1\"", "$(x);y\nz")) == ["sh", "-c", "echo \"$1\"", "sh", "$(x);y\nz"]

@@ -63,6 +63,7 @@ exit "$rc"'''
 
 # Holds the upload directory for as long as its session lives.
 _KEEPER = r'''umask 077
+printf 'machine %s\n' "$(uname -m)"
 d=$(mktemp -d "${TMPDIR:-/tmp}/opcost-fleet.XXXXXXXX") || exit 1
 trap 'rm -rf "$d"; exit 1' HUP INT TERM PIPE
 printf 'dir %s\n' "$d"
@@ -94,6 +95,14 @@ _ENV_FILES = ("/proc/cpuinfo /proc/cmdline /proc/meminfo /proc/sys/kernel/perf_e
               "/sys/devices/system/cpu/vulnerabilities/*")
 _ENV_DIRS = ("/sys/devices/system/cpu /sys/devices/system/cpu/cpu0/cache /sys/devices/system/cpu/vulnerabilities "
              "/sys/bus/event_source/devices")
+# The probe's answers (table, CPUID, version), then the environment: one session.
+_INFO = r'''m=$1; p=$2
+printf '%sT\n' "$m"; "$p" list --json 2>/dev/null; t=$?
+printf '\n%sI\n' "$m"; "$p" cpuid 2>/dev/null; i=$?
+printf '\n%sV\n' "$m"; "$p" version 2>/dev/null; v=$?
+printf '\n%sR %s %s %s\n' "$m" "$t" "$i" "$v"
+'''
+
 _ENV_SCRIPT = r'''m=$1
 for f in ''' + _ENV_FILES + r'''; do
   if [ -f "$f" ] && [ -r "$f" ]; then printf '%sF %s\n' "$m" "$f"; cat -- "$f" 2>/dev/null; printf '\n'; fi
@@ -284,22 +293,16 @@ class SshTarget:
             if time.monotonic() > deadline:
                 raise HostLost(f"{self.host}: cannot connect: no connection within {CONNECT_TIMEOUT_S + 10:.0f} s")
             time.sleep(0.05)
-        self.machine = self._run(remote_command("uname -m")).strip()
+        self._keep_dir()   # and learn `uname -m`
+        assert self.machine is not None
         self.arch = arch_of_machine(self.machine)
         find = local_probe_for or _local_probe
         local = find(self.arch)
         if local is None:
             raise HostLost(f"{self.host}: no probe for its architecture ({self.machine}, arch {self.arch}); "
                            f"opcost has probes for {', '.join(probe.KNOWN_ARCHES)} (opcost probe build --arch ...)")
-        self._keep_dir()
         self.remote_probe = f"{self.remote_dir}/opcost-probe-{self.arch}"
         self._upload(Path(local))
-        self._table = self._probe_json(["list", "--json"])
-        try:
-            self._cpuid = self._probe_json(["cpuid"])
-        except (ProbeError, ProbeTimeout):
-            self._cpuid = None
-        self._version = self._probe_text(["version"]).strip() or None
         self._env = self._collect_env()
 
     def _master_error(self) -> str:
@@ -313,7 +316,9 @@ class SshTarget:
         self._keeper = subprocess.Popen(self._argv(_KEEPER), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, start_new_session=True)
         assert self._keeper.stdout is not None
-        line = self._keeper.stdout.readline().decode(errors="replace").strip()
+        first = self._keeper.stdout.readline().decode(errors="replace").strip()
+        self.machine = first[8:] if first.startswith("machine ") else None
+        line = self._keeper.stdout.readline().decode(errors="replace").strip() if self.machine else first
         if not line.startswith("dir /"):
             err = self._keeper.stderr.read().decode(errors="replace") if self._keeper.poll() is not None \
                 and self._keeper.stderr else ""
@@ -325,11 +330,9 @@ class SshTarget:
         data = local.read_bytes()
         want = hashlib.sha256(data).hexdigest()
         assert self.remote_probe is not None
-        self._run(remote_command(_UPLOAD, self.remote_probe), data=data)
-        got = self._run(remote_command(_SUM, self.remote_probe)).strip()
+        got = self._run(remote_command(_UPLOAD + "\n" + _SUM, self.remote_probe), data=data).strip()
         if got == "no-sha256sum":   # read it back whole and check it here
-            back = self._run(remote_command('cat -- "$1"', self.remote_probe), text=False)
-            assert isinstance(back, bytes)
+            back = self._run_bytes(remote_command('cat -- "$1"', self.remote_probe))
             got = hashlib.sha256(back).hexdigest()
         got = got.split()[0] if got else ""
         if got != want:
@@ -404,8 +407,11 @@ class SshTarget:
         with self._lock:
             self._procs = {p for p in self._procs if p.poll() is None}
 
-    def _run(self, command: str, data: bytes | None = None, text: bool = True,
-             timeout: float = COMMAND_TIMEOUT_S) -> str | bytes:
+    def _run(self, command: str, data: bytes | None = None, timeout: float = COMMAND_TIMEOUT_S) -> str:
+        """One short remote command over the master; its stdout as text."""
+        return self._run_bytes(command, data, timeout).decode(errors="replace")
+
+    def _run_bytes(self, command: str, data: bytes | None = None, timeout: float = COMMAND_TIMEOUT_S) -> bytes:
         """One short remote command over the master; its stdout."""
         self._check_cancel()
         argv = [*self._base(), "--", self.host, command]
@@ -425,7 +431,7 @@ class SshTarget:
                 raise self._lost("")
             raise HostLost(f"{self.host}: remote command failed: "
                            f"{_last_line(err.decode(errors='replace')) or f'exit {p.returncode}'}")
-        return out.decode(errors="replace") if text else out
+        return out
 
     def _probe_text(self, args: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
         assert self.remote_probe is not None
@@ -468,11 +474,13 @@ class SshTarget:
             raise ProbeError(f"probe {' '.join(args)} on {self.host} printed invalid JSON: {e}") from e
 
     def _collect_env(self) -> dict:
+        import json
+
         from ..env import Snapshot, collect
 
         mark = "@@opcost-" + secrets.token_hex(6) + "@@"
-        text = self._run(remote_command(_ENV_SCRIPT, mark))
-        assert isinstance(text, str)
+        assert self.remote_probe is not None
+        text = self._run(remote_command(_INFO + _ENV_SCRIPT, mark, self.remote_probe))
         files: dict[str, str] = {}
         dirs: dict[str, list[str]] = {}
         sections: dict[str, list[str]] = {}
@@ -487,6 +495,8 @@ class SshTarget:
                 dirs[name] = [ln for ln in lines if ln]
             elif kind == "C":
                 config = (name, "\n".join(lines))
+            elif kind == "R":
+                sections[kind] = [name]
             elif kind:
                 sections[kind] = lines
 
@@ -498,6 +508,19 @@ class SshTarget:
             else:
                 lines.append(line)
         flush()
+        rcs = " ".join(sections.get("R", [])).split()   # the exit statuses of list, cpuid, version
+        if len(rcs) != 3 or rcs[0] != "0":
+            self._table = self._probe_json(["list", "--json"])   # says why (its own message), or answers after all
+        else:
+            try:
+                self._table = json.loads("\n".join(sections.get("T", [])))
+            except json.JSONDecodeError as e:
+                raise ProbeError(f"probe list on {self.host} printed invalid JSON: {e}") from e
+        try:
+            self._cpuid = json.loads("\n".join(sections.get("I", []))) if rcs[1:2] == ["0"] else None
+        except json.JSONDecodeError:
+            self._cpuid = None
+        self._version = ("\n".join(sections.get("V", [])).strip() or None) if rcs[2:3] == ["0"] else None
         uname = (sections.get("U", []) + ["", "", "", ""])[:4]
         glibc = next((ln.strip() for ln in sections.get("G", []) if ln.strip()), None)
         status = " ".join(sections.get("S", []))
