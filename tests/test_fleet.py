@@ -298,7 +298,9 @@ def test_unknown_host_key(fleet_up, tmp_path):
                         text=True).stdout.split()[1]
     assert fp in cp.stderr                       # the right fingerprint
     assert len(cp.stderr.strip().splitlines()) == 1
-    time.sleep(0.5)
+    deadline = time.monotonic() + 15   # sshd logs the closed connection when it notices
+    while "preauth" not in log.read_text(errors="replace")[before:] and time.monotonic() < deadline:
+        time.sleep(0.1)
     new = log.read_text(errors="replace")[before:]
     assert "Accepted" not in new and "Starting session" not in new and "Failed" not in new, new
     assert "preauth" in new                      # it was reached, and left before authentication

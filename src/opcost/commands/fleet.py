@@ -61,6 +61,12 @@ def run(args, argv) -> int:
         raise UsageError(f"--json -/--export ...:- with {n} hosts: give a file with {{host}} in its name")
     for _, path in settings.exports:
         fleet.host_exports([("json", path)], hosts[0], n)
+    import shutil
+
+    for tool in ("ssh", "ssh-keygen"):
+        if not shutil.which(tool):
+            raise UsageError(f"{tool} not found: fleet run uses your OpenSSH client; install it "
+                             "(apt-get install openssh-client)")
     f = fleet.Fleet(hosts, args.specs, args.cpu, settings, ssh_config, par)
     unknown = f.check_keys()
     if unknown:
