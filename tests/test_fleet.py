@@ -298,13 +298,16 @@ def test_unknown_host_key(fleet_up, tmp_path):
                         text=True).stdout.split()[1]
     assert fp in cp.stderr                       # the right fingerprint
     assert len(cp.stderr.strip().splitlines()) == 1
-    deadline = time.monotonic() + 15   # sshd logs the closed connection when it notices
-    while "preauth" not in log.read_text(errors="replace")[before:] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    new = log.read_text(errors="replace")[before:]
-    assert "Accepted" not in new and "Starting session" not in new and "Failed" not in new, new
-    assert "preauth" in new                      # it was reached, and left before authentication
-    assert "Accepted" not in log2.read_text(errors="replace")[before2:]   # no session on the others either
+
+    def since(path: Path, size: int) -> str:   # bytes: an earlier line may not be UTF-8
+        return path.read_bytes()[size:].decode(errors="replace")
+
+    time.sleep(1.0)   # sshd logs what the connection did as it ends
+    new = since(log, before)
+    for auth in ("Accepted", "Postponed", "Starting session", "Failed", "Invalid user"):
+        assert auth not in new, new
+    # (the right fingerprint above shows the host was reached: its key was exchanged, then nothing)
+    assert "Accepted" not in since(log2, before2)   # no session on the others either
     assert runs(tmp_path) == []
     assert settle() == {"files": [], "processes": []}
 
