@@ -428,3 +428,37 @@ def test_host_names_checked():
     import shlex
 
     assert shlex.split(remote_command("echo \"$1\"", "$(x);y\nz")) == ["sh", "-c", "echo \"$1\"", "sh", "$(x);y\nz"]
+
+
+def test_sigkill_leaves_no_remote_process_or_file(fleet_up, tmp_path):
+    """Even opcost killed with SIGKILL (no cleanup of its own): its sessions'
+    stdin closes, so the hosts kill their probes and remove their uploads, and
+    the masters end by themselves once no session is left (ControlPersist).
+    What stays is local: the control directory with the master's log."""
+    import shutil
+
+    proc = subprocess.Popen(cli_argv("fleet", "run", "--ssh-config", fleet_up.ssh_config, "--hosts",
+                                     "fleet1,fleet2,fleet3", "syscall.null", "-p", "8", "-n", "20", "-w", "1",
+                                     "--target-ms", "30"), env=cli_env(tmp_path), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        _kill_when_measuring(fleet_up, tmp_path, proc, "fleet3")
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from opcost.targets.ssh import PERSIST_S
+
+    deadline = time.monotonic() + PERSIST_S + 15
+    while True:
+        left = leftovers()
+        remote = [f for f in left["files"] if "opcost-fleet." in f]
+        if not remote and not left["processes"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert remote == [] and left["processes"] == [], left
+    local = [f for f in left["files"] if "opcost-ssh-" in f]
+    for d in local:
+        assert set(os.listdir(d)) <= {"master.log"}, os.listdir(d)   # the socket is gone
+        shutil.rmtree(d)

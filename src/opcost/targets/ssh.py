@@ -9,9 +9,11 @@ How it talks to the host:
   refused, never accepted), the user's ~/.ssh/config (or `-F FILE`), agent
   and ProxyJump left alone. The host name is checked (no leading '-', no
   whitespace or control character) and always follows `--`.
-- One multiplexed connection per host: a master (`ControlMaster=yes`, our
-  own child, its socket in a private 0700 directory), every other command a
-  session over it; closed with `ssh -O exit` at the end.
+- One multiplexed connection per host: a master (`ControlMaster=yes`, its
+  socket in a private 0700 directory, `ControlPersist` a few seconds: it
+  leaves the foreground once connected and ends by itself once no session
+  is left, so even a killed opcost leaves no master behind), every other
+  command a session over it; closed with `ssh -O exit` at the end.
 - The remote command line is built only from fixed strings and values quoted
   with shlex.quote: `sh -c SCRIPT sh ARG...`. The host needs a POSIX shell,
   `uname`, `mktemp` and `cat`; no Python.
@@ -46,6 +48,7 @@ from ..errors import HostLost, OpcostError, ProbeError, ProbeTimeout, UsageError
 from ..text import printable
 
 CONNECT_TIMEOUT_S = 20.0      # the master's connection and authentication
+PERSIST_S = 10                # the master ends this long after its last session
 COMMAND_TIMEOUT_S = 60.0      # one short remote command (uname, upload, env)
 
 # The remote side of a probe process: stdin (the session) is watched by a
@@ -164,7 +167,8 @@ class SshTarget:
         self.remote_dir: str | None = None
         self.remote_probe: str | None = None
         self._ctl_dir: str | None = None
-        self._master: subprocess.Popen | None = None
+        self._master: subprocess.Popen | None = None   # the master until it goes to the background
+        self._master_pid: int | None = None             # the master in the background
         self._master_log: Path | None = None
         self._keeper: subprocess.Popen | None = None
         self._table: dict | None = None
@@ -281,18 +285,22 @@ class SshTarget:
         with open(self._master_log, "wb") as log:
             self._master = subprocess.Popen(
                 [*self._opts(), "-o", f"ControlPath={self._ctl_dir}/cm", "-o", "ControlMaster=yes",
-                 "-o", "ControlPersist=no", "-o", f"ConnectTimeout={int(CONNECT_TIMEOUT_S)}",
+                 "-o", f"ControlPersist={PERSIST_S}", "-o", f"ConnectTimeout={int(CONNECT_TIMEOUT_S)}",
                  "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "-N", "--", self.host],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-        sock = Path(self._ctl_dir) / "cm"
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 10
-        while not sock.exists():
-            self._check_cancel()
-            if self._master.poll() is not None:
-                raise HostLost(f"{self.host}: cannot connect: {self._master_error()}")
+        while self._master.poll() is None:   # it goes to the background once connected
+            if self._cancelled is not None:
+                _kill(self._master)
+                self._check_cancel()
             if time.monotonic() > deadline:
+                _kill(self._master)
                 raise HostLost(f"{self.host}: cannot connect: no connection within {CONNECT_TIMEOUT_S + 10:.0f} s")
             time.sleep(0.05)
+        if self._master.returncode != 0 or not self._sock().exists():
+            raise HostLost(f"{self.host}: cannot connect: {self._master_error()}")
+        self._master_pid = self._check_master()
+        self._check_cancel()
         self._keep_dir()   # and learn `uname -m`
         assert self.machine is not None
         self.arch = arch_of_machine(self.machine)
@@ -311,6 +319,20 @@ class SshTarget:
         if any("Host key verification failed" in ln for ln in lines):
             return "host key verification failed (unknown or changed host key)"
         return lines[-1] if lines else f"ssh exit {self._master.returncode if self._master else '?'}"
+
+    def _sock(self) -> Path:
+        assert self._ctl_dir is not None
+        return Path(self._ctl_dir) / "cm"
+
+    def _check_master(self) -> int | None:
+        """The background master's pid (`ssh -O check`), None if it is gone."""
+        try:
+            cp = subprocess.run([*self._base(), "-O", "check", "--", self.host], capture_output=True, text=True,
+                                timeout=10, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None
+        m = re.search(r"pid=(\d+)", cp.stderr + cp.stdout)
+        return int(m.group(1)) if cp.returncode == 0 and m else None
 
     def _keep_dir(self) -> None:
         self._keeper = subprocess.Popen(self._argv(_KEEPER), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -355,18 +377,23 @@ class SshTarget:
             except (subprocess.TimeoutExpired, OSError, ValueError):
                 _kill(self._keeper)
             self._keeper = None
-        if self._master is not None and self._ctl_dir is not None:
-            if self._master.poll() is None:
-                try:
-                    subprocess.run([*self._base(), "-O", "exit", "--", self.host], capture_output=True,
-                                   timeout=10, stdin=subprocess.DEVNULL)
-                except subprocess.TimeoutExpired:
-                    pass
+        if self._master is not None and self._master.poll() is None:
+            _kill(self._master)   # never connected
+        if self._ctl_dir is not None and self.alive():
             try:
-                self._master.wait(timeout=5)
+                subprocess.run([*self._base(), "-O", "exit", "--", self.host], capture_output=True,
+                               timeout=10, stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired:
-                _kill(self._master)
-            self._master = None
+                pass
+            deadline = time.monotonic() + 5
+            while self._pid_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self._pid_alive() and self._master_pid is not None:
+                try:
+                    os.kill(self._master_pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self._master = None
         if self._ctl_dir is not None:
             shutil.rmtree(self._ctl_dir, ignore_errors=True)
             self._ctl_dir = None
@@ -389,8 +416,18 @@ class SshTarget:
 
             raise Interrupted(self._cancelled)
 
+    def _pid_alive(self) -> bool:
+        if self._master_pid is None:
+            return False
+        try:
+            stat = Path(f"/proc/{self._master_pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
     def alive(self) -> bool:
-        return self._master is not None and self._master.poll() is None
+        """The master connection is up (its process there, its socket too)."""
+        return self._ctl_dir is not None and self._pid_alive() and self._sock().exists()
 
     def _lost(self, what: str) -> HostLost:
         return HostLost(f"{self.host}: connection lost{what}: {self._master_error()}")
