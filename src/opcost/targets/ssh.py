@@ -278,7 +278,8 @@ class SshTarget:
     def connect(self, local_probe_for=None) -> None:
         """The master connection, the host's architecture, the upload (checked),
         the table, CPUs and environment. `local_probe_for(arch)` is the local
-        path of the static probe for an architecture (default: probe.find_probe)."""
+        path of the static probe for an architecture (default: the packaged or built one, never
+        run under an emulator here: the binary itself goes to the host)."""
         short = tempfile.gettempdir() if len(tempfile.gettempdir()) < 40 else "/tmp"
         self._ctl_dir = tempfile.mkdtemp(prefix="opcost-ssh-", dir=short)   # 0700
         self._master_log = Path(self._ctl_dir) / "master.log"
