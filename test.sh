@@ -4,7 +4,8 @@
 # (armv7 hard-float) cross compilers, qemu-user for the aarch64 and arm
 # probes, perf and hackbench for the anchors, hyperfine and benchstat for the
 # report formats, chromium for the HTML report's browser test, postgresql for
-# the PostgreSQL store's tests), installs
+# the PostgreSQL store's tests, openssh-server and openssh-client for the
+# fleet's tests), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
 # (mypy, configured in pyproject.toml) and runs pytest: the Python side and
 # the host probe, then the probe's tests again on the i386 probe (natively),
@@ -29,6 +30,9 @@ command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the HTML report, opened by playwright
 # the PostgreSQL store's tests start a server of their own (tests/pgserver.py)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+# the fleet's tests: three sshd "hosts" on 127.0.0.2-4, reached with the OpenSSH client
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then missing+=(openssh-server); fi
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -62,5 +66,7 @@ export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
 export OPCOST_REQUIRE_BROWSER=1
 # The store tests must run against a real PostgreSQL server too, not skip.
 export OPCOST_REQUIRE_POSTGRES=1
+# The fleet's sshd hosts (tests/test_fleet.py) must start here, not skip.
+export OPCOST_REQUIRE_SSHD=1
 python3 -m mypy
 python3 -m pytest -q "$@"

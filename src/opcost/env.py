@@ -15,6 +15,7 @@ this machine's environment is collect() with its probe's answers).
 
 from __future__ import annotations
 
+import contextvars
 import gzip
 import os
 import platform
@@ -27,6 +28,38 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 Field = dict[str, Any]
 
 
+class Snapshot:
+    """Another machine's files, as read there (targets/ssh.py's shell
+    script): `files` path -> text, `dirs` path -> entry names, its uname and
+    glibc. collect(..., snapshot=) reads these instead of this machine's."""
+
+    def __init__(self, files: dict[str, str], dirs: dict[str, list[str]], uname: tuple[str, str, str, str],
+                 glibc: str | None, kernel_config: tuple[str, str] | None = None, source: str = "remote"):
+        self.files, self.dirs, self.uname, self.glibc = files, dirs, uname, glibc
+        self.kernel_config = kernel_config   # (path, its CONFIG_PREEMPT* lines)
+        self.source = source
+
+    def read(self, path: str) -> str:
+        if path in self.files:
+            return self.files[path]
+        raise FileNotFoundError(path)
+
+    def listdir(self, path: str) -> list[str]:
+        if path in self.dirs:
+            return self.dirs[path]
+        raise FileNotFoundError(path)
+
+
+_SNAPSHOT: contextvars.ContextVar[Snapshot | None] = contextvars.ContextVar("opcost_env_snapshot", default=None)
+
+
+def _listdir(path: str | Path) -> list[str]:
+    snap = _SNAPSHOT.get()
+    if snap is not None:
+        return list(snap.listdir(str(path)))
+    return [p.name for p in Path(path).iterdir()]
+
+
 def _field(value: Any, source: str, reason: str | None = None) -> Field:
     field = {"value": value, "source": source}
     if value is None:
@@ -37,6 +70,9 @@ def _field(value: Any, source: str, reason: str | None = None) -> Field:
 def _read(path: str | Path) -> tuple[str | None, str | None]:
     """(stripped text, None) or (None, why not)."""
     try:
+        snap = _SNAPSHOT.get()
+        if snap is not None:
+            return snap.read(str(path)).strip(), None
         return Path(path).read_text(errors="replace").strip(), None
     except FileNotFoundError:
         return None, "not present"
@@ -54,10 +90,10 @@ def _file_field(path: str | Path, convert: Callable[[str], Any] = str) -> Field:
 def _cpu_dirs() -> list[tuple[int, Path]]:
     """(index, /sys/devices/system/cpu/cpuN) for every CPU sysfs knows."""
     try:
-        entries = list(SYS_CPU.iterdir())
+        entries = _listdir(SYS_CPU)
     except OSError:
         return []
-    dirs = [(int(p.name[3:]), p) for p in entries if re.fullmatch(r"cpu\d+", p.name)]
+    dirs = [(int(n[3:]), SYS_CPU / n) for n in entries if re.fullmatch(r"cpu\d+", n)]
     return sorted(dirs)
 
 
@@ -255,13 +291,20 @@ def _hypervisor(cpuid: dict | None, blocks: list[dict[str, str]]) -> Field:
 
 def _kernel_config_preempt(release: str) -> tuple[str | None, str | None]:
     """Build-time preemption model from the kernel config, and its path."""
-    for path in ("/proc/config.gz", f"/boot/config-{release}"):
-        try:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rt", errors="replace") as f:
-                config = f.read()
-        except OSError:
-            continue
+    snap = _SNAPSHOT.get()
+    if snap is not None:
+        configs = [snap.kernel_config] if snap.kernel_config else []
+    else:
+        configs = []
+        for path in ("/proc/config.gz", f"/boot/config-{release}"):
+            try:
+                opener = gzip.open if path.endswith(".gz") else open
+                with opener(path, "rt", errors="replace") as f:
+                    configs.append((path, f.read()))
+                break
+            except OSError:
+                continue
+    for path, config in configs:
         for option, model in (("CONFIG_PREEMPT_RT", "rt"), ("CONFIG_PREEMPT_LAZY", "lazy"),
                               ("CONFIG_PREEMPT", "full"), ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
                               ("CONFIG_PREEMPT_NONE", "none")):
@@ -344,7 +387,7 @@ def _clocksource() -> Field:
 def _caches() -> Field:
     base = SYS_CPU / "cpu0/cache"
     try:
-        dirs = [p for p in base.iterdir() if re.fullmatch(r"index\d+", p.name)]
+        dirs = [base / n for n in _listdir(base) if re.fullmatch(r"index\d+", n)]
     except OSError as exc:
         return _field(None, str(base), exc.strerror or "not readable")
     caches = []
@@ -362,7 +405,7 @@ def _caches() -> Field:
 def _vulnerabilities() -> Field:
     base = SYS_CPU / "vulnerabilities"
     try:
-        names = sorted(p.name for p in base.iterdir())
+        names = sorted(_listdir(base))
     except OSError as exc:
         return _field(None, str(base), exc.strerror or "not readable")
     return _field({name: _read(base / name)[0] for name in names} or None, str(base),
@@ -383,7 +426,7 @@ _CORE_PMU = re.compile(r"cpu|cpu_core|cpu_atom|armv[78]_\w+|apple_\w+_pmu")
 def _pmu() -> Field:
     base = Path("/sys/bus/event_source/devices")
     try:
-        devices = sorted(p.name for p in base.iterdir())
+        devices = sorted(_listdir(base))
     except OSError as exc:
         return _field(None, str(base), exc.strerror or "not readable")
     core = [d for d in devices if _CORE_PMU.fullmatch(d)]
@@ -407,6 +450,9 @@ def _meminfo_total() -> Field:
 
 
 def _glibc() -> Field:
+    snap = _SNAPSHOT.get()
+    if snap is not None:
+        return _field(snap.glibc, f"getconf GNU_LIBC_VERSION ({snap.source})", "not glibc")
     try:
         value = os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):  # name unknown to this libc (musl, ...)
@@ -420,13 +466,27 @@ def _probe_info_field(probe_info: dict | None, key: str) -> Field:
     return _field(probe_info.get(key), f"probe header '{key}'", "not in the probe header")
 
 
-def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
+def collect(cpuid: dict | None = None, probe_info: dict | None = None, snapshot: Snapshot | None = None) -> dict:
     """The environment as {field: {"value", "source"[, "reason"]}}.
 
     cpuid: the parsed `opcost-probe cpuid` line, or None without a probe.
     probe_info: the probe header (keys "compiler", "probe_version"), or None.
+    snapshot: another machine's files (a remote host), read instead of this one's.
     """
-    uname = os.uname()
+    token = _SNAPSHOT.set(snapshot)
+    try:
+        return _collect(cpuid, probe_info, snapshot)
+    finally:
+        _SNAPSHOT.reset(token)
+
+
+def _collect(cpuid: dict | None, probe_info: dict | None, snapshot: Snapshot | None) -> dict:
+    from types import SimpleNamespace
+
+    u = os.uname()
+    machine, nodename, release, version = snapshot.uname if snapshot is not None else (
+        u.machine, u.nodename, u.release, u.version)
+    uname = SimpleNamespace(machine=machine, nodename=nodename, release=release, version=version)
     blocks, why_no_cpuinfo = _cpuinfo()
     makers: list[tuple[str, Callable[[], Field]]] = [
         ("arch", lambda: _field(uname.machine, "uname(2) machine")),
@@ -460,7 +520,8 @@ def collect(cpuid: dict | None = None, probe_info: dict | None = None) -> dict:
         ("cpu_caches", _caches),
         ("glibc_version", _glibc),
         ("python_version", lambda: _field(
-            f"{platform.python_implementation()} {platform.python_version()}", "platform")),
+            f"{platform.python_implementation()} {platform.python_version()}", "platform") if snapshot is None
+         else _field(None, snapshot.source, "not used there: the probe and a POSIX shell script read the host")),
         ("probe_version", lambda: _probe_info_field(probe_info, "probe_version")),
         ("probe_compiler", lambda: _probe_info_field(probe_info, "compiler")),
     ]

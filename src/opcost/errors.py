@@ -44,3 +44,10 @@ class StoreLocked(OpcostError):
 class NothingMeasured(OpcostError):
     """Every variant was unsupported here or failed: not a success (exit 1)."""
     exit_code = EXIT_BENCH_FAILED
+
+
+class HostLost(OpcostError):
+    """A remote host (the fleet's SSH target) stopped answering while it
+    measured: the connection dropped, its probe cannot be reached. Not a
+    failure of one variant: the host's run stops, keeping what it measured."""
+    exit_code = EXIT_BENCH_FAILED

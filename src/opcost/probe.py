@@ -275,15 +275,21 @@ def _failure(rc: int, last_err: str) -> str:
     return f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
 
 
-def check(req: ProbeRequest, timeout: float = 30) -> str | None:
+def check(req: ProbeRequest, timeout: float = 30, launch=None) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
-    it cannot be measured on this machine; UsageError if the input is wrong."""
-    cmd = req.command()
-    exe = cmd[-1]
+    it cannot be measured on this machine; UsageError if the input is wrong.
+    `launch(req, argv)`, when given, is the command line that starts the
+    probe with these arguments somewhere else (targets/ssh.py)."""
+    cmd = req.command() if launch is None else launch(req, req.argv(check=True))
+    exe = cmd[-1] if launch is None else "over ssh"
+    # remotely, stdin stays open (a pipe nobody writes to) until the check ends: its closing is
+    # what kills the remote probe
+    hold_r, hold_w = os.pipe() if launch is not None else (None, None)
     try:
-        cp = subprocess.run([*cmd, *req.argv(check=True)], capture_output=True, text=True,
-                            timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
+        cp = subprocess.run(cmd if launch is not None else [*cmd, *req.argv(check=True)],
+                            capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL if hold_r is None else hold_r, start_new_session=True)
     except subprocess.TimeoutExpired as e:
         if req.program:
             raise ProbeTimeout(f"the program's untimed check run did not finish within {timeout:.0f} s "
@@ -291,6 +297,10 @@ def check(req: ProbeRequest, timeout: float = 30) -> str | None:
         raise ProbeTimeout(f"{req.bench}: probe setup did not finish within {timeout:.0f} s") from e
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
+    finally:
+        for fd in (hold_r, hold_w):
+            if fd is not None:
+                os.close(fd)
     last_err = (cp.stderr.strip().splitlines() or [""])[-1]
     if cp.returncode == PROBE_EXIT_OK:
         return None
@@ -308,7 +318,8 @@ def pad_length(rng: random.Random) -> int:
     return rng.randrange(0, 4097)
 
 
-def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=None) -> ProcessResult:
+def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=None, launch=None,
+                on_proc=None) -> ProcessResult:
     """Run one probe process to completion. Raises ProbeError (crash, bad
     output), ProbeTimeout, UsageError (the probe refused its input), and lets
     KeyboardInterrupt through after killing the probe's process group.
@@ -316,9 +327,14 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=Non
     prefixes the variant (bench and parameters), which it alone knows.
     `after_start()` is called once the process exists (the caller may then
     move itself off the CPUs it measures on: a child started after that
-    would inherit the narrower affinity)."""
-    proc, res, t0 = _start(req)
+    would inherit the narrower affinity). `launch(req, argv)`: the command
+    line that starts the probe elsewhere (targets/ssh.py); its stdin is then
+    a pipe held open until the process ends (the remote side kills the probe
+    when it closes). `on_proc(proc)` is told of the process once it exists."""
+    proc, res, t0 = _start(req, launch)
     try:
+        if on_proc:
+            on_proc(proc)
         if after_start:
             after_start()
         return _collect(req, proc, res, t0, timeout, on_line)
@@ -327,7 +343,8 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=Non
         raise
 
 
-def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after_start=None) -> list:
+def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after_start=None, launch=None,
+                   on_proc=None) -> list:
     """Start every request at once (one Popen after the other, no waiting in
     between) and collect them side by side, one thread per process. Returns,
     in order, a ProcessResult or the ProbeError/ProbeTimeout/UsageError of each.
@@ -341,7 +358,9 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after
     try:
         t_all = time.monotonic()
         for r in reqs:
-            procs.append(_start(r))
+            procs.append(_start(r, launch))
+            if on_proc:
+                on_proc(procs[-1][0])
         if after_start:
             after_start()
 
@@ -366,17 +385,19 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after
     return out
 
 
-def _start(req: ProbeRequest):
-    cmd = req.command()
-    exe = cmd[-1]
+def _start(req: ProbeRequest, launch=None):
+    cmd = req.command() if launch is None else []
+    exe = cmd[-1] if cmd else "over ssh"
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
     emu = req.emulator or (cmd[0] if len(cmd) > 1 else None)
     res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(emu) if emu else None)
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen([*cmd, *req.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        argv = [*cmd, *req.argv()] if launch is None else launch(req, req.argv())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL if launch is None else subprocess.PIPE,
+                                env=env, start_new_session=True)
     except OSError as e:
         raise ProbeError(f"cannot start probe {exe}: {e.strerror}") from e
     return proc, res, t0
@@ -478,6 +499,7 @@ def _pump(proc, res: ProcessResult, timeout: float, t0: float, stderr_chunks, on
                     prev_s = res.last_line_s
     if buf.strip():
         raise ProbeError("probe printed a partial line at exit")
+    _close_stdin(proc)
     try:
         proc.wait(timeout=max(1.0, min(timeout - (time.monotonic() - t0), MIN_STALL_S)))
     except subprocess.TimeoutExpired:
@@ -512,7 +534,16 @@ def _accept(res: ProcessResult, line: bytes, on_line) -> dict:
     return d
 
 
+def _close_stdin(proc: subprocess.Popen) -> None:
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
+    _close_stdin(proc)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

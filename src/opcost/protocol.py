@@ -124,6 +124,7 @@ class Protocol:
 BOUNDS = {f.dest: f.bound for f in FIELDS}
 BOUNDS.update({
     "parallel": Bound("int", 1, 1024, "the number of concurrent copies"),
+    "parallel_hosts": Bound("int", 1, 1024, "the number of hosts measured at once"),
     "limit": Bound("int", 1, 10**9, "the number of newest runs to list"),
     "delta": Bound("percent", 0, 100, "a percentage", low_open=True, high_open=True, example="2 for 2%"),
     # variants --ops: the probe's `time` reads it as an unsigned 64-bit count on every architecture

@@ -181,12 +181,13 @@ class Measured:
         return [vr.to_json() for vr in self.outcome.results]
 
 
-def measure(settings: Settings, variants: list[Variant], target: Target, look=None) -> Measured:
+def measure(settings: Settings, variants: list[Variant], target: Target, look=None, warn=warn) -> Measured:
     """Check, preflight, run on the target with a progress display, recording
     after every process; the store is closed on the way out, whatever happens.
     The caller has checked `settings` (Settings.check) before planning.
     With settings.stages, `look` decides after each stage whether to go on
-    (runner.Runner)."""
+    (runner.Runner). `warn` says what happens on the way (the fleet
+    prefixes the host)."""
     from .progress import make_progress
     from .record import Recorder
     from .runner import RunOptions, Runner

@@ -1,0 +1,196 @@
+"""One study on many machines (`opcost fleet run`): per host, the session of
+`opcost run` (plan, preflight, measure with the runner, record after every
+process) on that host's SSH target (targets/ssh.py), its results stored
+with the label host=NAME, so compare, series --by host and report work
+across hosts. Layer 5: uses session, never the commands.
+
+Hosts run in worker threads, at most `parallel_hosts` at once; each opens
+the store itself (the stores take concurrent writers). The main thread only
+waits: a signal (Ctrl-C, SIGTERM, SIGHUP) cancels every host (its running
+probes lose their sessions, so the hosts kill them; each run is finished as
+interrupted with what it measured), and every host's upload is removed.
+A host that fails (unreachable, no probe for its architecture, connection
+lost, probe crash) is one line; the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import interrupts, session
+from .console import warn
+from .errors import HostLost, OpcostError, UsageError
+from .targets.ssh import HostKeyUnknown, SshTarget, check_host
+from .text import printable
+
+
+def parse_hosts(text: str) -> list[str]:
+    """--hosts FILE (one host a line, # comments) or h1,h2,...: the hosts,
+    each checked, none twice."""
+    if os.path.isfile(text):
+        try:
+            with open(text, encoding="utf-8", errors="replace") as f:
+                raw = [ln.split("#", 1)[0].strip() for ln in f]
+        except OSError as e:
+            raise UsageError(f"--hosts {printable(text)}: cannot read it ({e.strerror})") from None
+        hosts = [h for h in raw if h]
+        if not hosts:
+            raise UsageError(f"--hosts {printable(text)} names no host; put one host a line (user@name or an "
+                             "ssh_config alias)")
+    else:
+        if "/" in text:
+            raise UsageError(f"--hosts {printable(text)}: no such file; give a file of hosts or h1,h2,...")
+        hosts = [h.strip() for h in text.split(",")]
+        if any(not h for h in hosts):
+            raise UsageError(f"--hosts '{printable(text)}' has an empty name; give h1,h2,... or a file")
+    seen: set[str] = set()
+    for h in hosts:
+        check_host(h)
+        if h in seen:
+            raise UsageError(f"--hosts names {printable(h)} twice; give each host once")
+        seen.add(h)
+    return hosts
+
+
+def host_exports(exports: list[tuple[str, str]], host: str, n_hosts: int) -> list[tuple[str, str]]:
+    """--json/--export paths of one host: '{host}' in a path is the host's
+    name; with several hosts every path must have it (one file each)."""
+    out = []
+    for fmt, path in exports:
+        if "{host}" not in path and n_hosts > 1:
+            raise UsageError(f"--export {fmt}:{printable(path)}: with {n_hosts} hosts, put {{host}} in the path "
+                             "(one file per host, e.g. --json results-{host}.json)")
+        out.append((fmt, path.replace("{host}", host)))
+    return out
+
+
+@dataclass
+class HostOutcome:
+    host: str
+    status: str = "pending"            # ok | failed | usage | interrupted | pending
+    reason: str | None = None
+    run_id: int | None = None
+    exit_code: int = 0
+    results: list[dict] = field(default_factory=list)
+    processes: int = 0
+    cleaned: bool | None = None        # upload removed and master closed
+
+
+class Fleet:
+    def __init__(self, hosts: list[str], specs: list[str], cpu: str | None, settings: session.Settings,
+                 ssh_config: str | None, parallel_hosts: int, say=warn):
+        self.hosts = hosts
+        self.specs = specs
+        self.cpu = cpu
+        self.settings = settings
+        self.ssh_config = ssh_config
+        self.parallel_hosts = max(1, min(parallel_hosts, len(hosts)))
+        self.say = say
+        self.targets = {h: SshTarget(h, ssh_config) for h in hosts}
+        self.outcomes = {h: HostOutcome(h) for h in hosts}
+        self._slots = threading.Semaphore(self.parallel_hosts)
+        self._stop: int | None = None
+        self._ended: list[str] = []
+
+    def check_keys(self) -> list[HostKeyUnknown]:
+        """Every host's key, before any session is opened anywhere."""
+        out = []
+        for h in self.hosts:
+            try:
+                self.targets[h].check_key()
+            except HostKeyUnknown as e:
+                out.append(e)
+        return out
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._host, args=(h,), name=f"fleet-{h}", daemon=True)
+                   for h in self.hosts]
+        for t in threads:
+            t.start()
+        # Not Thread.join: a signal raised inside it can leave the thread marked as
+        # ended while it still runs (CPython gh-90882). Each host says it ended.
+        while len(self._ended) < len(threads):
+            try:
+                time.sleep(0.1)
+                if interrupts.received() is not None and self._stop is None:
+                    self.cancel(interrupts.received() or 2)
+            except KeyboardInterrupt as e:
+                self.cancel(getattr(e, "signum", 2))
+        for t in threads:
+            t.join()
+
+    def cancel(self, signum: int) -> None:
+        self._stop = signum
+        for t in self.targets.values():
+            t.cancel(signum)
+
+    def _host(self, host: str) -> None:
+        try:
+            self._host_slot(host)
+        finally:
+            self._ended.append(host)
+
+    def _host_slot(self, host: str) -> None:
+        out = self.outcomes[host]
+        with self._slots:
+            if self._stop is not None:
+                out.status, out.reason = "interrupted", "not started (interrupted)"
+                return
+            target = self.targets[host]
+            try:
+                self._measure(host, target, out)
+            except KeyboardInterrupt:
+                out.status, out.reason = "interrupted", "interrupted"
+            except UsageError as e:
+                out.status, out.reason, out.exit_code = "usage", str(e), e.exit_code
+            except OpcostError as e:
+                out.status, out.reason, out.exit_code = "failed", str(e), e.exit_code
+            except Exception as e:   # a bug on one host must not take the others down
+                out.status, out.reason, out.exit_code = "failed", f"internal error: {e!r}", 1
+            finally:
+                target.close()
+                out.cleaned = target.closed_cleanly
+
+    def _measure(self, host: str, target: SshTarget, out: HostOutcome) -> None:
+        import copy
+
+        target.connect()
+        s = copy.copy(self.settings)
+        s.labels = {**self.settings.labels, "host": host}
+        s.exports = host_exports(self.settings.exports, host, len(self.hosts))
+        if self.parallel_hosts > 1:
+            s.progress = False
+        variants = session.plan_variants(self.specs, session.cpu_option(self.cpu, target), target)
+        m = session.measure(s, variants, target, warn=lambda msg: self.say(f"{host}: {msg}"))
+        out.run_id = m.recorder.run_id
+        out.results = m.results
+        out.processes = sum(len(vr.processes) for vr in m.outcome.results)
+        o = m.outcome
+        out.exit_code = o.exit_code
+        if m.recorder.store_error is not None and out.exit_code == 0:
+            out.exit_code = m.recorder.store_error.exit_code
+        if o.status == "interrupted":
+            out.status, out.reason = "interrupted", "interrupted"
+        elif o.error is not None:
+            out.status, out.reason = "failed", str(o.error)
+        elif out.exit_code != 0:
+            failed = [vr.variant.key() for vr in o.results if vr.status == "failed"]
+            out.status, out.reason = "failed", ("failed: " + ", ".join(failed)) if failed else "failed"
+        else:
+            out.status = "ok"
+
+    def exit_code(self) -> int:
+        codes = [o.exit_code for o in self.outcomes.values()]
+        if any(o.status == "usage" for o in self.outcomes.values()):
+            return 2
+        if self._stop is not None or interrupts.received() is not None:
+            return 128 + (self._stop or interrupts.received() or 2)
+        if any(o.status != "ok" for o in self.outcomes.values()):
+            return max([c for c in codes if c] or [1])
+        return 0
+
+
+__all__ = ["Fleet", "HostOutcome", "parse_hosts", "host_exports", "HostLost"]

@@ -1,0 +1,464 @@
+"""`opcost fleet run` over OpenSSH against three "hosts": Debian's sshd on
+127.0.0.2-4 (tests/sshd_hosts.py), with keys and known_hosts generated here.
+Nothing leaves 127.0.0.0/8: the test ssh_config maps every other name to
+127.0.0.5, where nothing listens.
+
+What must hold (issue 16): a small study on all three; one host killed
+mid-run (what was kept, what was reported, exit 1); no remote process or
+file left after 20 runs, killed ones included (the hosts are this machine:
+leftover upload directories, probe processes, wrappers, ssh masters);
+host names, labels and parameters with `;`, `$(...)`, newlines or
+`-oProxyCommand=` never reach a shell (a canary file is never created); an
+unknown host key opens no session, exits 2 and prints the fingerprint.
+
+sshd that cannot be started skips these tests, unless OPCOST_REQUIRE_SSHD=1
+(test.sh) says they must run.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import sshd_hosts
+from conftest import cli_argv, cli_env
+
+FAST = ["-p", "2", "-n", "5", "-w", "1", "--target-ms", "2"]
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory, probe_bin):
+    d = tmp_path_factory.mktemp("fleet-hosts")
+    try:
+        hosts = sshd_hosts.start(d)
+    except sshd_hosts.Unavailable as e:
+        if os.environ.get("OPCOST_REQUIRE_SSHD") == "1":
+            pytest.fail(f"sshd hosts are required here (OPCOST_REQUIRE_SSHD=1) but cannot start: {e}")
+        pytest.skip(f"no sshd hosts: {e}")
+    with open(hosts.ssh_config, "a") as f:   # any other name: loopback, nothing listening
+        f.write("\nHost *\n  HostName 127.0.0.5\n  ConnectTimeout 5\n")
+    yield hosts
+    hosts.stop()
+
+
+@pytest.fixture
+def fleet_up(fleet):
+    """The three hosts, each listening (a test before may have killed one)."""
+    for h in fleet.hosts:
+        fleet.restart(h)
+    return fleet
+
+
+def leftovers() -> dict[str, list[str]]:
+    """What a fleet run may leave on a host (here: this machine) or locally:
+    upload directories, local control directories, and processes: remote
+    probes run from an upload, their wrappers, keepers, ssh clients and masters
+    of ours."""
+    files = glob.glob("/tmp/opcost-fleet.*") + glob.glob("/tmp/opcost-ssh-*")
+    procs = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "opcost-fleet." in cmd or "opcost-ssh-" in cmd or "OPCOST_PAD=$1" in cmd:
+            procs.append(f"{d}: {cmd[:200]}")
+    return {"files": files, "processes": procs}
+
+
+def settle(timeout: float = 10.0) -> dict[str, list[str]]:
+    """Leftovers, once the hosts had a moment to notice closed sessions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = leftovers()
+        if not left["files"] and not left["processes"] or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def fleet_cli(fleet, tmp_path, *args, timeout: float = 240, **kw):
+    return subprocess.run(cli_argv("fleet", "run", "--ssh-config", fleet.ssh_config, *args),
+                          env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+
+
+def runs(tmp_path) -> list[dict]:
+    """Stored runs, with labels and process counts, via the CLI's JSON export."""
+    db = tmp_path / "opcost" / "opcost.db"
+    if not db.exists():
+        return []
+    cp = subprocess.run(cli_argv("history", "--json"), env=cli_env(tmp_path), cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    import json
+
+    return json.loads(cp.stdout)
+
+
+def processes_of(tmp_path, run_id: int) -> int:
+    con = sqlite3.connect(tmp_path / "opcost" / "opcost.db")
+    try:
+        return con.execute("SELECT COUNT(*) FROM processes p JOIN results r ON p.result_id = r.id "
+                           "WHERE r.run_id = ?", (run_id,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_study_on_three_hosts(fleet_up, tmp_path):
+    cp = fleet_cli(fleet_up, tmp_path, "--hosts", "fleet1,fleet2,fleet3", "syscall.null", *FAST,
+                   "--label", "kernel=test")
+    assert cp.returncode == 0, cp.stderr
+    for h in ("fleet1", "fleet2", "fleet3"):
+        assert f"== {h} ==" in cp.stdout
+        assert re.search(rf"opcost: {h}: stored as run \d+ \(host={h}\)", cp.stderr), cp.stderr
+    got = runs(tmp_path)
+    assert sorted(r["labels"]["host"] for r in got) == ["fleet1", "fleet2", "fleet3"]
+    for r in got:
+        assert r["labels"]["kernel"] == "test" and r["status"] == "complete"
+        assert processes_of(tmp_path, r["id"]) == 2
+    # the host's environment, collected there (a POSIX shell and the probe: no Python there)
+    show = subprocess.run(cli_argv("show", str(got[0]["id"]), "--json", "-"), env=cli_env(tmp_path),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0, show.stderr
+    import json
+
+    env = json.loads(show.stdout)["env"]
+    assert env["fleet_host"]["value"] in ("fleet1", "fleet2", "fleet3")
+    assert env["cpu_model_name"]["value"] and env["kernel_release"]["value"] == os.uname().release
+    assert env["python_version"]["value"] is None
+    assert env["probe_version"]["value"]
+    series = subprocess.run(cli_argv("series", "syscall.null", "--by", "host"), env=cli_env(tmp_path),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert series.returncode == 0, series.stderr
+    for h in ("fleet1", "fleet2", "fleet3"):
+        assert h in series.stdout
+    assert settle() == {"files": [], "processes": []}
+
+
+def _stored_processes(tmp_path, host: str) -> int:
+    db = tmp_path / "opcost" / "opcost.db"
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+    try:
+        return con.execute("SELECT COUNT(*) FROM processes p JOIN results r ON p.result_id = r.id "
+                           "JOIN run_labels l ON l.run_id = r.run_id WHERE l.key = 'host' AND l.value = ?",
+                           (host,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _kill_when_measuring(fleet, tmp_path, proc, host: str, timeout: float = 120) -> None:
+    """Kill `host` (its sshd and every connection) once its run stored a process."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if _stored_processes(tmp_path, host) >= 1:
+                next(h for h in fleet.hosts if h.name == host).kill()
+                return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{host} never stored a process")
+
+
+def test_host_killed_mid_run(fleet_up, tmp_path):
+    args = ["--hosts", "fleet1,fleet2,fleet3", "syscall.null", "-p", "8", "-n", "20", "-w", "1",
+            "--target-ms", "30"]
+    proc = subprocess.Popen(cli_argv("fleet", "run", "--ssh-config", fleet_up.ssh_config, *args),
+                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        _kill_when_measuring(fleet_up, tmp_path, proc, "fleet2")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("opcost: fleet2:")]
+    assert len(lines) == 1 and "connection lost" in lines[0], err
+    kept = int(re.search(r"kept (\d+) process", lines[0]).group(1))
+    assert kept >= 1
+    assert re.search(r"opcost: fleet1: stored as run", err) and re.search(r"opcost: fleet3: stored as run", err)
+    by_host = {r["labels"]["host"]: r for r in runs(tmp_path)}
+    assert by_host["fleet2"]["status"] == "failed"
+    assert processes_of(tmp_path, by_host["fleet2"]["id"]) == kept     # everything measured was kept
+    assert processes_of(tmp_path, by_host["fleet1"]["id"]) == 8
+    assert processes_of(tmp_path, by_host["fleet3"]["id"]) == 8
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_no_leftovers_after_20_runs(fleet_up, tmp_path):
+    """20 runs: finished ones, ones stopped by SIGINT or SIGTERM at various
+    moments, and ones that lose a host. Nothing stays on any host."""
+    hosts = "fleet1,fleet2,fleet3"
+    small = ["syscall.null", "-p", "3", "-n", "10", "-w", "1", "--target-ms", "10"]
+    endings = []
+    for i in range(20):
+        how = ("finish", "sigint", "sigterm", "host")[i % 4]
+        for h in fleet_up.hosts:
+            fleet_up.restart(h)
+        proc = subprocess.Popen(cli_argv("fleet", "run", "--ssh-config", fleet_up.ssh_config, "--hosts", hosts,
+                                         *small), env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        try:
+            if how in ("sigint", "sigterm"):
+                time.sleep(1.0 + 0.5 * (i % 5))   # while connecting, uploading or measuring
+                proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
+            elif how == "host":
+                time.sleep(2.0 + 0.5 * (i % 3))
+                fleet_up.hosts[i % 3].kill()
+            _, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        endings.append((how, proc.returncode))
+        assert "Traceback" not in err, err
+        if how == "finish":
+            assert proc.returncode == 0, err
+        left = settle()
+        assert left == {"files": [], "processes": []}, (i, how, left, err)
+    assert {rc for how, rc in endings if how == "sigint"} <= {130, 0}
+    assert {rc for how, rc in endings if how == "sigterm"} <= {143, 0}
+
+
+CANARY_CASES = [
+    # host names: refused before ssh (exit 2) or handed to ssh as a name after `--`
+    (["--hosts", "fleet1;touch {canary}", "syscall.null"], 2),
+    (["--hosts", "-oProxyCommand=touch {canary}", "syscall.null"], 2),
+    (["--hosts", "fleet1,-oProxyCommand=touch${IFS}{canary}", "syscall.null"], 2),
+    (["--hosts", "fleet1\ntouch {canary}", "syscall.null"], 2),
+    # (ssh itself refuses these names: "hostname contains invalid characters")
+    (["--hosts", "$(touch${IFS}{canary})", "syscall.null"], 2),
+    (["--hosts", "fleet1;touch${IFS}{canary}", "syscall.null"], 2),
+    (["--hosts", "`touch${IFS}{canary}`", "syscall.null"], 2),
+    # labels: stored, never sent anywhere
+    (["--hosts", "fleet1", "syscall.null", "--label", "note=$(touch {canary});`touch {canary}`"], 0),
+    # parameters: quoted into the remote command line, the probe gets them verbatim: files with
+    # these names exist in {dir}, so the benchmark runs (exit 0) on exactly that path
+    (["--hosts", "fleet1", "syscall.stat:path={dir}/x;touch CANARY"], 0),
+    (["--hosts", "fleet1", "syscall.stat:path={dir}/$(touch CANARY)"], 0),
+    (["--hosts", "fleet1", "syscall.stat:path={dir}/-oProxyCommand=touch CANARY"], 0),
+    (["--hosts", "fleet1", "syscall.stat:path={dir}/`touch CANARY`"], 0),
+    (["--hosts", "fleet1", "syscall.stat:path={dir}/a\ntouch CANARY"], 2),
+]
+
+
+@pytest.mark.parametrize("case,want", CANARY_CASES, ids=[str(i) for i in range(len(CANARY_CASES))])
+def test_nothing_reaches_a_shell(fleet_up, tmp_path, case, want):
+    canary = tmp_path / "CANARY"
+    files = tmp_path / "files"
+    files.mkdir()
+    for name in ("x;touch CANARY", "$(touch CANARY)", "-oProxyCommand=touch CANARY", "`touch CANARY`"):
+        (files / name).write_text("")
+    args = [a.replace("{canary}", str(canary)).replace("{dir}", str(files)) for a in case]
+    cp = fleet_cli(fleet_up, tmp_path, *args, "-p", "1", "-n", "2", "-w", "0", "--target-ms", "1")
+    # a shell anywhere would have made one: here (the cwd), in the remote home, or at /
+    home = Path(os.path.expanduser("~"))
+    assert not canary.exists() and not (home / "CANARY").exists() and not Path("/CANARY").exists(), cp.stderr
+    assert not (files / "CANARY").exists()
+    assert "Traceback" not in cp.stderr
+    if want is not None:
+        assert cp.returncode == want, cp.stderr
+    else:
+        assert cp.returncode in (0, 1), cp.stderr   # the path may not exist there: a failed variant
+    if want == 0 and "path=" in args[-1]:
+        import json
+
+        doc = json.loads(subprocess.run(cli_argv("show", str(runs(tmp_path)[0]["id"]), "--json", "-"),
+                                        env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                                        timeout=60).stdout)
+        assert doc["results"][0]["params"]["path"] == args[-1].split("path=", 1)[1]   # verbatim
+        assert doc["results"][0]["status"] == "ok"
+    if want == 2:
+        assert len([ln for ln in cp.stderr.splitlines() if ln.startswith("opcost:")]) == 1, cp.stderr
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_unknown_host_key(fleet_up, tmp_path):
+    log = fleet_up.hosts[0].log
+    before = log.stat().st_size
+    log2 = fleet_up.hosts[1].log
+    before2 = log2.stat().st_size
+    cp = fleet_cli(fleet_up, tmp_path, "--hosts", "fleet2,fleet-unknown", "syscall.null", *FAST)
+    assert cp.returncode == 2, cp.stderr
+    assert re.search(r"fleet-unknown: unknown host key \(ssh-ed25519 SHA256:[A-Za-z0-9+/]+\)", cp.stderr), cp.stderr
+    assert "ssh-keyscan" in cp.stderr
+    fp = subprocess.run(["ssh-keygen", "-lf", str(fleet_up.dir / "host_key.pub")], capture_output=True,
+                        text=True).stdout.split()[1]
+    assert fp in cp.stderr                       # the right fingerprint
+    assert len(cp.stderr.strip().splitlines()) == 1
+
+    def since(path: Path, size: int) -> str:   # bytes: an earlier line may not be UTF-8
+        return path.read_bytes()[size:].decode(errors="replace")
+
+    time.sleep(1.0)   # sshd logs what the connection did as it ends
+    new = since(log, before)
+    for auth in ("Accepted", "Postponed", "Starting session", "Failed", "Invalid user"):
+        assert auth not in new, new
+    # (the right fingerprint above shows the host was reached: its key was exchanged, then nothing)
+    assert "Accepted" not in since(log2, before2)   # no session on the others either
+    assert runs(tmp_path) == []
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_unreachable_host_is_one_line(fleet_up, tmp_path):
+    cp = fleet_cli(fleet_up, tmp_path, "--hosts", "fleet1,nosuchhost", "syscall.null", *FAST)
+    assert cp.returncode == 1, cp.stderr
+    bad = [ln for ln in cp.stderr.splitlines() if ln.startswith("opcost: nosuchhost:")]
+    assert len(bad) == 1 and "cannot connect" in bad[0], cp.stderr
+    assert re.search(r"opcost: fleet1: stored as run", cp.stderr)
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_no_probe_for_the_arch(fleet_up, tmp_path, monkeypatch):
+    """A host whose architecture has no probe: one line, nothing uploaded."""
+    from opcost.errors import HostLost
+    from opcost.targets.ssh import SshTarget
+
+    t = SshTarget("fleet1", str(fleet_up.ssh_config))
+    try:
+        with pytest.raises(HostLost, match=r"no probe for its architecture"):
+            t.connect(local_probe_for=lambda arch: None)
+    finally:
+        t.close()
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_remote_probe_dies_with_its_session(fleet_up, tmp_path):
+    """A probe whose session ends (its local ssh killed: as when the
+    connection drops) is killed on the host by its wrapper."""
+    import threading
+
+    from opcost.probe import ProbeRequest
+    from opcost.protocol import Protocol
+    from opcost.targets.ssh import SshTarget
+
+    t = SshTarget("fleet3", str(fleet_up.ssh_config))
+    try:
+        t.connect()
+        proto = Protocol(samples=2000, warmup=0, target_ms=10, processes=1)
+        req = ProbeRequest("syscall.null", {}, t.host_arch(), protocol=proto, cpus=str(t.default_cpu()), hold=True)
+        err: list = []
+        th = threading.Thread(target=lambda: err.append(_catch(t.run_process, req, 120)), daemon=True)
+        th.start()
+        deadline = time.monotonic() + 30
+        probe = []
+        while time.monotonic() < deadline and not probe:
+            probe = [p for p in leftovers()["processes"] if "opcost-probe-" in p and "sh -c" not in p
+                     and "ssh " not in p]
+            time.sleep(0.1)
+        assert probe, "the remote probe never started"
+        t.cancel(signal.SIGINT)      # kills the local ssh of the session
+        th.join(30)
+        pid = int(probe[0].split(":")[0])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}"), "the remote probe outlived its session"
+    finally:
+        t.close()
+    assert settle() == {"files": [], "processes": []}
+
+
+def _catch(fn, *a):
+    try:
+        return fn(*a)
+    except BaseException as e:   # noqa: BLE001 (the test looks at it)
+        return e
+
+
+def _target(fleet, host="fleet1"):
+    from opcost.targets.ssh import SshTarget
+
+    return SshTarget(host, str(fleet.ssh_config))
+
+
+def test_upload_checked_without_sha256sum(fleet_up, monkeypatch):
+    """A host without sha256sum: the upload is read back whole and checked here."""
+    from opcost.targets import ssh
+
+    monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+    t = _target(fleet_up)
+    try:
+        t.connect()
+        assert t.benchmark_table()["benchmarks"]
+    finally:
+        t.close()
+    assert t.closed_cleanly
+    assert settle() == {"files": [], "processes": []}
+
+
+@pytest.mark.parametrize("summer", ["sha256sum", "readback"])
+def test_damaged_upload_is_refused(fleet_up, monkeypatch, summer):
+    from opcost.errors import HostLost
+    from opcost.targets import ssh
+
+    monkeypatch.setattr(ssh, "_UPLOAD", 'umask 077\nhead -c 4096 > "$1"; cat >/dev/null; chmod 700 "$1"')
+    if summer == "readback":
+        monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+    t = _target(fleet_up)
+    try:
+        with pytest.raises(HostLost, match=r"sha256 .* \(transfer damaged\); not run"):
+            t.connect()
+    finally:
+        t.close()
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_host_names_checked():
+    from opcost.errors import UsageError
+    from opcost.targets.ssh import check_host, remote_command
+
+    for bad in ("-oProxyCommand=x", "a b", "a\nb", "a\tb", "", "a\x1bb"):
+        with pytest.raises(UsageError):
+            check_host(bad)
+    assert check_host("root@lab-1.example") == "root@lab-1.example"
+    # the remote command is one string of quoted words: sh -c SCRIPT sh ARG...
+    import shlex
+
+    assert shlex.split(remote_command("echo \"$1\"", "$(x);y\nz")) == ["sh", "-c", "echo \"$1\"", "sh", "$(x);y\nz"]
+
+
+def test_sigkill_leaves_no_remote_process_or_file(fleet_up, tmp_path):
+    """Even opcost killed with SIGKILL (no cleanup of its own): its sessions'
+    stdin closes, so the hosts kill their probes and remove their uploads, and
+    the masters end by themselves once no session is left (ControlPersist).
+    What stays is local: the control directory with the master's log."""
+    import shutil
+
+    proc = subprocess.Popen(cli_argv("fleet", "run", "--ssh-config", fleet_up.ssh_config, "--hosts",
+                                     "fleet1,fleet2,fleet3", "syscall.null", "-p", "8", "-n", "20", "-w", "1",
+                                     "--target-ms", "30"), env=cli_env(tmp_path), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        _kill_when_measuring(fleet_up, tmp_path, proc, "fleet3")
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from opcost.targets.ssh import PERSIST_S
+
+    deadline = time.monotonic() + PERSIST_S + 15
+    while True:
+        left = leftovers()
+        remote = [f for f in left["files"] if "opcost-fleet." in f]
+        if not remote and not left["processes"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert remote == [] and left["processes"] == [], left
+    local = [f for f in left["files"] if "opcost-ssh-" in f]
+    for d in local:
+        assert set(os.listdir(d)) <= {"master.log"}, os.listdir(d)   # the socket is gone
+        shutil.rmtree(d)
