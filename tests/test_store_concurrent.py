@@ -45,7 +45,7 @@ with open_store(path, on_wait=said) as store:
 """
 
 
-def _writers(db: Path, n_writers: int, runs: int, procs: int) -> list[subprocess.Popen]:
+def _writers(db: Path | str, n_writers: int, runs: int, procs: int) -> list[subprocess.Popen]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(w), str(runs), str(procs)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -60,18 +60,20 @@ def _integrity(db: Path) -> str:
         conn.close()
 
 
-def test_8_writers_of_100_runs_each_lose_nothing(tmp_path):
-    db = tmp_path / "opcost.db"
-    open_store(str(db)).close()                      # created (and WAL) before the writers race
-    procs = _writers(db, 8, 100, 2)
-    outs = [p.communicate(timeout=600) for p in procs]
+def check_8_writers_of_100(store_ref: str, timeout: float) -> None:
+    """8 writer programs x 100 runs each into store_ref (a path or URL, the
+    store already created): every writer ends well and never says "locked",
+    every run is stored, complete, with its own id, and whole. For every
+    backend (test_store_postgresql.py runs it against PostgreSQL)."""
+    procs = _writers(store_ref, 8, 100, 2)
+    outs = [p.communicate(timeout=timeout) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
         assert "locked" not in err.lower() and "Traceback" not in err, err
         assert len(out.split()) == 100
     ids = [int(x) for out, _ in outs for x in out.split()]
     assert len(set(ids)) == 800                      # every run got its own id
-    with open_store(str(db), readonly=True) as store:
+    with open_store(store_ref, readonly=True) as store:
         runs = store.list_runs()
         assert len(runs) == 800 and {r["status"] for r in runs} == {"complete"}
         assert {(r["labels"]["writer"], r["labels"]["seq"]) for r in runs} == {
@@ -79,6 +81,12 @@ def test_8_writers_of_100_runs_each_lose_nothing(tmp_path):
         for rid in ids[::37]:                        # spot checks, whole documents
             doc = store.load_run(rid)
             assert [len(p["samples"]) for p in doc["results"][0]["processes"]] == [20, 20]
+
+
+def test_8_writers_of_100_runs_each_lose_nothing(tmp_path):
+    db = tmp_path / "opcost.db"
+    open_store(str(db)).close()                      # created (and WAL) before the writers race
+    check_8_writers_of_100(str(db), 600)
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM processes").fetchone()[0] == 1600
     assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 1600 * 20

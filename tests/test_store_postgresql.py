@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, cli_argv, cli_env
-from test_store_concurrent import _writers
+from test_store_concurrent import _writers, check_8_writers_of_100
 
 from opcost.errors import StoreError
 from opcost.redact import redact, redact_argv, scrub
@@ -95,22 +95,7 @@ def test_8_writers_of_100_runs_each_lose_nothing(pg):
 
     url = pg.url(pg.new_database("conc"))
     open_store(url).close()                          # created before the writers race
-    procs = _writers(url, 8, 100, 2)                 # type: ignore[arg-type]
-    outs = [p.communicate(timeout=900) for p in procs]
-    for p, (out, err) in zip(procs, outs):
-        assert p.returncode == 0, err
-        assert "locked" not in err.lower() and "Traceback" not in err, err
-        assert len(out.split()) == 100
-    ids = [int(x) for out, _ in outs for x in out.split()]
-    assert len(set(ids)) == 800
-    with open_store(url, readonly=True) as store:
-        runs = store.list_runs()
-        assert len(runs) == 800 and {r["status"] for r in runs} == {"complete"}
-        assert {(r["labels"]["writer"], r["labels"]["seq"]) for r in runs} == {
-            (str(w), str(j)) for w in range(8) for j in range(100)}
-        for rid in ids[::37]:
-            doc = store.load_run(rid)
-            assert [len(p["samples"]) for p in doc["results"][0]["processes"]] == [20, 20]
+    check_8_writers_of_100(url, 900)
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM processes").fetchone()[0] == 1600
         assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] == 1600 * 20
