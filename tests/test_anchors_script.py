@@ -500,7 +500,7 @@ def test_ops_picks_rows_by_name_word_benchmark_or_tool():
     assert names("lat_syscall") == ["lat_syscall " + w for w in ("null", "read", "write", "stat", "fstat", "open")]
     assert names("lat_ctx -s 0 2") == ["lat_ctx -s 0 2"]
     assert set(names("ctx.pipe")) == {"ctx.pipe process", "ctx.pipe thread", "lat_pipe", "lat_ctx -s 0 2"}
-    assert len(names("lmbench")) == 19 and set(names("perf")) == {"syscall.null", "ctx.pipe process",
+    assert len(names("lmbench")) == 20 and set(names("perf")) == {"syscall.null", "ctx.pipe process",
                                                                  "ctx.pipe thread", "proc.fork"}
     assert A.select_rows(rows, "lmbench,nope")[1] == ["nope"]
 

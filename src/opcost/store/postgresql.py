@@ -123,19 +123,36 @@ class PostgresStore(SqlStore):
                 db.rollback()
             raise
 
+    @staticmethod
+    def _tables_here(db: Any, names: Sequence[str]) -> set[str]:
+        """Which of these tables exist in the store's schema (the current
+        one), read from the catalog with the statement's own snapshot. Not
+        to_regclass(): it looks names up in the session's catalog cache,
+        which keeps "no such table" from before a wait for the write lock
+        (an advisory lock takes in no catalog invalidations), so a second
+        opcost creating a new store at once would not see the first one's
+        tables and fail with "already exists"."""
+        rows = db.execute("SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                          "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relname = ANY(%s)",
+                          (list(names),)).fetchall()
+        return {r[0] for r in rows}
+
     def _schema_version(self, db: Any) -> int:
-        if db.execute("SELECT to_regclass('opcost_schema')").fetchone()[0] is None:
+        if not self._tables_here(db, ["opcost_schema"]):
             return 0
         row = db.execute("SELECT max(version) FROM opcost_schema").fetchone()
         return int(row[0] or 0)
 
     def _check_ours(self, db: Any, version: int) -> None:
-        if version > 0:
+        # At version 0 the tables may have appeared since the version was read:
+        # another opcost creating the same new store at this moment. Its
+        # opcost_schema (made in the same transaction as the tables) says so.
+        present = {"opcost_schema"} if version > 0 else self._tables_here(db, ["opcost_schema", *TABLES])
+        if "opcost_schema" in present:
             stamps = {r[0] for r in db.execute("SELECT application FROM opcost_schema").fetchall()}
             foreign = stamps != {STAMP}
         else:
-            foreign = any(db.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is not None
-                          for t in ("opcost_schema", *TABLES))
+            foreign = bool(present)
         if foreign:
             raise StoreError(f"store {self.path} is a PostgreSQL database whose schema holds another program's "
                              "tables (runs, results...): give an empty database or schema "
