@@ -10,11 +10,13 @@
  * flushes alone, timed right after it (the caller subtracts the second from
  * the first, per batch). Nothing else is subtracted.
  *
- * Conditions as opcost's defaults: mask = XCR0, state = sse (every component
+ * Conditions as opcost's defaults: mask = XCR0 without the XFD-capable
+ * components (AMX tile data), state = sse (every component
  * put into its init state by an xrstor of a zeroed header, then xmm15 =
  * 1.0), area at the start of a page, sized by CPUID.0DH; cold: batch k uses
  * the (k mod 16)th of 16 such areas and flushes every line the
- * instruction writes (standard: EBX bytes; xsavec: the compacted size;
+ * instruction writes (standard: up to the end of the highest requested
+ * component; xsavec: the compacted size;
  * fxsave: 512). div: x = x / d + K, d = 3 and K = 2^62 hidden from the
  * compiler, unsigned 64-bit, dependent chain; soft = shift-subtract.
  *
@@ -164,21 +166,37 @@ int main(int argc, char **argv)
 	uint32_t x0, x1;
 	__asm__ volatile("xgetbv" : "=a"(x0), "=d"(x1) : "c"(0));
 	uint64_t xcr0 = ((uint64_t)x1 << 32) | x0;
-	lo = (uint32_t)xcr0;
-	hi = (uint32_t)(xcr0 >> 32);
-	if (insn == XSAVEC) {
-		size = 576;
-		for (unsigned i = 2; i < 63; i++)
-			if ((xcr0 >> i) & 1) {
-				unsigned ea, eb, ec, ed;
-				__cpuid_count(0xd, i, ea, eb, ec, ed);
+	/* opcost's default mask: XCR0 without the components XFD can arm (AMX
+	 * tile data, CPUID.(0DH,i):ECX[2]); with them, xsave writes 8 KiB more
+	 * on an AMX machine and the two would not time the same thing. */
+	uint64_t mask = xcr0;
+	for (unsigned i = 2; i < 63; i++)
+		if ((xcr0 >> i) & 1) {
+			unsigned ea, eb, ec, ed;
+			__cpuid_count(0xd, i, ea, eb, ec, ed);
+			if (ec & 4)
+				mask &= ~(1ull << i);
+		}
+	lo = (uint32_t)mask;
+	hi = (uint32_t)(mask >> 32);
+	/* The bytes one instruction writes: up to the end of the highest
+	 * requested component (standard), the compacted size (xsavec), 512
+	 * (fxsave); the probe flushes the same. */
+	size = 576;
+	for (unsigned i = 2; i < 63; i++)
+		if ((mask >> i) & 1) {
+			unsigned ea, eb, ec, ed;
+			__cpuid_count(0xd, i, ea, eb, ec, ed);
+			if (insn == XSAVEC) {
 				if (ec & 2)
 					size = (size + 63) & ~(size_t)63;
 				size += ea;
+			} else if (eb + ea > size) {
+				size = eb + ea;
 			}
-	} else if (insn == FXSAVE) {
+		}
+	if (insn == FXSAVE)
 		size = 512;
-	}
 	size_t alloc = (std_size + 4095) & ~(size_t)4095;
 	/* each area at the start of a page; cold: NPAGES of them, the batches
 	 * take them in turn (what a flush and a miss cost depends on the page) */
