@@ -690,12 +690,10 @@ def _last_line(text: str) -> str:
 
 
 def _kill(p: subprocess.Popen) -> None:
-    """A local ssh we started (its own session): killed with its group, reaped."""
-    if p.stdin is not None:
-        try:
-            p.stdin.close()
-        except OSError:
-            pass
+    """A local ssh we started (its own session): killed with its group, reaped.
+    Unlike probe._kill_group, only while it runs: an ssh leaves no helpers in
+    its group, and a reaped pid's group may be another's by now."""
+    probe._close_stdin(p)
     if p.poll() is None:
         try:
             os.killpg(p.pid, signal.SIGKILL)
