@@ -45,3 +45,29 @@ def test_boundary_and_fixed_p_scripts_print_their_tables():
     cp = _run(SCRIPTS / "fixed_p.py", "--trials", "20", "--n", "10")
     assert cp.returncode == 0, cp.stderr
     assert "plain min < a" in cp.stdout and "2*min < a" in cp.stdout
+
+
+def test_coverage_moses_interval_uses_the_exact_mann_whitney_distribution():
+    """coverage.py --ci moses (the interval set beside opcost's bootstrap in
+    docs/statistics.md): its U distribution is scipy's exact one, and the
+    interval holds the Hodges-Lehmann estimate at the right order statistics."""
+    import numpy as np
+    from scipy import stats
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("opcost_validation_coverage", SCRIPTS / "coverage.py")
+    coverage = importlib.util.module_from_spec(spec)     # by path: coverage.py the package may be imported
+    spec.loader.exec_module(coverage)
+    rng = np.random.default_rng(5)
+    for m, n in ((3, 4), (10, 10), (7, 12)):
+        cdf = coverage.u_cdf(m, n)
+        for _ in range(20):
+            a, b = rng.normal(size=m), rng.normal(size=n)
+            u = int(sum(x > y for x in a for y in b))
+            p = stats.mannwhitneyu(a, b, alternative="less", method="exact").pvalue
+            assert abs(cdf[u] - p) < 1e-12, (m, n, u)
+    assert coverage.u_quantile(10, 10, 0.025) == 24     # P(U <= 23) = 0.0216, P(U <= 24) = 0.0262
+    a, b = np.exp(rng.normal(size=10)), np.exp(rng.normal(0.5, 1, size=10))
+    lo, hi = coverage.moses(a, b)
+    d = np.sort((np.log(b)[:, None] - np.log(a)[None, :]).ravel())
+    assert (lo, hi) == (float(np.exp(d[24])), float(np.exp(d[75])))
+    assert lo < float(np.exp(np.median(d))) < hi
