@@ -420,25 +420,29 @@ LM_BENCHES = {"syscall.null": {"via"}, "syscall.read": set(), "syscall.write": s
               "signal.catch": {"state", "sig"}, "ctx.pipe": {"mode", "placement"},
               "ctx.unix": {"type", "mode", "placement"}, "proc.fork": {"resident", "mappings"},
               "proc.exec": {"via", "prog", "resident", "mappings"}, "mem.pagefault": {"size"},
-              "mem.touch": {"size", "backing"}, "mem.mmap": {"pages"}}
+              "mem.touch": {"size", "backing"}, "mem.mmap": {"pages", "backing", "touch", "pagetable"}}
 
 
 def test_every_lmbench_counterpart_has_a_row(tmp_path):
     """The issue's list: lat_syscall null|read|write|stat|fstat|open, lat_sig install|catch,
     lat_pipe, lat_unix, lat_ctx -s 0 2, lat_proc fork|exec, lat_pagefault, lat_mmap."""
     cfg = A.Config(workdir=tmp_path, lm_reps=3)
-    tools = fake_tools({}, lmbench_dir=str(fake_lmbench(tmp_path)))
+    tools = fake_tools({"setarch": "/usr/bin/setarch"}, lmbench_dir=str(fake_lmbench(tmp_path)))
     lm = [r for r in A.make_rows(cfg) if r.tool == "lmbench"]
     res = {r.name: A.resolve(r, LM_BENCHES, tools, cfg) for r in lm}
-    commands = {" ".join([Path(a["anchor"].argv[0]).name] + [x for x in a["anchor"].argv[3:]
-                                                              if not x.startswith(str(tmp_path))])
-                for a in res.values()}
+    # The like-for-like lat_mmap runs without ASLR; its opcost side is placed like it (place_rows).
+    norandom = res["lat_mmap (file, written)"]["anchor"].argv
+    assert norandom[:2] == ["/usr/bin/setarch", "-R"]
+    assert [r for r in lm if r.pagetable_like_anchor] == [next(r for r in lm if r.name == "lat_mmap (file, written)")]
+    commands = {" ".join([Path(argv[0]).name] + [x for x in argv[3:] if not x.startswith(str(tmp_path))])
+                for argv in (a["anchor"].argv[2:] if a["anchor"].argv[1] == "-R" else a["anchor"].argv
+                             for a in res.values())}
     assert commands == {"lat_syscall null", "lat_syscall read", "lat_syscall write",
                         "lat_syscall stat /usr/include/linux/types.h", "lat_syscall fstat /usr/include/linux/types.h",
                         "lat_syscall open /usr/include/linux/types.h", "lat_sig install", "lat_sig catch",
                         "lat_pipe", "lat_unix", "lat_ctx -s 0 2", "lat_proc fork", "lat_proc exec",
                         "lat_pagefault", "lat_mmap 1048576"}
-    assert all(a["status"] == "ok" and a["anchor"].argv[1:3] == ["-N", "3"] for a in res.values())
+    assert all(a["status"] == "ok" and "-N" in a["anchor"].argv[1:4] for a in res.values())
     # The same file on both sides; opcost's like-for-like variants.
     assert res["lat_syscall stat"]["spec"] == "syscall.stat:path=/usr/include/linux/types.h"
     sub = res["lat_sig catch (send subtracted)"]
@@ -466,6 +470,44 @@ def test_every_lmbench_counterpart_has_a_row(tmp_path):
     mm = res["lat_mmap"]["anchor"]
     mm.prepare()
     assert Path(mm.argv[-1]).stat().st_size == 1 << 20
+
+
+def test_no_setarch_makes_the_placed_lat_mmap_row_unavailable(tmp_path):
+    cfg = A.Config(workdir=tmp_path)
+    tools = fake_tools({}, lmbench_dir=str(fake_lmbench(tmp_path)))
+    r = A.resolve(rows_by_name(cfg)["lat_mmap (file, written)"], LM_BENCHES, tools, cfg)
+    assert r["status"] != "ok" and "setarch is missing" in r["why"]
+
+
+MAPS = """\
+7f0113831000-7f0113931000 rw-s 00000000 00:1a 5 /dev/shm/x/mmap.dat
+7f0113931000-7f0113934000 rw-p 00000000 00:00 0
+7f0113934000-7f011395a000 r--p 00000000 fe:00 9 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffe9e0e8000-7ffe9e109000 rw-p 00000000 00:00 0                          [stack]
+"""
+
+
+def test_mapping_placement_reads_the_page_table_range_of_the_first_page():
+    got = A.mapping_placement(MAPS, "/dev/shm/x/mmap.dat", 1 << 20, 2 << 20)
+    assert got["address"] == "0x7f0113831000" and got["pagetable"] == "shared"
+    assert [n.split()[1] for n in got["neighbours"]] == ["[anon]", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    # Alone in its 2 MiB range: the next mapping starts past it.
+    alone = MAPS.replace("7f0113931000-7f0113934000", "7f0113a00000-7f0113a03000").replace(
+        "7f0113934000-7f011395a000", "7f0113a03000-7f0113a2a000")
+    assert A.mapping_placement(alone, "/dev/shm/x/mmap.dat", 1 << 20, 2 << 20)["pagetable"] == "own"
+    assert A.mapping_placement(MAPS, "/dev/shm/x/other.dat", 1 << 20, 2 << 20) is None
+    assert A.mapping_placement(MAPS, "/dev/shm/x/mmap.dat", 2 << 20, 2 << 20) is None   # not that size
+
+
+@pytest.mark.parametrize("mode", ["own", "shared"])
+def test_mem_mmap_pagetable_places_its_mapping_as_named(probe_bin, mode):
+    """mem.mmap:pagetable= seen from outside, as the anchors script sees lat_mmap's: the
+    probe's file mapping is alone in its page-table range (own) or beside another (shared)."""
+    argv = [str(probe_bin), "run", "mem.mmap", "-P", "pages=256", "-P", "backing=memfd", "-P", "touch=tenth",
+            "-P", f"pagetable={mode}", "--samples", "100000", "--target-ms", "1"]
+    anchor = A.Anchor("probe", argv, A.parse_lmbench)
+    got = A.anchor_placement(anchor, min(os.sched_getaffinity(0)), "/memfd:opcost-file", 1 << 20)
+    assert got is not None and got["pagetable"] == mode, got
 
 
 def test_an_opcost_without_the_subtracted_variant_says_so(tmp_path):

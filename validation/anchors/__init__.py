@@ -6,7 +6,7 @@
   model.py      a row, an anchor, the tools found here, the report's sizes (data only)
   parsers.py    anchor output -> ns per operation
   sides.py      one opcost measurement (or a difference of two), one anchor run
-  sizing.py     a fork's parent sized like the anchor's process
+  sizing.py     a fork's parent sized like the anchor's process; a mapping placed like the anchor's
   summary.py    the runs of a row -> figures, verdict (ratio band, F-test), markdown line
   install.sh    perf, rt-tests; builds lmbench outside the repository
 """

@@ -54,10 +54,12 @@ def install_hello(built: str) -> None:
 
 
 def lm(exe: str, *args: str, parse=parse_lmbench, needs: str | None = None, file: tuple[str, int] | None = None,
-       hello: bool = False):
+       hello: bool = False, norandom: bool = False):
     """The finder of `EXE -N reps ARGS...`: needs= a path that must exist;
     file= (name, bytes): a file made in Config.workdir (tmpfs) and appended
-    to the arguments; hello: /tmp/hello installed first."""
+    to the arguments; hello: /tmp/hello installed first; norandom: run
+    under `setarch -R` (no ASLR: its mappings land in the same place in
+    every run)."""
     def find(tools: Tools, cfg: Config):
         path, why = tools.lmbench(exe)
         if not path:
@@ -65,6 +67,11 @@ def lm(exe: str, *args: str, parse=parse_lmbench, needs: str | None = None, file
         if needs and not os.path.exists(needs):
             return None, f"anchor unavailable: {needs} is missing (apt-get install linux-libc-dev)"
         argv = [path, "-N", str(cfg.lm_reps), *args]
+        if norandom:
+            setarch = tools.which("setarch")
+            if not setarch:
+                return None, "anchor unavailable: setarch is missing (apt-get install util-linux)"
+            argv = [setarch, "-R", *argv]
         prepare = None
         if file:
             if cfg.workdir is None:
@@ -138,9 +145,12 @@ ROWS = [
                  f"({-(-MMAP_BYTES // 10 // 16384)} write faults) before munmap; mem.mmap maps anonymous memory "
                  "and touches none", "band": None}),
     ("lat_mmap (file, written)", "mem.mmap", {"pages": str(MMAP_BYTES // 4096), "backing": "memfd", "touch": "tenth"},
-     "mapping", lm("lat_mmap", str(MMAP_BYTES), file=("mmap.dat", MMAP_BYTES), parse=parse_lat_mmap),
+     "mapping", lm("lat_mmap", str(MMAP_BYTES), file=("mmap.dat", MMAP_BYTES), parse=parse_lat_mmap, norandom=True),
      {"differs": "like for like: a cached shmem file mapped shared on both sides, one byte written every 16 KiB "
-                 "of its first tenth before munmap (mem.mmap:backing=memfd,touch=tenth)"}),
+                 "of its first tenth before munmap (mem.mmap:backing=memfd,touch=tenth), and placed alike: "
+                 "lat_mmap runs without ASLR (setarch -R) and mem.mmap:pagetable= puts opcost's mapping as "
+                 "lat_mmap's lies, alone in its page-table range (own: a page-table page allocated and freed "
+                 "per mapping) or beside another mapping (shared)", "pagetable_like_anchor": MMAP_BYTES}),
 ]
 
 

@@ -93,6 +93,7 @@ class Row:
     long: bool = False              # one iteration is a whole run: opcost gets --opcost-args-long
     children: bool = False          # the work runs in children the samples' usage leaves out
     sized_like_anchor: bool = False  # give the probe the anchor process's footprint (resident=, mappings=)
+    pagetable_like_anchor: int = 0  # bytes of the anchor's file mapping: place opcost's like it (pagetable=)
     differs: str = ""               # how the anchor's definition differs from this opcost spec ("": it does not)
     band: tuple[float | None, float | None] | None = RATIO_BAND  # judged ratio range; None: not judged
     minus: dict[str, str] | None = None  # opcost's figure less this spec's (same benchmark, these parameters changed)

@@ -78,7 +78,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from validation.anchors.catalogue import Config, Row, Tools, make_rows, resolve, select_rows  # noqa: E402
 from validation.anchors.sides import opcost_benches, opcost_command, run_anchor, run_opcost  # noqa: E402
-from validation.anchors.sizing import size_rows  # noqa: E402
+from validation.anchors.sizing import place_rows, size_rows  # noqa: E402
 from validation.anchors.summary import F_TEST_P, attempt, cv_ratio_geomean, geomean_line, markdown, summarise, unavailable  # noqa: E402
 from validation.anchors.model import RATIO_BAND  # noqa: E402
 from validation.harness import interleave  # noqa: E402
@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         resolved = resolve_rows(rows, benches, cfg)
         active = {r.name: r for r in rows if resolved[r.name]["status"] == "ok"}
         size_rows(list(active.values()), resolved, benches, cmd, env, cpu)
+        place_rows(list(active.values()), resolved, benches, cpu)
         log(f"opcost: {cmd_desc} run SPEC {args.opcost_args} --cpu {cpu}; anchors under taskset -c {cpu}; "
             f"{args.runs} runs; seed {il.seed}; {len(active)} of {len(rows)} operations comparable")
 

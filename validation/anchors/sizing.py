@@ -97,3 +97,97 @@ def size_rows(rows: list[Row], resolved: dict[str, dict], benches: dict[str, set
                 log(f"{r.name}: parent sized like {res['anchor'].tool}'s process ({afp['anon_bytes'] >> 10} KiB "
                     f"anonymous, {afp['vmas']} mappings; the bare probe: {pfp['anon_bytes'] >> 10} KiB, "
                     f"{pfp['vmas']}): {res['spec']}")
+
+
+def pmd_bytes() -> int:
+    """The address range one page-table page maps (x86-64: 2 MiB): the PMD
+    huge page's size where the kernel says it, else 2 MiB."""
+    try:
+        return int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
+    except (OSError, ValueError):
+        return 2 << 20
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process under it (lmbench's benchmp forks its children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def mapping_placement(maps: str, path: str, size: int, pmd: int) -> dict | None:
+    """Where the mapping of `path` (size bytes) lies in one /proc/PID/maps
+    text: its address and the other mappings in the page-table range of its
+    first page; None when it is not mapped there now. 'pagetable': shared
+    when another mapping is in that range (the page-table page outlives each
+    munmap), own when none is (each munmap frees it)."""
+    rows = []
+    for line in maps.splitlines():
+        f = line.split()
+        lo, hi = (int(x, 16) for x in f[0].split("-"))
+        rows.append((lo, hi, f[5] if len(f) > 5 else "[anon]"))
+    mine = next(((lo, hi) for lo, hi, name in rows if name == path and hi - lo == size), None)
+    if mine is None:
+        return None
+    start = mine[0] & ~(pmd - 1)
+    others = [f"{lo:#x}-{hi:#x} {name}" for lo, hi, name in rows
+              if (lo, hi) != mine and lo < start + pmd and hi > start]
+    return {"address": f"{mine[0]:#x}", "neighbours": others, "pagetable": "shared" if others else "own"}
+
+
+def anchor_placement(anchor: Anchor, cpu: int, path: str, size: int, seconds: float = 20.0) -> dict | None:
+    """Run the anchor once, untimed, until its mapping of `path` has been
+    seen three times in its processes' /proc/PID/maps; where it lay
+    (mapping_placement), or None if never seen or not the same each time."""
+    argv, pre = pinned(anchor.argv, cpu)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=pre, env=anchor_env(anchor))
+    seen: list[dict] = []
+    pmd = pmd_bytes()
+    try:
+        deadline = time.monotonic() + seconds
+        while proc.poll() is None and time.monotonic() < deadline and len(seen) < 3:
+            for pid in descendants(proc.pid):
+                try:
+                    got = mapping_placement(Path(f"/proc/{pid}/maps").read_text(), path, size, pmd)
+                except OSError:
+                    continue
+                if got:
+                    seen.append(got)
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    if not seen or any(s["pagetable"] != seen[0]["pagetable"] for s in seen):
+        return None
+    return seen[0]
+
+
+def place_rows(rows: list[Row], resolved: dict[str, dict], benches: dict[str, set[str]], cpu: int) -> None:
+    """For each row pagetable_like_anchor whose opcost has pagetable=: the
+    anchor's mapping found in its process (anchor_placement; the anchor runs
+    without ASLR, so it lies there in every run), and the resolved spec with
+    pagetable= the same: own or shared. resolved['placed'] says what was seen."""
+    for r in rows:
+        res = resolved[r.name]
+        if not (r.pagetable_like_anchor and "pagetable" in benches.get(r.bench, set())):
+            continue
+        anchor = res["anchor"]
+        got = anchor_placement(anchor, cpu, anchor.argv[-1], r.pagetable_like_anchor)
+        if got is None:
+            log(f"{r.name}: {anchor.tool}'s mapping of {anchor.argv[-1]} not seen in its process: "
+                "opcost's left where mmap puts it (pagetable=any)")
+            continue
+        res["spec"] = replace(r, params={**r.params, "pagetable": got["pagetable"]}).spec(benches[r.bench])
+        res["placed"] = got
+        log(f"{r.name}: {anchor.tool}'s mapping at {got['address']} "
+            + (f"shares its page-table range with {len(got['neighbours'])} other mapping(s)" if got["neighbours"]
+               else "is alone in its page-table range") + f": {res['spec']}")

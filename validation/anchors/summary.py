@@ -108,7 +108,8 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
            "why": res["why"], "dropped_params": res["dropped_params"],
            "anchor_tool": res["anchor"].tool if res["anchor"] else None,
            "anchor_command": shown_command(res["anchor"], cpu) if res["anchor"] else None,
-           "anchor_desc": row.anchor_desc, "sized_like_anchor": res.get("sized"), "runs": runs}
+           "anchor_desc": row.anchor_desc, "sized_like_anchor": res.get("sized"),
+           "placed_like_anchor": res.get("placed"), "runs": runs}
     if res["status"] != "ok":
         return out
     errors = [r["error"] for r in runs if "error" in r]
