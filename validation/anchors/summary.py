@@ -86,7 +86,9 @@ def geomean_line(rows: list[dict]) -> str:
 
 
 def shown_command(anchor: Anchor, cpu: int) -> str:
-    argv = [Path(anchor.argv[0]).name, *anchor.argv[1:]]
+    head = 2 if Path(anchor.argv[0]).name == "setarch" else 0     # setarch -R TOOL ...: TOOL by name too
+    argv = [*(Path(a).name if i in (0, head) else a for i, a in enumerate(anchor.argv[:head + 1])),
+            *anchor.argv[head + 1:]]
     return shlex.join(["taskset", "-c", str(cpu), *argv])
 
 
