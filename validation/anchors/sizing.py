@@ -7,6 +7,8 @@ memory and mappings it lacks (resident=, mappings=), logged and kept in
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -163,6 +165,13 @@ def anchor_placement(anchor: Anchor, cpu: int, path: str, size: int, seconds: fl
                     seen.append(got)
             time.sleep(0.01)
     finally:
+        # lmbench's benchmp children outlive a killed parent: kill them all, or one
+        # would go on timing on the measuring CPU into the report's first runs.
+        for pid in reversed(descendants(proc.pid)) if proc.poll() is None else ():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         if proc.poll() is None:
             proc.kill()
         proc.wait()
