@@ -6,24 +6,24 @@ call costs depends on where the calling program's code lies.
 Two plain C loops of that read are built here (static, -O2): `one` is the
 loop alone; `three` is the same loop in a program that also has loops of
 write() and getppid() (never run), so its libc is laid out differently.
-They run interleaved on one CPU with lmbench's `lat_syscall read` and the
-probe's `syscall.read`, each in fresh processes; printed: each one's median
+They run interleaved on one CPU with lmbench's `lat_syscall read` and
+`opcost run syscall.read`, as the anchors report runs them (run_anchor,
+run_opcost), each in fresh processes; printed: each one's median
 ns per call over --rounds and its ratio to lmbench. On the 2-CPU Intel VM
-of 2026-11-25, quiet, 6 rounds: `one` 100.3 ns (0.956 of lmbench), `three`
-103.2 (0.984), the probe 101.3 (0.965), lat_syscall read 105.0: the same
-loop differs by 3% between two binaries (static or dynamic linking did not
-matter), and lmbench's layout is a slow one. Which layouts are slow was not
+of 2026-11-25, quiet, 8 rounds: `one` 99.1 ns (0.962 of lmbench), `three`
+101.8 (0.988), opcost 99.4 (0.965), lat_syscall read 103.0: the same loop
+differs by about 3% between two binaries (static or dynamic linking did not
+matter), and lmbench's layout is a slow one. One process can land on the
+other side (`one` 104.1 ns once), so give it rounds. Which layouts are slow was not
 found (no PMU here).
 
     python3 validation/anchors/read_layout.py [--rounds 6] [--cpu 1]
 
-Needs cc and lmbench (validation/anchors/install.sh); the probe from
-`make -C probe`."""
+Needs cc and lmbench (validation/anchors/install.sh)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -34,8 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from validation.anchors.lmbench import ENV  # noqa: E402
-from validation.anchors.model import Tools  # noqa: E402
+from validation.anchors.lmbench import lm  # noqa: E402
+from validation.anchors.model import Config, Tools  # noqa: E402
+from validation.anchors.sides import opcost_command, pinned, run_anchor, run_opcost  # noqa: E402
 
 HEAD = r"""#include <fcntl.h>
 #include <stdio.h>
@@ -79,28 +80,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     args = ap.parse_args()
-    lat, why = Tools().lmbench("lat_syscall")
-    if not lat:
+    anchor, why = lm("lat_syscall", "read")(Tools(), Config(lm_reps=5))
+    if anchor is None:
         raise SystemExit(f"read_layout.py: {why}")
-    probe = ROOT / "probe" / "opcost-probe"
-    cpu = str(args.cpu)
-
-    def lm() -> float:
-        err = subprocess.run(["taskset", "-c", cpu, lat, "-N", "5", "read"], env={**os.environ, **ENV},
-                             capture_output=True, text=True, check=True).stderr
-        return float(err.split()[2]) * 1000
-
-    def opcost() -> float:
-        out = subprocess.run([str(probe), "run", "syscall.read", "--samples", "30", "--cpu", cpu],
-                             capture_output=True, text=True, check=True).stdout
-        return statistics.median(json.loads(x)["ns_per_op"] for x in out.splitlines() if '"ns_per_op"' in x)
-
+    cmd, env, _ = opcost_command()
     with tempfile.TemporaryDirectory(prefix="opcost-read-layout-") as tmp:
         exes = build(Path(tmp))
-        sides = {"lat_syscall read": lm, "probe syscall.read": opcost,
-                 **{f"C loop, {k}": (lambda e=e: float(subprocess.run(["taskset", "-c", cpu, e], capture_output=True,
-                                                                      text=True, check=True).stdout))
-                    for k, e in exes.items()}}
+        def loop(exe: str) -> float:
+            argv, pre = pinned([exe], args.cpu)
+            return float(subprocess.run(argv, preexec_fn=pre, capture_output=True, text=True, check=True).stdout)
+
+        sides = {"lat_syscall read": lambda: run_anchor(anchor, args.cpu)["ns_per_op"],
+                 "opcost syscall.read": lambda: run_opcost(cmd, env, "syscall.read", args.cpu, [], Path(tmp))["ns_per_op"],
+                 **{f"C loop, {k}": (lambda e=e: loop(e)) for k, e in exes.items()}}
         got: dict[str, list[float]] = {k: [] for k in sides}
         for r in range(args.rounds):
             order = list(sides)
@@ -109,7 +101,7 @@ def main() -> int:
                 got[k].append(sides[k]())
             print(f"round {r + 1}/{args.rounds}: " + "  ".join(f"{k} {got[k][-1]:.1f}" for k in sides), flush=True)
     ref = statistics.median(got["lat_syscall read"])
-    print(f"median ns per read(fd, &c, 1) of /dev/zero over {args.rounds} rounds, CPU {cpu}:")
+    print(f"median ns per read(fd, &c, 1) of /dev/zero over {args.rounds} rounds, CPU {args.cpu}:")
     for k, v in got.items():
         m = statistics.median(v)
         print(f"  {k:<20} {m:7.1f} ns  {m / ref:.3f} of lat_syscall read  (min {min(v):.1f}, max {max(v):.1f})")

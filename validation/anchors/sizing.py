@@ -1,11 +1,16 @@
-"""proc.fork sized like its anchor: `perf bench syscall fork` forks perf
-itself, a larger parent than the bare probe. The anchor is run once untimed
-and its process sampled in /proc; the probe's parent gets the anonymous
-memory and mappings it lacks (resident=, mappings=), logged and kept in
---json as sized_like_anchor."""
+"""opcost made like its anchor's process, which is run once untimed and read
+in /proc (watched):
+- proc.fork sized like it: `perf bench syscall fork` forks perf itself, a
+  larger parent than the bare probe; the probe's parent gets the anonymous
+  memory and mappings it lacks (resident=, mappings=), kept in --json as
+  sized_like_anchor;
+- mem.mmap placed like it: where lat_mmap's mapping lies decides whether
+  each munmap frees a page-table page; opcost gets the same pagetable=,
+  kept in --json as placed_like_anchor."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,6 +19,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 from validation.anchors.catalogue import Anchor, Row
 from validation.anchors.sides import TIMEOUT_S, anchor_env, pinned
@@ -33,26 +39,39 @@ def footprint(pid: int) -> dict | None:
     return None if anon is None else {"anon_bytes": anon, "vmas": vmas}
 
 
+@contextlib.contextmanager
+def watched(anchor: Anchor, cpu: int) -> Iterator[subprocess.Popen]:
+    """The anchor run once, untimed, pinned as in the report, for its
+    processes to be read in /proc; on leaving, every process of it is
+    killed (lmbench's benchmp children outlive a killed parent, and one would
+    go on timing on the measuring CPU into the report's first runs)."""
+    argv, pre = pinned(anchor.argv, cpu)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=pre, env=anchor_env(anchor))
+    try:
+        yield proc
+    finally:
+        for pid in reversed(descendants(proc.pid)) if proc.poll() is None else ():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+
+
 def anchor_footprint(anchor: Anchor, cpu: int, interval: float = 0.02) -> dict | None:
     """Run the anchor once, untimed, and sample its process until it exits:
     the largest anonymous resident size and mapping count seen (its steady
     state in the measuring loop; the first samples may still be taskset or
     the loader). None if it exited before a sample."""
-    argv, pre = pinned(anchor.argv, cpu)
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=pre, env=anchor_env(anchor))
     best: dict | None = None
-    try:
+    with watched(anchor, cpu) as proc:
         deadline = time.monotonic() + TIMEOUT_S
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(interval)
             got = footprint(proc.pid)
             if got:
                 best = got if best is None else {k: max(best[k], got[k]) for k in best}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
     return best
 
 
@@ -112,13 +131,13 @@ def pmd_bytes() -> int:
 
 def descendants(pid: int) -> list[int]:
     """pid and every process under it (lmbench's benchmp forks its children)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         out.append(p)
         for task in Path(f"/proc/{p}/task").glob("*"):
             try:
-                todo += [int(c) for c in (task / "children").read_text().split()]
+                pending += [int(c) for c in (task / "children").read_text().split()]
             except (OSError, ValueError):
                 pass
     return out
@@ -148,12 +167,9 @@ def anchor_placement(anchor: Anchor, cpu: int, path: str, size: int, seconds: fl
     """Run the anchor once, untimed, until its mapping of `path` has been
     seen three times in its processes' /proc/PID/maps; where it lay
     (mapping_placement), or None if never seen or not the same each time."""
-    argv, pre = pinned(anchor.argv, cpu)
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=pre, env=anchor_env(anchor))
     seen: list[dict] = []
     pmd = pmd_bytes()
-    try:
+    with watched(anchor, cpu) as proc:
         deadline = time.monotonic() + seconds
         while proc.poll() is None and time.monotonic() < deadline and len(seen) < 3:
             for pid in descendants(proc.pid):
@@ -164,17 +180,6 @@ def anchor_placement(anchor: Anchor, cpu: int, path: str, size: int, seconds: fl
                 if got:
                     seen.append(got)
             time.sleep(0.01)
-    finally:
-        # lmbench's benchmp children outlive a killed parent: kill them all, or one
-        # would go on timing on the measuring CPU into the report's first runs.
-        for pid in reversed(descendants(proc.pid)) if proc.poll() is None else ():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
     if not seen or any(s["pagetable"] != seen[0]["pagetable"] for s in seen):
         return None
     return seen[0]
