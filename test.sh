@@ -7,7 +7,8 @@
 # the PostgreSQL store's tests, openssh-server and openssh-client for the
 # fleet's tests), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
-# (mypy, configured in pyproject.toml) and runs pytest: the Python side and
+# (mypy, configured in pyproject.toml), checks its layers (import-linter's
+# lint-imports, contracts in pyproject.toml) and runs pytest: the Python side and
 # the host probe, then the probe's tests again on the i386 probe (natively),
 # on the aarch64 probe (under qemu-aarch64) and on the arm probe (under
 # qemu-arm): correctness only. CI runs this.
@@ -69,4 +70,7 @@ export OPCOST_REQUIRE_POSTGRES=1
 # The fleet's sshd hosts (tests/test_fleet.py) must start here, not skip.
 export OPCOST_REQUIRE_SSHD=1
 python3 -m mypy
+# The layers of docs/architecture.md (contracts in pyproject.toml), on the
+# source here, not on the installed copy.
+PYTHONPATH=src lint-imports
 python3 -m pytest -q "$@"

@@ -42,11 +42,11 @@ from pathlib import Path
 from . import probe
 from .arches import describe_elf, elf_arch
 from .errors import UsageError
+from .model import REFERENCE_NAME
 from .spec import Variant
 
 SOURCE_SUFFIXES = (".c", ".s", ".S", ".sx")
 OP_SIGNATURE = "uint64_t opcost_op(uint64_t x)"
-REFERENCE_NAME = "(empty opcost_op)"
 REFERENCE_SOURCE = "#include <stdint.h>\nuint64_t opcost_op(uint64_t x) { return x; }\n"
 _DEFINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?\Z", re.S)
 _ERROR_LINES = 20

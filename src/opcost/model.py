@@ -224,6 +224,11 @@ class Run:
 
 # --- opcost.comparison/1 --------------------------------------------------------
 
+# The reference build of `opcost variants` (op mode): its name in the builds
+# of the document and in the table (build.py builds it, report.py prints it).
+REFERENCE_NAME = "(empty opcost_op)"
+
+
 @dataclass
 class Comparison:
     """What `ab`, `compare` and `variants` decided: one entry per benchmark

@@ -501,7 +501,7 @@ def rel_path(p: str) -> str:
 def format_variants(doc: dict, results: list[dict], color: bool = False, width: int | None = None) -> str:
     """`opcost variants`: how the builds were made and run, their table, the
     call overhead (op mode), and each build compared with the first."""
-    from .build import REFERENCE_NAME
+    from .model import REFERENCE_NAME
 
     info = doc["variants"]
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"

@@ -1,0 +1,66 @@
+"""The import graph of src/opcost (tools/import_depth.py, read from the
+AST): no cycle, and no chain of imports longer than 10 modules. The layers
+themselves are import-linter's contracts in pyproject.toml (test.sh runs
+lint-imports); this keeps the graph shallow as well as ordered."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_DEPTH = 10
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("import_depth", ROOT / "tools" / "import_depth.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["import_depth"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_cycle_and_at_most_10_deep():
+    t = _tool()
+    g = t.graph(ROOT / "src", "opcost")
+    assert len(g) > 50   # the package was found, not an empty directory
+    assert t.cycles(g) == []
+    chain = t.longest_chain(g)
+    assert len(chain) <= MAX_DEPTH, " -> ".join(chain)
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = tmp_path / "pkg" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def test_the_tool_sees_every_kind_of_import(tmp_path):
+    # relative, absolute, a submodule through `from . import`, and a lazy import in a function
+    src = _package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from . import b\n",
+        "b.py": "import pkg.c\n",
+        "c.py": "def f():\n    from .sub.d import X\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from ..e import Y\n",
+        "e.py": "import os\n",
+    })
+    t = _tool()
+    g = t.graph(src, "pkg")
+    assert g["pkg.a"] == {"pkg.b"} and g["pkg.b"] == {"pkg.c"} and g["pkg.c"] == {"pkg.sub.d"}
+    assert g["pkg.sub.d"] == {"pkg.e"} and g["pkg.e"] == set()
+    assert t.longest_chain(g) == ["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.e"]
+    assert t.cycles(g) == []
+
+
+def test_the_tool_finds_a_cycle(tmp_path):
+    src = _package(tmp_path, {"__init__.py": "", "a.py": "from .b import x\n", "b.py": "def f():\n    from . import a\n"})
+    t = _tool()
+    assert t.cycles(t.graph(src, "pkg")) == [["pkg.a", "pkg.b"]]
+    assert t.main([str(src), "pkg"]) == 1
