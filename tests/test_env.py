@@ -214,3 +214,72 @@ def test_cpuid_command_builds_and_prints_json(tmp_path):
         e = env.collect(data)
         check_fields(e)
         assert e["xstate"]["value"]["xcr0"] == data["xcr0"]
+
+
+# ---- one list of sources: the local collection and the remote script ---------
+
+def test_local_collection_reads_only_the_listed_sources():
+    """collect() here may read only what env.FILES/DIRS list (what a remote
+    host is sent to read): an unlisted path is refused, a listed one is not."""
+    with pytest.raises(env.UndeclaredSource, match=r"/proc/version is not in env.FILES"):
+        env._declared("/proc/version")
+    with pytest.raises(env.UndeclaredSource, match=r"not in env.DIRS"):
+        env._declared("/sys/devices/system/cpu/cpu0", dir=True)
+    assert env._declared("/sys/devices/system/cpu/cpu12/topology/thread_siblings_list")
+    assert env._declared("/sys/devices/system/cpu/vulnerabilities/mds")
+    # `*` stays within one directory, as the shell's glob does
+    with pytest.raises(env.UndeclaredSource):
+        env._declared("/sys/devices/system/cpu/vulnerabilities/a/b")
+    read: list[str] = []
+    real = env._declared
+
+    def spy(path, dir=False):
+        read.append(path)
+        return real(path, dir)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(env, "_declared", spy):
+        got = env.collect()
+    assert read   # the guard sees every read
+    for name, field in got.items():
+        assert "internal error" not in str(field.get("reason")), (name, field)
+
+
+def test_the_remote_script_is_made_from_the_same_list():
+    script = env.shell_script()
+    assert f"for f in {' '.join(env.FILES)}; do" in script
+    assert f"for d in {' '.join(env.DIRS)}; do" in script
+
+
+def test_the_remote_script_and_the_local_collection_agree():
+    """The shell script a remote host runs, run here by sh, gives the same
+    environment as collect() reading this machine itself: both read the one
+    list of sources (a file added to one path only would differ here)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("sh") is None:
+        pytest.skip("no sh")
+    mark = "@@opcost-test@@"
+    out = subprocess.run(["sh", "-c", env.shell_script(), "sh", mark], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    marked = env.Marked(out, mark)
+    assert marked.files and marked.dirs
+    for path in marked.files:
+        env._declared(path)          # the script read nothing the list does not name
+    for path in marked.dirs:
+        env._declared(path, dir=True)
+    assert "Z" in marked.sections    # it ran to its end
+    local = env.collect()
+    remote = env.collect(snapshot=marked.snapshot("sh here"))
+    assert set(local) == set(remote)
+    diffs = [d for d in env.differences(local, remote) if not d[0].startswith("python_version")]
+    assert diffs == []
+    # the snapshot's reads went through the same fields: every listed file this
+    # machine has was read by the script
+    import glob
+    import os
+
+    present = {p for pat in env.FILES for p in glob.glob(pat) if os.path.isfile(p) and os.access(p, os.R_OK)}
+    assert present <= set(marked.files)

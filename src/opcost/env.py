@@ -27,10 +27,141 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 
 Field = dict[str, Any]
 
+# ---- the sources ------------------------------------------------------------
+
+# Every file (FILES) and directory listing (DIRS) collect() reads, as shell
+# globs: the one list of them. On this machine collect() reads them itself
+# and nothing else (_read and _listdir refuse a path not listed here); on
+# another machine the POSIX shell script made from them (shell_script())
+# reads them there and its output becomes a Snapshot (snapshot_of(), for
+# targets/ssh.py). tests/test_env.py runs both here and compares them.
+# Besides these: uname, glibc's version and the kernel config's
+# CONFIG_PREEMPT* lines (/proc/config.gz or /boot/config-RELEASE), read by
+# each path in its own way.
+FILES = ("/proc/cpuinfo", "/proc/cmdline", "/proc/meminfo", "/proc/sys/kernel/perf_event_paranoid",
+         "/sys/hypervisor/type", "/sys/kernel/realtime", "/sys/kernel/debug/sched/preempt",
+         "/sys/devices/system/cpu/online", "/sys/devices/system/cpu/smt/control",
+         "/sys/devices/system/cpu/cpufreq/boost", "/sys/devices/system/cpu/intel_pstate/no_turbo",
+         "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+         "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+         "/sys/devices/system/node/online",
+         "/sys/devices/system/cpu/cpu[0-9]*/cpu_capacity",
+         "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",
+         "/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list",
+         "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/level",
+         "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/type",
+         "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/size",
+         "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/shared_cpu_list",
+         "/sys/devices/system/cpu/vulnerabilities/*")
+DIRS = ("/sys/devices/system/cpu", "/sys/devices/system/cpu/cpu0/cache", "/sys/devices/system/cpu/vulnerabilities",
+        "/sys/bus/event_source/devices")
+
+
+def _glob_re(pattern: str) -> re.Pattern[str]:
+    """A shell glob of FILES as a regex: `*` within one path component, `[...]` a class."""
+    out, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            out += "[^/]*"
+        elif c == "[":
+            j = pattern.index("]", i)
+            out += pattern[i:j + 1]
+            i = j
+        else:
+            out += re.escape(c)
+        i += 1
+    return re.compile(out)
+
+
+_FILE_RES = tuple(_glob_re(p) for p in FILES)
+
+
+class UndeclaredSource(Exception):
+    """collect() asked for a path that FILES/DIRS do not list: a remote host
+    would never send it. A bug here, shown as the field's internal error."""
+
+
+def _declared(path: str, dir: bool = False) -> str:
+    """`path` if FILES (or DIRS) list it; SYS_CPU stands for its usual place
+    (a test moves it)."""
+    real, moved = "/sys/devices/system/cpu", str(SYS_CPU)
+    canon = real + path[len(moved):] if moved != real and (path + "/").startswith(moved + "/") else path
+    if dir and canon in DIRS or not dir and any(r.fullmatch(canon) for r in _FILE_RES):
+        return path
+    raise UndeclaredSource(f"{path} is not in env.{'DIRS' if dir else 'FILES'}")
+
+
+# The script: $1 is a marker no file holds; every section starts with a line
+# MARK + a letter (F file, D directory listing, U uname, G glibc, C kernel
+# config, S Cpus_allowed_list of the shell, Z the end).
+def shell_script() -> str:
+    """The POSIX shell script that reads FILES and DIRS (and uname, glibc,
+    the kernel config) where it runs; parse_shell_output() reads its output."""
+    return r'''m=$1
+for f in ''' + " ".join(FILES) + r'''; do
+  if [ -f "$f" ] && [ -r "$f" ]; then printf '%sF %s\n' "$m" "$f"; cat -- "$f" 2>/dev/null; printf '\n'; fi
+done
+for d in ''' + " ".join(DIRS) + r'''; do
+  if [ -d "$d" ]; then printf '%sD %s\n' "$m" "$d"; ls -1 -- "$d" 2>/dev/null; fi
+done
+printf '%sU\n' "$m"; uname -m; uname -n; uname -r; uname -v
+printf '%sG\n' "$m"; getconf GNU_LIBC_VERSION 2>/dev/null
+r=$(uname -r)
+if [ -r /proc/config.gz ] && command -v zcat >/dev/null 2>&1; then
+  printf '%sC /proc/config.gz\n' "$m"; zcat /proc/config.gz 2>/dev/null | grep '^CONFIG_PREEMPT'
+elif [ -r "/boot/config-$r" ]; then
+  printf '%sC %s\n' "$m" "/boot/config-$r"; grep '^CONFIG_PREEMPT' "/boot/config-$r"
+fi
+printf '%sS\n' "$m"; grep '^Cpus_allowed_list' /proc/self/status
+printf '%sZ\n' "$m"
+'''
+
+
+class Marked:
+    """The output of a script that starts each section with MARK + a letter
+    (shell_script(), and a target's own sections before it): `files` path
+    -> text, `dirs` path -> names, `config` (path, text) or None,
+    `sections` letter -> lines (an "R" section: its header's rest)."""
+
+    def __init__(self, text: str, mark: str):
+        self.files: dict[str, str] = {}
+        self.dirs: dict[str, list[str]] = {}
+        self.sections: dict[str, list[str]] = {}
+        self.config: tuple[str, str] | None = None
+        kind, name, lines = "", "", []   # type: ignore[var-annotated]
+
+        def flush() -> None:
+            if kind == "F":
+                self.files[name] = "\n".join(lines)
+            elif kind == "D":
+                self.dirs[name] = [ln for ln in lines if ln]
+            elif kind == "C":
+                self.config = (name, "\n".join(lines))
+            elif kind == "R":
+                self.sections[kind] = [name]
+            elif kind:
+                self.sections[kind] = lines
+
+        for line in text.split("\n"):
+            if line.startswith(mark):
+                flush()
+                head = line[len(mark):]
+                kind, name, lines = head[:1], head[2:], []
+            else:
+                lines.append(line)
+        flush()
+
+    def snapshot(self, source: str) -> "Snapshot":
+        uname = (self.sections.get("U", []) + ["", "", "", ""])[:4]
+        glibc = next((ln.strip() for ln in self.sections.get("G", []) if ln.strip()), None)
+        return Snapshot(self.files, self.dirs, (uname[0], uname[1], uname[2], uname[3]), glibc, self.config,
+                        source=source)
+
 
 class Snapshot:
-    """Another machine's files, as read there (targets/ssh.py's shell
-    script): `files` path -> text, `dirs` path -> entry names, its uname and
+    """Another machine's files, as read there (shell_script(), run by
+    targets/ssh.py): `files` path -> text, `dirs` path -> entry names, its uname and
     glibc. collect(..., snapshot=) reads these instead of this machine's."""
 
     def __init__(self, files: dict[str, str], dirs: dict[str, list[str]], uname: tuple[str, str, str, str],
@@ -57,7 +188,7 @@ def _listdir(path: str | Path) -> list[str]:
     snap = _SNAPSHOT.get()
     if snap is not None:
         return list(snap.listdir(str(path)))
-    return [p.name for p in Path(path).iterdir()]
+    return [p.name for p in Path(_declared(str(path), dir=True)).iterdir()]
 
 
 def _field(value: Any, source: str, reason: str | None = None) -> Field:
@@ -73,7 +204,7 @@ def _read(path: str | Path) -> tuple[str | None, str | None]:
         snap = _SNAPSHOT.get()
         if snap is not None:
             return snap.read(str(path)).strip(), None
-        return Path(path).read_text(errors="replace").strip(), None
+        return Path(_declared(str(path))).read_text(errors="replace").strip(), None
     except FileNotFoundError:
         return None, "not present"
     except PermissionError:

@@ -62,7 +62,7 @@ def _dev_probe() -> Path | None:
     return p if p.is_file() else None
 
 
-def _candidates(arch: str) -> list[tuple[Path, str]]:
+def candidates(arch: str) -> list[tuple[Path, str]]:
     """Where a probe for `arch` may be, in the order they are preferred."""
     out: list[tuple[Path, str]] = []
     env = os.environ.get("OPCOST_PROBE")
@@ -106,7 +106,7 @@ class ProbeInfo:
 
 
 def find_probe(arch: str) -> ProbeInfo | None:
-    for path, source in _candidates(arch):
+    for path, source in candidates(arch):
         if path.is_file() and os.access(path, os.X_OK):
             emu = emulator(arch)
             if not runs_natively(arch) and emu is None:

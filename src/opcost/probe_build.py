@@ -137,7 +137,7 @@ def probes() -> list[dict]:
             how = f"emulated ({os.path.basename(info.emulator)}: timings mean nothing)" if info.emulator else "native"
             rows.append({"arch": arch, "path": str(info.path), "source": info.source, "runs": how})
         else:
-            built = [p for p, _ in probe._candidates(arch) if p.is_file()]
+            built = [p for p, _ in probe.candidates(arch) if p.is_file()]
             why = ("built, but the host cannot run it: install qemu-user" if built
                    else f"not built: `opcost probe build --arch {arch}`")
             rows.append({"arch": arch, "path": str(built[0]) if built else None, "source": None, "runs": why})
