@@ -462,3 +462,37 @@ def test_sigkill_leaves_no_remote_process_or_file(fleet_up, tmp_path):
     for d in local:
         assert set(os.listdir(d)) <= {"master.log"}, os.listdir(d)   # the socket is gone
         shutil.rmtree(d)
+
+
+def test_run_with_target_ssh(fleet_up, tmp_path):
+    """`opcost run --target ssh://HOST`: the fleet's target, opened by
+    targets.open_target (the test's ssh_config given to its opener, as
+    `fleet run --ssh-config` gives it), measures there, stores the run with
+    the host's environment, and closes: no upload, master or process left."""
+    import json
+    import sys
+
+    script = ("import functools, sys\n"
+              "from opcost import cli, targets\n"
+              "op, form = targets.TARGETS['ssh']\n"
+              f"targets.TARGETS['ssh'] = (functools.partial(op, ssh_config={str(fleet_up.ssh_config)!r}), form)\n"
+              "sys.exit(cli.main(sys.argv[1:]))\n")
+    out = tmp_path / "r.json"
+    cp = subprocess.run([sys.executable, "-c", script, "run", "syscall.null", *FAST, "--target", "ssh://fleet2",
+                         "--json", str(out)], env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                        timeout=240, stdin=subprocess.DEVNULL)
+    assert cp.returncode == 0, cp.stderr
+    assert re.search(r"stored as run 1", cp.stderr), cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["env"]["fleet_host"]["value"] == "fleet2"
+    assert doc["env"]["python_version"]["value"] is None   # read by the shell there, not by this Python
+    procs = doc["results"][0]["processes"]
+    assert len(procs) == 2 and all(p["front_end"] == "ssh fleet2" for p in procs)
+    assert settle() == {"files": [], "processes": []}
+    # a host that is not there: one line, exit 1 (cannot connect), nothing left
+    cp = subprocess.run([sys.executable, "-c", script, "run", "syscall.null", *FAST, "--target",
+                         "ssh://nowhere"], env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                        timeout=240, stdin=subprocess.DEVNULL)
+    assert cp.returncode != 0 and cp.stderr.startswith("opcost: nowhere: ") and cp.stderr.count("\n") == 1, \
+        cp.stderr
+    assert settle() == {"files": [], "processes": []}

@@ -57,7 +57,10 @@ def _main(argv: list[str] | None) -> int:
             raise UsageError("give a command: " + ", ".join(commands.command_names(parser))
                              + " (opcost --help says what each does)")
         commands.check_args(args)
-        return commands.module(args.command).run(args, argv)
+        try:
+            return commands.module(args.command).run(args, argv)
+        finally:
+            _close_targets()
     except OpcostError as e:
         from .redact import redact
 
@@ -73,6 +76,14 @@ def _main(argv: list[str] | None) -> int:
         if interrupts.received() is None:
             raise
         return _interrupted()
+
+
+def _close_targets() -> None:
+    """Close the targets a command opened (an SSH connection and its upload:
+    targets.close_all), whatever the way out; only if it opened any."""
+    targets = sys.modules.get("opcost.targets")
+    if targets is not None:
+        targets.close_all()
 
 
 def _interrupted() -> int:

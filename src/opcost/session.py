@@ -6,13 +6,12 @@ is stored), measure with the runner while the recorder keeps every process
 
 Options are typed (`Settings`, with the `Protocol`), not an argparse
 Namespace: a command builds them once from its arguments. Every step takes
-the target the variants run on (targets/): `local_target()` is this machine,
-made once per process; the fleet passes another.
+the target the variants run on (targets/): `target_of(args)` is the one
+`--target` names (this machine without one); the fleet passes its own.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -104,13 +103,20 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
     return out
 
 
-@functools.cache
 def local_target() -> Target:
-    """This machine as a target (target.LocalTarget), one per process, so
-    its probe's table and CPU placements are asked once."""
-    from .targets.local import LocalTarget
+    """This machine as a target (targets.local_target: one per process, so
+    its probe's table and CPU placements are asked once)."""
+    from .targets import local_target
 
-    return LocalTarget()
+    return local_target()
+
+
+def target_of(args) -> Target:
+    """The target `--target SPEC` names (targets.open_target; this machine
+    without one), ready to use; cli.main closes it on the way out."""
+    from .targets import open_target
+
+    return open_target(getattr(args, "target", None))
 
 
 def counter_plan(text: str | None, target: Target):

@@ -52,11 +52,15 @@ REFS = ("A run is given by id or label (the latest run with that label); a numbe
         "first. id:N and label:TEXT say which: `show label:1` is the run labelled 1.")
 
 
-def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None) -> None:
+def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None, target: bool = True) -> None:
     """The options of every measuring command: the protocol (generated from
-    protocol.FIELDS), where to pin, what to count, and where results go."""
+    protocol.FIELDS), where it runs (--target, unless the command says where
+    itself: fleet), where to pin, what to count, and where results go."""
     protocol.add_options(s, defaults)
     g = [a for a in s._action_groups if a.title == "measurement"][0]
+    if target:
+        g.add_argument("--target", metavar="SPEC", help="where the probe runs: local (this machine, the default) "
+                       "or ssh://[USER@]HOST[:PORT] (a host reached with your OpenSSH client and its known key)")
     g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
                    "(default: the last CPU; a second CPU is the helper's)")
     g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
@@ -90,7 +94,7 @@ _NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. -
 # escape sequence in a label): never what was meant, and they break the tables.
 # Run references are not: they may name a label an older opcost stored.
 _TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "out",
-         "source", "defines", "export")
+         "source", "defines", "export", "target")
 
 
 def flag_of(dest: str) -> str:

@@ -68,7 +68,7 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()
-    target = session.local_target()
+    target = session.target_of(args)
     cpus = session.cpu_option(args.cpu, target)
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     r.add_argument("--ssh-config", metavar="FILE", default=None,
                    help="ssh's configuration file (ssh -F FILE; default: $OPCOST_SSH_CONFIG, else ssh's own: "
                    "~/.ssh/config)")
-    add_measure_options(r)
+    add_measure_options(r, target=False)   # --hosts says where
 
 
 def run(args, argv) -> int:

@@ -25,7 +25,7 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
-    target = session.local_target()
+    target = session.target_of(args)
     variants = session.plan_variants(args.specs, session.cpu_option(args.cpu, target), target)
     if settings.parallel > 1:
         pinned = [v.key() for v in variants if "cpu" in v.given]

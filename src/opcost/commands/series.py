@@ -90,7 +90,7 @@ def measured(args, argv) -> int:
     param, values = parse_over(args.over)
     settings = session.Settings.from_args(args, argv, "series")
     settings.check()
-    target = session.local_target()
+    target = session.target_of(args)
     variants = over_variants(args.run, param, values, target, session.cpu_option(args.cpu, target))
     m = session.measure(settings, variants, target)
     doc = None

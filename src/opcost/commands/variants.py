@@ -65,7 +65,7 @@ def run(args, argv) -> int:
     settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
                                           warmup=given["warmup"] or 0)
     settings.check()
-    target = session.local_target()
+    target = session.target_of(args)
     if args.cpu is not None:
         cpus = session.cpu_option(args.cpu, target) or []
         pair = next((c for c in cpus if "," in c), None)

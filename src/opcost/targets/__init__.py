@@ -1,4 +1,150 @@
 """Where the probe runs: a `Target` (base.py) answers everything opcost asks
 of a machine (its benchmark table, CPUs, environment) and starts its probe
-processes. local.py: this machine; replay.py: scripted answers, no probe, no
-subprocess (tests of the runner and the recorder)."""
+processes. local.py: this machine; ssh.py: a host reached with OpenSSH
+(over transport.py, the connection); replay.py: scripted answers, no probe,
+no subprocess (tests of the runner and the recorder).
+
+`open_target(spec)` picks one from a spec, as store.open_store picks a store
+from a URL: None or "local" is this machine, `ssh://[user@]host[:port]` a
+host over SSH, and every other kind is one entry in TARGETS (its name, the
+scheme of its specs, and an opener). A target that holds something (a
+connection, an upload, a virtual machine) has `close()`; its opener passes
+it to held(), and close_all() (cli.main, on every way out) closes it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..text import printable
+from .base import Target
+
+__all__ = ["TARGETS", "Target", "open_target", "close_all", "held", "local_target", "parse_ssh"]
+
+# One opener per kind: opener(rest, **options) -> a Target ready to use (connected).
+# `rest` is the spec after "NAME:" (for ssh://: after "ssh://"); `options` are the
+# keyword arguments given to open_target (ssh_config=..., or a vm's kernel=...),
+# each opener taking the ones it knows.
+Opener = Callable[..., Target]
+
+_SPEC = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
+_OPEN: list[Any] = []   # targets open_target opened that hold something: closed by close_all
+
+
+@functools.cache
+def local_target() -> Target:
+    """This machine (targets.local.LocalTarget), one per process, so its
+    probe's table and CPU placements are asked once."""
+    from .local import LocalTarget
+
+    return LocalTarget()
+
+
+def held(target):
+    """An opener's target that holds something (a connection, an upload, a
+    virtual machine): close_all() closes it. Returns it."""
+    _OPEN.append(target)
+    return target
+
+
+def _open_local(rest: str, **options) -> Target:
+    if rest:
+        raise UsageError(f"--target local:{printable(rest)}: local takes nothing after it; give --target local")
+    return local_target()
+
+
+def parse_ssh(rest: str) -> tuple[str, int | None]:
+    """`//[user@]host[:port]` (what follows "ssh:") -> (ssh's destination, port or None).
+    UsageError (one line) for what is not such a host."""
+    example = "give ssh://HOST, ssh://USER@HOST or ssh://HOST:PORT"
+    if not rest.startswith("//"):
+        raise UsageError(f"--target ssh:{printable(rest)}: {example}")
+    dest = rest[2:]
+    if dest.endswith("/"):
+        dest = dest[:-1]
+    if not dest or "/" in dest or "?" in dest or "#" in dest:
+        raise UsageError(f"--target ssh:{printable(rest)}: not a host; {example}")
+    port: int | None = None
+    host_part = dest.rpartition("@")[2]
+    if host_part.startswith("["):   # [IPv6]:port
+        close = host_part.find("]")
+        if close < 0:
+            raise UsageError(f"--target ssh:{printable(rest)}: an unclosed '['; {example} (an IPv6 address "
+                             "in brackets)")
+        tail = host_part[close + 1:]
+        if tail and not tail.startswith(":"):
+            raise UsageError(f"--target ssh:{printable(rest)}: not a host; {example}")
+        port_text = tail[1:] if tail else None
+        name = host_part[1:close]
+        dest = dest[:len(dest) - len(host_part)] + name
+    elif ":" in host_part:
+        name, _, port_text = host_part.rpartition(":")
+        dest = dest[:len(dest) - len(host_part)] + name
+    else:
+        port_text = None
+    if port_text is not None:
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise UsageError(f"--target ssh:{printable(rest)}: port '{printable(port_text)}' is not a number "
+                             "from 1 to 65535")
+        port = int(port_text)
+    user, at, host = dest.rpartition("@")
+    if not host or (at and not user):
+        raise UsageError(f"--target ssh:{printable(rest)}: no host name; {example}")
+    from .transport import check_host
+
+    return check_host(dest), port
+
+
+def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
+    from .ssh import SshTarget
+
+    host, port = parse_ssh(rest)
+    t = held(SshTarget(host, ssh_config, port=port))   # closed by close_all, also after a failed connect
+    t.check_key()
+    t.connect()
+    return t
+
+
+# name -> (opener, the form of its specs, for the one line that lists them).
+TARGETS: dict[str, tuple[Opener, str]] = {
+    "local": (_open_local, "local (this machine, the default)"),
+    "ssh": (_open_ssh, "ssh://[USER@]HOST[:PORT] (a host reached with OpenSSH, as `fleet run` does)"),
+}
+
+
+def _supported() -> str:
+    return "; ".join(form for _, form in TARGETS.values())
+
+
+def open_target(spec: str | None = None, **options) -> Target:
+    """The target a spec names, ready to use: None or "local" (this machine),
+    "ssh://[user@]host[:port]", or NAME:REST for any other entry of TARGETS.
+    `options` go to the opener (ssh: ssh_config). UsageError (one line, exit
+    2) for a spec that names no target; a target that cannot be reached
+    raises its own error (ssh: HostLost, HostKeyUnknown)."""
+    if spec is None:
+        return local_target()
+    text = spec.strip()
+    if not text:
+        raise UsageError(f"--target is empty; give one of: {_supported()}")
+    m = _SPEC.match(text)
+    name, rest = (m.group(1).lower(), m.group(2)) if m else (text.lower(), "")
+    entry = TARGETS.get(name)
+    if entry is None:
+        raise UsageError(f"unknown target '{printable(spec)}'; give one of: {_supported()}")
+    return entry[0](rest, **options)
+
+
+def close_all() -> None:
+    """Close every target open_target opened that holds something (a
+    connection, an upload), the last first. cli.main calls it on every way
+    out; safe to call twice."""
+    while _OPEN:
+        t = _OPEN.pop()
+        try:
+            t.close()
+        except Exception:   # closing one must not keep the others open
+            pass
