@@ -102,7 +102,7 @@ def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
     from .ssh import SshTarget
 
     host, port = parse_ssh(rest)
-    t = held(SshTarget(host, ssh_config, port=port))   # closed by close_all, also after a failed connect
+    t = held(SshTarget(host, ssh_config, port=port, via=f"--target ssh:{rest}"))   # closed by close_all, also after a failed connect
     t.check_key()
     t.connect()
     return t

@@ -69,8 +69,10 @@ class SshTarget:
     """One remote host. `connect()` before use, `close()` after (also when
     interrupted); `cancel(signum)` (from another thread) stops what runs."""
 
-    def __init__(self, host: str, ssh_config: str | None = None, port: int | None = None):
+    def __init__(self, host: str, ssh_config: str | None = None, port: int | None = None,
+                 via: str = "opcost fleet run --hosts"):
         self.ssh = SshTransport(host, ssh_config, port)
+        self.via = via                             # how the user named it (the env's fleet_host source)
         self.name = self.host = self.ssh.host
         self.ssh_config = ssh_config
         self.arch: str | None = None
@@ -89,7 +91,7 @@ class SshTarget:
     def launch(self, req: probe.ProbeRequest, argv: list[str]) -> list[str]:
         """The local command line of one remote probe process (probe.run_process's `launch`)."""
         if req.exe or req.program:
-            raise UsageError(f"{self.host}: only the probe's own benchmarks run on a fleet host "
+            raise UsageError(f"{self.host}: only the probe's own benchmarks run on an ssh host "
                              "(no --exe builds or programs)")
         assert self.remote_probe is not None
         return self.ssh.argv(_WRAPPER, "x" * req.pad_bytes, self.remote_probe, *argv)
@@ -152,6 +154,7 @@ class SshTarget:
         closes), close the connection. Safe to call twice, and after a failed
         connect."""
         removed = False
+        self.ssh.kill_sessions()   # the probes first, then their directory
         if self._keeper is not None:
             try:
                 out, _ = self._keeper.communicate(timeout=15)   # closes its stdin: the directory goes
@@ -222,7 +225,7 @@ class SshTarget:
         info = {"probe_version": self._version,
                 "compiler": self._version.split(" ", 3)[-1] if self._version else None}
         env = collect(self._cpuid, info, snapshot=out.snapshot(f"ssh {self.host}"))
-        env["fleet_host"] = {"value": self.host, "source": "opcost fleet run --hosts"}
+        env["fleet_host"] = {"value": self.host, "source": self.via}
         return env
 
     # --- the Target interface ---------------------------------------------------------

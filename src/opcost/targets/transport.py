@@ -237,10 +237,7 @@ class SshTransport:
         """Kill the sessions still running, close the master (`ssh -O
         exit`), remove the local socket directory. Safe to call twice, and
         after a failed connect."""
-        with self._lock:
-            procs = list(self._procs)
-        for p in procs:
-            kill(p)
+        self.kill_sessions()
         if self._master is not None and self._master.poll() is None:
             kill(self._master)   # never connected
         if self._ctl_dir is not None and self.alive():
@@ -262,15 +259,19 @@ class SshTransport:
             shutil.rmtree(self._ctl_dir, ignore_errors=True)
             self._ctl_dir = None
 
+    def kill_sessions(self) -> None:
+        """End every session still running (their local ssh killed)."""
+        with self._lock:
+            procs = list(self._procs)
+        for p in procs:
+            kill(p)
+
     def cancel(self, signum: int = signal.SIGINT) -> None:
         """From another thread: stop (Ctrl-C, SIGTERM). The sessions running
         now end (their commands there are killed, when BOUND); whatever runs
         next raises Interrupted in the thread that runs it."""
         self.cancelled = signum
-        with self._lock:
-            procs = list(self._procs)
-        for p in procs:
-            kill(p)
+        self.kill_sessions()
 
     def check_cancel(self) -> None:
         if self.cancelled is not None:
