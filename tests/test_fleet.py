@@ -464,28 +464,22 @@ def test_sigkill_leaves_no_remote_process_or_file(fleet_up, tmp_path):
         shutil.rmtree(d)
 
 
-def _target_cli(fleet, *args) -> list[str]:
-    """`opcost ARGS` with the test's ssh_config given to the ssh target's opener."""
-    import sys
-
-    script = ("import functools, sys\n"
-              "from opcost import cli, targets\n"
-              "op, form = targets.TARGETS['ssh']\n"
-              f"targets.TARGETS['ssh'] = (functools.partial(op, ssh_config={str(fleet.ssh_config)!r}), form)\n"
-              "sys.exit(cli.main(sys.argv[1:]))\n")
-    return [sys.executable, "-c", script, *map(str, args)]
+def _target_env(fleet, tmp_path) -> dict[str, str]:
+    """The environment of an opcost whose --target ssh:// reads the test's
+    ssh_config ($OPCOST_SSH_CONFIG, as `fleet run` does)."""
+    return cli_env(tmp_path, OPCOST_SSH_CONFIG=str(fleet.ssh_config))
 
 
 def test_run_with_target_ssh(fleet_up, tmp_path):
     """`opcost run --target ssh://HOST`: the fleet's target, opened by
-    targets.open_target (the test's ssh_config given to its opener, as
-    `fleet run --ssh-config` gives it), measures there, stores the run with
-    the host's environment, and closes: no upload, master or process left."""
+    targets.open_target (the test's ssh_config from $OPCOST_SSH_CONFIG),
+    measures there, stores the run with the host's environment, and
+    closes: no upload, master or process left."""
     import json
 
     out = tmp_path / "r.json"
-    cp = subprocess.run(_target_cli(fleet_up, "run", "syscall.null", *FAST, "--target", "ssh://fleet2",
-                                    "--json", out), env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+    cp = subprocess.run(cli_argv("run", "syscall.null", *FAST, "--target", "ssh://fleet2", "--json", out),
+                        env=_target_env(fleet_up, tmp_path), cwd=tmp_path, capture_output=True, text=True,
                         timeout=240, stdin=subprocess.DEVNULL)
     assert cp.returncode == 0, cp.stderr
     assert re.search(r"stored as run 1", cp.stderr), cp.stderr
@@ -496,7 +490,8 @@ def test_run_with_target_ssh(fleet_up, tmp_path):
     assert len(procs) == 2 and all(p["front_end"] == "ssh fleet2" for p in procs)
     assert settle() == {"files": [], "processes": []}
     # a host that is not there: one line, exit 1 (cannot connect), nothing left
-    cp = subprocess.run(_target_cli(fleet_up, "run", "syscall.null", *FAST, "--target", "ssh://nowhere"), env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+    cp = subprocess.run(cli_argv("run", "syscall.null", *FAST, "--target", "ssh://nowhere"),
+                        env=_target_env(fleet_up, tmp_path), cwd=tmp_path, capture_output=True, text=True,
                         timeout=240, stdin=subprocess.DEVNULL)
     assert cp.returncode != 0 and cp.stderr.startswith("opcost: nowhere: ") and cp.stderr.count("\n") == 1, \
         cp.stderr
@@ -506,11 +501,10 @@ def test_run_with_target_ssh(fleet_up, tmp_path):
 def test_target_ssh_interrupted(fleet_up, tmp_path):
     """Ctrl-C while `ab --target ssh://HOST` measures: exit 130, what was
     measured is kept, and the host is left clean (probe, upload, master)."""
-    proc = subprocess.Popen(_target_cli(fleet_up, "ab", "syscall.null", "--a", "", "--b", "", "-p", "8", "-n", "20",
-                                        "-w", "1", "--target-ms", "30", "--target", "ssh://fleet3",
-                                        "--label", "host=fleet3"),
-                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cli_argv("ab", "syscall.null", "--a", "", "--b", "", "-p", "8", "-n", "20", "-w", "1",
+                                     "--target-ms", "30", "--target", "ssh://fleet3", "--label", "host=fleet3"),
+                            env=_target_env(fleet_up, tmp_path), cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:

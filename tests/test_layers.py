@@ -60,7 +60,8 @@ def test_the_tool_sees_every_kind_of_import(tmp_path):
 
 
 def test_the_tool_finds_a_cycle(tmp_path):
-    src = _package(tmp_path, {"__init__.py": "", "a.py": "from .b import x\n", "b.py": "def f():\n    from . import a\n"})
+    src = _package(tmp_path, {"__init__.py": "", "a.py": "from .b import x\n",
+                              "b.py": "def f():\n    from . import a\n"})
     t = _tool()
     assert t.cycles(t.graph(src, "pkg")) == [["pkg.a", "pkg.b"]]
     assert t.main([str(src), "pkg"]) == 1

@@ -58,6 +58,13 @@ def test_bad_specs_are_one_usage_line(spec, says):
     assert "\n" not in str(e.value)
 
 
+def test_ssh_config_from_the_environment_checked(monkeypatch, tmp_path):
+    """$OPCOST_SSH_CONFIG (as for `fleet run`) naming no file: one line, before any ssh."""
+    monkeypatch.setenv("OPCOST_SSH_CONFIG", str(tmp_path / "nosuch"))
+    with pytest.raises(UsageError, match=r"\$OPCOST_SSH_CONFIG .*nosuch: no such file"):
+        targets.open_target("ssh://lab1")
+
+
 def test_a_new_kind_is_one_entry(monkeypatch):
     """A virtual machine (or any other) target: one entry of TARGETS, its
     options passed through, closed by close_all when it holds something."""

@@ -99,10 +99,20 @@ def parse_ssh(rest: str) -> tuple[str, int | None]:
 
 
 def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
+    """ssh_config: ssh's -F FILE (default: $OPCOST_SSH_CONFIG, as for `fleet
+    run`, else ssh's own ~/.ssh/config)."""
+    import os
+
     from .ssh import SshTarget
 
     host, port = parse_ssh(rest)
-    t = held(SshTarget(host, ssh_config, port=port, via=f"--target ssh:{rest}"))   # closed by close_all, also after a failed connect
+    if ssh_config is None:
+        ssh_config = os.environ.get("OPCOST_SSH_CONFIG") or None
+        if ssh_config is not None and not os.path.isfile(ssh_config):
+            raise UsageError(f"$OPCOST_SSH_CONFIG {printable(ssh_config)}: no such file; give ssh's "
+                             "configuration file (ssh -F FILE), or unset it")
+    # closed by close_all, also after a failed connect
+    t = held(SshTarget(host, ssh_config, port=port, via=f"--target ssh:{rest}"))
     t.check_key()
     t.connect()
     return t
