@@ -27,6 +27,7 @@ import pytest
 
 from opcost import interrupts
 from opcost.errors import StoreError, StoreLocked, UnknownRun
+from opcost.model import Plan
 from opcost.store import BACKENDS, Store, base, open_store, owner
 
 FACTORIES: dict[str, Callable[[Path], Any]] = {}
@@ -108,11 +109,12 @@ def sample(i: int, warmup: bool = False) -> dict:
 
 def write_run(store: Store, label: str | None = "base", kind: str = "run",
               labels: dict[str, str] | None = None, bench3: str = "syscall.null") -> tuple[int, dict]:
-    """A run as the recorder writes it (keys, process meta, warm-up first);
-    returns its id and the document load_run must give back, key for key."""
+    """A run as the recorder writes it (keys, process meta, warm-up first, its
+    plan); returns its id and the document load_run must give back, key for key."""
     ident = str(uuid.uuid4())
+    plan = Plan(kind=kind, specs=ARGV[2:], switches={"ctx.pipe": 2}, target="local").to_dict()
     run_id = store.create_run(label=label, env=ENV, argv=ARGV, opcost_version="0.1.0", kind=kind,
-                              labels=labels, uuid=ident)
+                              labels=labels, uuid=ident, plan=plan)
     results = []
     for pos, (bench, key, status, reason) in enumerate([
             ("ctx.pipe", "ctx.pipe:mode=process", "ok", None),
@@ -137,7 +139,7 @@ def write_run(store: Store, label: str | None = "base", kind: str = "run",
                         "summary": summary if processes else {"n_processes": 0}})
     names = {**({"name": label} if label is not None else {}), **(labels or {})}
     return run_id, {"schema": "opcost.result/1", "opcost_version": "0.1.0", "run_id": run_id, "uuid": ident,
-                    "label": names.get("name"), "labels": dict(sorted(names.items())), "kind": kind, "status": "running", "argv": ARGV, "env": ENV,
+                    "label": names.get("name"), "labels": dict(sorted(names.items())), "kind": kind, "status": "running", "argv": ARGV, "plan": plan, "env": ENV,
                     "results": results}
 
 
@@ -148,7 +150,7 @@ def same_document(doc: dict, want: dict) -> None:
     assert STAMP.match(doc["created"]) and (doc["finished"] is None or STAMP.match(doc["finished"]))
     assert doc == {**want, "created": doc["created"], "finished": doc["finished"]}
     assert list(doc) == [k for k in ["schema", "opcost_version", "run_id", "uuid", "created", "finished", "label",
-                                     "labels", "kind", "status", "argv", "env", "results"] if k in want or k in (
+                                     "labels", "kind", "status", "argv", "plan", "env", "results"] if k in want or k in (
                                          "created", "finished")]
     for result, wanted in zip(doc["results"], want["results"]):
         assert list(result) == list(wanted)
