@@ -38,6 +38,13 @@ opcost.result/1
     `cpu/event=0x29,umask=1/`); the probe header's counters[] gain `attr`
     {type, config, config1?, config2?} (the perf_event_attr opened) and
     `helper`.
+  issue 24: plan after argv: what the run was asked to do, as data (Plan:
+    kind, specs, a, b, delta (a fraction, as given), alpha, over {param,
+    values} or null, boundary, stages, switches {bench: context switches per
+    operation}, ops, target, and recovered: true when it was rebuilt from the
+    stored argv of a run made before plans were). `show` and `compare`
+    rebuild from it. Absent: a document from before, whose argv tells nothing
+    (not a measuring command line of 0.1.0).
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
