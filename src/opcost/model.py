@@ -190,6 +190,35 @@ class Plan:
         return out
 
 
+def plan_problem(d: object) -> str | None:
+    """What is wrong with a document's `plan` (None: nothing); read by import."""
+    if not isinstance(d, dict):
+        return "plan must be an object"
+
+    def text(v: object) -> bool:
+        return isinstance(v, str)
+
+    def num(v: object) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    over = d.get("over")
+    checks = [("kind", text(d.get("kind", "run"))),
+              ("specs", isinstance(d.get("specs", []), list) and all(map(text, d.get("specs") or []))),
+              ("a", d.get("a") is None or text(d["a"])), ("b", d.get("b") is None or text(d["b"])),
+              ("delta", d.get("delta") is None or num(d["delta"])), ("alpha", num(d.get("alpha", ALPHA))),
+              ("over", over is None or (isinstance(over, dict) and text(over.get("param"))
+                                        and isinstance(over.get("values"), list) and all(map(text, over["values"])))),
+              ("boundary", d.get("boundary") is None or text(d["boundary"])),
+              ("stages", isinstance(d.get("stages", []), list)
+               and all(isinstance(n, int) for n in d.get("stages") or [])),
+              ("switches", isinstance(d.get("switches", {}), dict)
+               and all(isinstance(n, int) for n in (d.get("switches") or {}).values())),
+              ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
+              ("target", d.get("target") is None or text(d["target"]))]
+    bad = [k for k, good in checks if not good]
+    return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
+
+
 def plan_of(doc: dict) -> Plan | None:
     """The plan of a result document (None: a document written before plans
     were, and not recovered: its store or file is older)."""
