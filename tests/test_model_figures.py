@@ -13,7 +13,7 @@ import pytest
 
 from opcost.errors import UsageError
 from opcost.model import (IDENTITY_FIELDS, SERIES_SCHEMA, Plan, Summary, machine_differences, plan_of,
-                          process_median, process_medians, result_key, same_machine)
+                          process_median, process_medians, result_key, same_machine, switches_of)
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "opcost"
 
@@ -129,5 +129,5 @@ def test_plan_round_trip_and_switches():
                        "target"]
     assert list(d["switches"]) == ["a", "b"] and Plan.from_dict(d) == p
     assert plan_of({"plan": d}) == p and plan_of({}) is None
-    assert Plan(switches={"x": 2}).switches_for(Plan(switches={"x": 4, "y": 2}), None) == {"x": 2, "y": 2}
+    assert switches_of(Plan(switches={"x": 2}), None, Plan(switches={"x": 4, "y": 2})) == {"x": 2, "y": 2}
     assert SERIES_SCHEMA == "opcost.series/1"

@@ -180,14 +180,16 @@ class Plan:
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
                    bool(d.get("recovered")))
 
-    def switches_for(self, *plans: "Plan | None") -> dict[str, int]:
-        """Switches per operation of this plan's benchmarks and then of the
-        others' (two stored runs compared: A's table first)."""
-        out: dict[str, int] = {}
-        for p in (self, *plans):
-            for k, v in (p.switches if p is not None else {}).items():
-                out.setdefault(k, v)
-        return out
+
+def switches_of(*plans: Plan | None) -> dict[str, int]:
+    """Switches per operation by benchmark from the plans of runs, the first
+    plan's first (two stored runs compared: A's, then B's for the rest); a
+    run without a plan adds none."""
+    out: dict[str, int] = {}
+    for p in plans:
+        for k, v in (p.switches if p is not None else {}).items():
+            out.setdefault(k, v)
+    return out
 
 
 def plan_problem(d: object) -> str | None:

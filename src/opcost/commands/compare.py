@@ -41,7 +41,7 @@ def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, 
     different machines unless `force` (the option that says so: `force_flag`).
     Switches per operation come from the runs' plans (A's first)."""
     from ..env import differences
-    from ..model import plan_of, same_machine
+    from ..model import plan_of, same_machine, switches_of
 
     id_a, id_b = store.resolve(ref_a), store.resolve(ref_b)
     if id_a == id_b:
@@ -53,7 +53,5 @@ def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, 
                  anyway=f"{force_flag} to compare anyway")
     from ..comparison import stored_document
 
-    plan_a, plan_b = plan_of(run_a), plan_of(run_b)
-    switches = plan_a.switches_for(plan_b) if plan_a is not None else plan_b.switches if plan_b is not None else {}
-    return stored_document(run_a, run_b, delta=delta, switches=switches,
+    return stored_document(run_a, run_b, delta=delta, switches=switches_of(plan_of(run_a), plan_of(run_b)),
                            diffs=differences(run_a.get("env") or {}, run_b.get("env") or {}))

@@ -104,7 +104,8 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
         got = recover_plan(decode(argv), kind, [{"bench": r.bench, "processes": [p.meta for p in r.processes]}
                                                 for r in res])
     else:
-        got = Plan.from_dict(decode(plan)) if decode(plan) is not None else None
+        stored = decode(plan)
+        got = None if stored is None else Plan.from_dict(stored)
     return Run(res, decode(env), decode(argv),
                shown_status(status, decode(owner)), run_id, label, version,
                stored={"created": created, "finished": finished, "kind": kind},
