@@ -17,7 +17,7 @@ import random
 
 from opcost.comparison import ab_document
 from opcost.model import Process, Result, Run
-from opcost.runner import fill_summaries
+from opcost.summaries import fill_summaries
 
 PAYLOADS = [
     "<script>alert('pwn0')</script>",

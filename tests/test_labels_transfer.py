@@ -178,9 +178,12 @@ def test_a_bad_file_stores_nothing(run_cli, tmp_path):
     lines = data.splitlines(keepends=True)
     (tmp_path / "cut.jsonl").write_text(lines[0] + lines[1] + lines[2][:len(lines[2]) // 2])
     (tmp_path / "mixed.jsonl").write_text(lines[0] + "{\"schema\": \"opcost.comparison/1\"}\n" + lines[2])
+    bad_plan = {**json.loads(lines[1]), "plan": {"kind": "ab", "delta": "5%"}}
+    (tmp_path / "plan.jsonl").write_text(lines[0] + json.dumps(bad_plan) + "\n")
     other = tmp_path / "other.db"
     for name, want in (("cut.jsonl", "cut.jsonl line 3: truncated"),
-                       ("mixed.jsonl", "mixed.jsonl line 2: an opcost.comparison/1 document")):
+                       ("mixed.jsonl", "mixed.jsonl line 2: an opcost.comparison/1 document"),
+                       ("plan.jsonl", "plan.jsonl line 2: plan.delta is not what a plan holds there")):
         cp = run_cli("import", str(tmp_path / "all.jsonl"), name, "--store", str(other))
         assert cp.returncode == 2 and cp.stdout == "" and want in cp.stderr, cp.stderr
         assert len(cp.stderr.strip().splitlines()) == 1

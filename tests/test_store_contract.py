@@ -27,6 +27,7 @@ import pytest
 
 from opcost import interrupts
 from opcost.errors import StoreError, StoreLocked, UnknownRun
+from opcost.model import Plan
 from opcost.store import BACKENDS, Store, base, open_store, owner
 
 FACTORIES: dict[str, Callable[[Path], Any]] = {}
@@ -108,11 +109,12 @@ def sample(i: int, warmup: bool = False) -> dict:
 
 def write_run(store: Store, label: str | None = "base", kind: str = "run",
               labels: dict[str, str] | None = None, bench3: str = "syscall.null") -> tuple[int, dict]:
-    """A run as the recorder writes it (keys, process meta, warm-up first);
-    returns its id and the document load_run must give back, key for key."""
+    """A run as the recorder writes it (keys, process meta, warm-up first, its
+    plan); returns its id and the document load_run must give back, key for key."""
     ident = str(uuid.uuid4())
+    plan = Plan(kind=kind, specs=ARGV[2:], switches={"ctx.pipe": 2}, target="local").to_dict()
     run_id = store.create_run(label=label, env=ENV, argv=ARGV, opcost_version="0.1.0", kind=kind,
-                              labels=labels, uuid=ident)
+                              labels=labels, uuid=ident, plan=plan)
     results = []
     for pos, (bench, key, status, reason) in enumerate([
             ("ctx.pipe", "ctx.pipe:mode=process", "ok", None),
@@ -137,7 +139,7 @@ def write_run(store: Store, label: str | None = "base", kind: str = "run",
                         "summary": summary if processes else {"n_processes": 0}})
     names = {**({"name": label} if label is not None else {}), **(labels or {})}
     return run_id, {"schema": "opcost.result/1", "opcost_version": "0.1.0", "run_id": run_id, "uuid": ident,
-                    "label": names.get("name"), "labels": dict(sorted(names.items())), "kind": kind, "status": "running", "argv": ARGV, "env": ENV,
+                    "label": names.get("name"), "labels": dict(sorted(names.items())), "kind": kind, "status": "running", "argv": ARGV, "plan": plan, "env": ENV,
                     "results": results}
 
 
@@ -148,7 +150,7 @@ def same_document(doc: dict, want: dict) -> None:
     assert STAMP.match(doc["created"]) and (doc["finished"] is None or STAMP.match(doc["finished"]))
     assert doc == {**want, "created": doc["created"], "finished": doc["finished"]}
     assert list(doc) == [k for k in ["schema", "opcost_version", "run_id", "uuid", "created", "finished", "label",
-                                     "labels", "kind", "status", "argv", "env", "results"] if k in want or k in (
+                                     "labels", "kind", "status", "argv", "plan", "env", "results"] if k in want or k in (
                                          "created", "finished")]
     for result, wanted in zip(doc["results"], want["results"]):
         assert list(result) == list(wanted)
@@ -585,3 +587,52 @@ def test_a_version_3_store_migrates_its_labels(backend, monkeypatch):
         assert doc["labels"] == {"name": "6.18 lazy fpu"} and doc["label"] == "6.18 lazy fpu"
         rid = store.create_run(label="new", labels={"commit": "abc"}, env={}, argv=[], opcost_version="0.1.0")
         assert store.find_runs(where={"commit": "abc", "name": "new"})[0]["id"] == rid
+
+
+# --- plans (issue 24): stored with a run; an older run's recovered from its argv ---------
+
+AB_ARGV = ["opcost", "ab", "ctx.pipe", "--a", "mode=process", "--b", "mode=thread", "--delta", "5", "-p", "2"]
+
+
+def test_a_version_4_store_migrates_with_its_plans_recovered(backend, monkeypatch):
+    cls = BACKENDS[backend.scheme]
+    url = backend.url("v4")
+    monkeypatch.setattr(cls, "migrations", cls.migrations[:4])
+    with open_store(url) as old:
+        assert old.version == 4
+        for label, argv in (("ab", AB_ARGV), ("odd", ["opcost", "ab", "x", "--gone-option"])):
+            old._execute("creating a run", "INSERT INTO runs (created, label, kind, status, opcost_version, argv,"
+                         " env) VALUES ('2024-05-01T12:00:00Z', ?, 'ab', 'complete', '0.1.0', ?, '{}')",
+                         (label, json.dumps(argv)))
+        ab, odd = old.resolve("ab"), old.resolve("odd")
+        for pos, mode in enumerate(("process", "thread")):
+            rid = old.add_result(ab, position=pos, bench="ctx.pipe", params={"mode": mode}, op="round trip",
+                                 unit="ns")
+            old.add_process(rid, idx=0, header={}, samples=[sample(0)], trailer=None, meta={"round": 0})
+    monkeypatch.undo()
+    want = Plan(kind="ab", specs=["ctx.pipe"], a="mode=process", b="mode=thread", delta=0.05,
+                switches={"ctx.pipe": 2}, target="local", recovered=True).to_dict()
+    with open_store(url, readonly=True) as store:                 # read as it is: recovered when read
+        assert store.version == 4
+        doc = store.load_run(ab)
+        assert doc["plan"] == want and list(doc).index("plan") == list(doc).index("argv") + 1
+        assert "plan" not in store.load_run(odd)                  # a command line that does not parse: none
+    with open_store(url) as store:
+        assert store.version == cls.migrations[-1][0]
+        column = store._execute("reading", "SELECT id, plan FROM runs ORDER BY id").fetchall()
+        assert [(i, json.loads(p)) for i, p in column] == [(ab, want), (odd, None)]   # stored once
+        assert store.load_run(ab)["plan"] == want and "plan" not in store.load_run(odd)
+
+
+def test_an_imported_document_without_a_plan_gets_it_from_its_argv(backend):
+    with open_store(backend.url("src")) as store:
+        a, _ = write_run(store, "a", kind="ab")
+        doc = store.load_run(a)
+    doc = {**{k: v for k, v in doc.items() if k != "plan"}, "argv": AB_ARGV}
+    with open_store(backend.url("dst")) as store:
+        [(rid, new)] = store.import_runs([doc])
+        assert new and store.load_run(rid)["plan"] == {**Plan(
+            kind="ab", specs=["ctx.pipe"], a="mode=process", b="mode=thread", delta=0.05, switches={"ctx.pipe": 2},
+            target="local").to_dict(), "recovered": True}
+        [(rid2, _)] = store.import_runs([{**doc, "uuid": str(uuid.uuid4()), "plan": {"kind": "ab", "delta": 0.1}}])
+        assert store.load_run(rid2)["plan"]["delta"] == 0.1        # a document's own plan is kept as it is

@@ -111,7 +111,7 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_untouched(pg, cli, tmp_pa
     pg.admin("UPDATE opcost_schema SET version = 99", db)
     before = pg.dump(db)
     for readonly in (False, True):
-        with pytest.raises(StoreError, match="schema version 99, this opcost knows up to 4: upgrade opcost"):
+        with pytest.raises(StoreError, match="schema version 99, this opcost knows up to 5: upgrade opcost"):
             open_store(url, readonly=readonly)
     for args in (["history"], ["run", "syscall.null", *FAST], ["store", "copy", url, "x.db"],
                  ["store", "copy", "y.db", url]):

@@ -7,7 +7,7 @@ and check their input first."""
 from __future__ import annotations
 
 from .errors import UsageError
-from .model import Comparison
+from .model import Comparison, Summary, process_median, result_key
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
@@ -172,10 +172,11 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     """One benchmark's comparison from two result documents (opcost.result/1
     `results[]` entries); `key` names the row. Verdicts come later, from
     `finish` (Holm across the report)."""
-    sa, sb = res_a.get("summary") or {}, res_b.get("summary") or {}
+    sa, sb = Summary.of(res_a), Summary.of(res_b)
     e = {"bench": res_a["bench"], "key": key, "op": res_a.get("op", ""),
-         "a": {"params": res_a.get("params"), "summary": sa}, "b": {"params": res_b.get("params"), "summary": sb}}
-    ma, mb = sa.get("process_medians_ns") or [], sb.get("process_medians_ns") or []
+         "a": {"params": res_a.get("params"), "summary": sa.raw},
+         "b": {"params": res_b.get("params"), "summary": sb.raw}}
+    ma, mb = sa.process_medians, sb.process_medians
     if len(ma) < 2 or len(mb) < 2:
         why = [f"{arm}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
                for arm, r, m in (("A", res_a, ma), ("B", res_b, mb)) if len(m) < 2]
@@ -187,8 +188,8 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     counted = counters_compared(res_a, res_b)
     if counted:
         e["counters"] = counted
-    e["flags"] = compare.arm_flags(sa, sb)
-    e["savings"] = savings(sa, sb, switches, res_a.get("processes"), res_b.get("processes"))
+    e["flags"] = compare.arm_flags(sa.raw, sb.raw)
+    e["savings"] = savings(sa.raw, sb.raw, switches, res_a.get("processes"), res_b.get("processes"))
     return e
 
 
@@ -203,7 +204,7 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
     from .counters import is_helper
     from .stats import process_stats
 
-    sa, sb = res_a.get("summary") or {}, res_b.get("summary") or {}
+    sa, sb = Summary.of(res_a), Summary.of(res_b)
     ca, cb = sa.get("counters") or {}, sb.get("counters") or {}
     names = list(ca) + [n for n in cb if n not in ca]
     if not names:
@@ -291,11 +292,9 @@ def arms(procs_a: list[dict], procs_b: list[dict]):
     """sequential.Arms of one benchmark: the round and per-process median
     (stats.process_stats' median batch, the figure compare works on) of
     every process of A and of B that has samples."""
-    from .stats import median
-
     def one(procs):
         kept = [p for p in procs if p.get("samples")]
-        return [p["round"] for p in kept], [median([s["ns_per_op"] for s in p["samples"]]) for p in kept]
+        return [p["round"] for p in kept], [process_median(p["samples"]) for p in kept]
 
     (ra, ma), (rb, mb) = one(procs_a), one(procs_b)
     return ra, ma, rb, mb
@@ -375,11 +374,11 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
 
     def ref_ns(r: dict):
         ref = refs.get(r["params"].get("cpu"))
-        return (ref.get("summary") or {}).get("median_ns") if ref else None
+        return Summary.of(ref).median_ns if ref else None
 
     builds = []
     for r in mine:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         d = {"name": r["key"], "status": r["status"], "median_ns": s.get("median_ns"),
              "median_cycles": s.get("median_cycles")}
         if len(cpus) > 1:
@@ -395,11 +394,11 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
             "call_overhead": None if ref0 is None else {
                 "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
                         "interleaved; comparisons and medians include it, net_median_ns does not",
-                "median_ns": ref_ns(mine[0]), "median_cycles": (ref0.get("summary") or {}).get("median_cycles")}}
+                "median_ns": ref_ns(mine[0]), "median_cycles": Summary.of(ref0).get("median_cycles")}}
     if len(cpus) > 1:
         info["cpus"] = cpus
         if refs:
-            info["call_overhead"]["per_cpu"] = {c: (r.get("summary") or {}).get("median_ns") for c, r in refs.items()}
+            info["call_overhead"]["per_cpu"] = {c: Summary.of(r).median_ns for c, r in refs.items()}
     if p.get("arch") and (p.get("emulated") or p["arch"] != _host_arch()):
         info["arch"] = p["arch"]   # built for another architecture than this machine's
     if p.get("emulated"):
@@ -418,8 +417,6 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
 def pair_results(run_a: dict, run_b: dict) -> tuple[list[tuple[dict, dict]], list[str]]:
     """Two stored runs' results matched by key, and the keys in only one;
     UsageError when they share none."""
-    from .report import result_key
-
     by_key_b = {result_key(r): r for r in run_b["results"]}
     pairs = [(r, by_key_b[result_key(r)]) for r in run_a["results"] if result_key(r) in by_key_b]
     if not pairs:
@@ -435,8 +432,6 @@ def stored_document(run_a: dict, run_b: dict, *, delta: float, switches: dict[st
     """The `opcost.comparison/1` document of two stored runs (`opcost
     compare`): their results matched by key, the rest listed as unmatched.
     `diffs`: env.differences of the two runs."""
-    from .report import result_key
-
     pairs, unmatched = pair_results(run_a, run_b)
     id_a, id_b = run_a["run_id"], run_b["run_id"]
     entries = [entry(a, b, delta=delta, key=result_key(a), switches=switches.get(a["bench"], 0)) for a, b in pairs]

@@ -38,6 +38,13 @@ opcost.result/1
     `cpu/event=0x29,umask=1/`); the probe header's counters[] gain `attr`
     {type, config, config1?, config2?} (the perf_event_attr opened) and
     `helper`.
+  issue 24: plan after argv: what the run was asked to do, as data (Plan:
+    kind, specs, a, b, delta (a fraction, as given), alpha, over {param,
+    values} or null, boundary, stages, switches {bench: context switches per
+    operation}, ops, target, and recovered: true when it was rebuilt from the
+    stored argv of a run made before plans were). `show` and `compare`
+    rebuild from it. Absent: a document from before, whose argv tells nothing
+    (not a measuring command line of 0.1.0).
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
@@ -103,7 +110,9 @@ is one line here, not a branch in the statistics.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import __version__
 
@@ -116,6 +125,229 @@ KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA
 def kind_of(doc: dict) -> str:
     """"result", "comparison" or "series": what an exporter is handed."""
     return KINDS.get(doc.get("schema", ""), "result")
+
+
+# --- the plan of a run: what was asked, as data ---------------------------------
+
+# The level of every test opcost makes (compare.ALPHA, which imports numpy).
+ALPHA = 0.05
+
+
+@dataclass
+class Plan:
+    """What a run was asked to do, stored with it (`plan` of opcost.result/1),
+    so that `show`, `report`, `compare` and `export` rebuild what the command
+    printed from the stored data alone, whatever the command line has become.
+    kind: run | ab | variants | series; specs: the SPECs (run), BENCHes (ab),
+    SOURCE (variants) or --run SPEC (series); a, b: ab's arms; delta: the
+    practical threshold (a fraction, as given: ab raises it to twice the
+    noise); alpha: the level of the tests; over: series' {param, values};
+    boundary and stages: ab's sequential design (none: the fixed one);
+    switches: context switches per operation by benchmark (the probe's
+    table when the run was made); ops: variants' --ops; target: where it
+    ran (local, or the ssh host); recovered: rebuilt from the stored argv of
+    a run made before plans were stored."""
+    kind: str = "run"
+    specs: list[str] = field(default_factory=list)
+    a: str | None = None
+    b: str | None = None
+    delta: float | None = None
+    alpha: float = ALPHA
+    over: dict | None = None
+    boundary: str | None = None
+    stages: list[int] = field(default_factory=list)
+    switches: dict[str, int] = field(default_factory=dict)
+    ops: int | None = None
+    target: str | None = None
+    recovered: bool = False
+
+    def to_dict(self) -> dict:
+        d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
+                   "alpha": self.alpha, "over": self.over, "boundary": self.boundary, "stages": list(self.stages),
+                   "switches": dict(sorted(self.switches.items())), "ops": self.ops, "target": self.target}
+        if self.recovered:
+            d["recovered"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Plan":
+        over = d.get("over")
+        return cls(str(d.get("kind") or "run"), [str(s) for s in d.get("specs") or []], d.get("a"), d.get("b"),
+                   d.get("delta"), d.get("alpha", ALPHA),
+                   {"param": str(over["param"]), "values": [str(v) for v in over["values"]]}
+                   if isinstance(over, dict) else None,
+                   d.get("boundary"), [int(n) for n in d.get("stages") or []],
+                   {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
+                   bool(d.get("recovered")))
+
+
+def switches_of(*plans: Plan | None) -> dict[str, int]:
+    """Switches per operation by benchmark from the plans of runs, the first
+    plan's first (two stored runs compared: A's, then B's for the rest); a
+    run without a plan adds none."""
+    out: dict[str, int] = {}
+    for p in plans:
+        for k, v in (p.switches if p is not None else {}).items():
+            out.setdefault(k, v)
+    return out
+
+
+def plan_problem(d: object) -> str | None:
+    """What is wrong with a document's `plan` (None: nothing); read by import."""
+    if not isinstance(d, dict):
+        return "plan must be an object"
+
+    def text(v: object) -> bool:
+        return isinstance(v, str)
+
+    def num(v: object) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    over = d.get("over")
+    checks = [("kind", text(d.get("kind", "run"))),
+              ("specs", isinstance(d.get("specs", []), list) and all(map(text, d.get("specs") or []))),
+              ("a", d.get("a") is None or text(d["a"])), ("b", d.get("b") is None or text(d["b"])),
+              ("delta", d.get("delta") is None or num(d["delta"])), ("alpha", num(d.get("alpha", ALPHA))),
+              ("over", over is None or (isinstance(over, dict) and text(over.get("param"))
+                                        and isinstance(over.get("values"), list) and all(map(text, over["values"])))),
+              ("boundary", d.get("boundary") is None or text(d["boundary"])),
+              ("stages", isinstance(d.get("stages", []), list)
+               and all(isinstance(n, int) for n in d.get("stages") or [])),
+              ("switches", isinstance(d.get("switches", {}), dict)
+               and all(isinstance(n, int) for n in (d.get("switches") or {}).values())),
+              ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
+              ("target", d.get("target") is None or text(d["target"]))]
+    bad = [k for k, good in checks if not good]
+    return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
+
+
+def plan_of(doc: dict) -> Plan | None:
+    """The plan of a result document (None: a document written before plans
+    were, and not recovered: its store or file is older)."""
+    p = doc.get("plan")
+    return Plan.from_dict(p) if isinstance(p, dict) else None
+
+
+# --- figures derived from a result, defined once ---------------------------------
+
+def result_key(r: dict) -> str:
+    """`bench:k=v,...`, the name of a result (opcost.result/1 `results[]`
+    entry); the stored form of 0.1.0 has no key, and gets it from bench and params."""
+    if r.get("key"):
+        return str(r["key"])
+    params = {k: v for k, v in (r.get("params") or {}).items() if k != "arch"}
+    return str(r.get("bench", "?")) + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def process_median(samples: list[dict]) -> float:
+    """The figure of one probe process: its median measured batch (ns per
+    op). Pure Python, so input is checked before numpy loads."""
+    import statistics
+
+    return float(statistics.median([s["ns_per_op"] for s in samples]))
+
+
+def process_medians(r: dict) -> list[float]:
+    """The per-process medians of a result (or of an arm of a comparison,
+    {params, summary}): its summary's, when it covers every process with
+    samples; else each such process's median batch (a run that never got its
+    summary)."""
+    meds = Summary.of(r).process_medians
+    procs = [p for p in r.get("processes") or [] if p.get("samples")]
+    if meds and (not procs or len(meds) == len(procs)):
+        return meds
+    numbers = ([s for s in p["samples"] if isinstance(s, dict) and isinstance(s.get("ns_per_op"), (int, float))]
+               for p in procs)
+    return [process_median(xs) for xs in numbers if xs]
+
+
+class Summary(Mapping):
+    """The `summary` of a result, read-only and typed: what a reader of one
+    needs (median, CI, processes, their medians, flags, CPUs) as properties;
+    anything else by key, as in the document. An absent summary (null while a
+    run goes on, or a result never measured) reads as empty."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Mapping | None = None):
+        self.raw: dict = raw if isinstance(raw, dict) else dict(raw) if isinstance(raw, Mapping) else {}
+
+    @classmethod
+    def of(cls, holder: Mapping | None) -> "Summary":
+        """The summary of a result, an arm of a comparison entry, or a series point."""
+        return cls((holder or {}).get("summary") if isinstance(holder, Mapping) else None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def n_processes(self) -> int:
+        return int(self.raw.get("n_processes") or 0)
+
+    @property
+    def median_ns(self) -> float | None:
+        return self.raw.get("median_ns")
+
+    @property
+    def ci95_ns(self) -> list | None:
+        return self.raw.get("ci95_ns")
+
+    @property
+    def process_medians(self) -> list[float]:
+        meds = self.raw.get("process_medians_ns")
+        return [float(m) for m in meds if isinstance(m, (int, float))] if isinstance(meds, list) else []
+
+    @property
+    def flags(self) -> list[dict]:
+        return list(self.raw.get("flags") or [])
+
+    @property
+    def cpus(self) -> list[str]:
+        return list(self.raw.get("cpus") or [])
+
+
+# --- runs measured on one machine -------------------------------------------------
+
+# Runs that differ in these measured different machines: not comparable without --force.
+IDENTITY_FIELDS = ("arch", "cpu_model_name")
+
+
+def same_machine(envs: list[tuple[Any, dict]], *, force: bool, anyway: str) -> list[tuple]:
+    """Every run (id, env) against the first: a different CPU model or
+    architecture is refused (UsageError, its message ending "(`anyway`)")
+    unless `force`; then the differences, (run id, field, first's, its), are
+    returned, to be said."""
+    from .errors import UsageError
+
+    forced: list[tuple] = []
+    if not envs:
+        return forced
+    base_id, base = envs[0]
+    for rid, env in envs[1:]:
+        clash = machine_differences(base, env)
+        if clash and not force:
+            what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
+            raise UsageError(f"runs {base_id} and {rid} ran on different machines ({what}); their costs are "
+                             f"not comparable ({anyway})")
+        forced += [(rid, *d) for d in clash]
+    return forced
+
+
+def machine_differences(env_a: dict, env_b: dict) -> list[tuple[str, Any, Any]]:
+    """(field, a, b) of the identity fields that differ, in the environments' order."""
+    names = [n for n in list(env_a) + [n for n in env_b if n not in env_a] if n in IDENTITY_FIELDS]
+    out = []
+    for n in names:
+        a, b = ((e.get(n) or {}).get("value") for e in (env_a, env_b))
+        if a != b:
+            out.append((n, a, b))
+    return out
 
 
 # --- opcost.result/1 ------------------------------------------------------------
@@ -190,6 +422,7 @@ class Run:
     store_missed: dict | None = None
     labels: dict[str, str] = field(default_factory=dict)   # key -> value; "name" is `label`
     uuid: str | None = None        # identity across stores (export/import)
+    plan: Plan | None = None       # what was asked, as data (None: a document from before plans)
 
     def __post_init__(self) -> None:
         # label and labels["name"] are one thing, given either way
@@ -208,7 +441,10 @@ class Run:
         d["labels"] = dict(sorted(self.labels.items()))
         if self.stored is not None:
             d["kind"] = self.stored.get("kind")
-        d.update(status=self.status, argv=self.argv, env=self.env, results=[r.to_json() for r in self.results])
+        d.update(status=self.status, argv=self.argv)
+        if self.plan is not None:
+            d["plan"] = self.plan.to_dict()
+        d.update(env=self.env, results=[r.to_json() for r in self.results])
         if self.store_missed is not None:
             d["store_missed"] = self.store_missed
         return d
@@ -219,7 +455,7 @@ class Run:
         return cls([Result.from_json(r) for r in d.get("results") or []], d.get("env") or {}, d.get("argv") or [],
                    d.get("status", "running"), d.get("run_id"), d.get("label"),
                    d.get("opcost_version", __version__), stored, d.get("store_missed"),
-                   dict(d.get("labels") or {}), d.get("uuid"))
+                   dict(d.get("labels") or {}), d.get("uuid"), plan_of(d))
 
 
 # --- opcost.comparison/1 --------------------------------------------------------

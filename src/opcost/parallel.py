@@ -18,6 +18,8 @@ it is under 90%.
 
 from __future__ import annotations
 
+from .model import process_median
+
 LOW_OVERLAP = 0.9
 
 
@@ -56,13 +58,11 @@ def rate(samples: list[dict], header: dict | None) -> float | None:
     last one's end, so time the process spent descheduled (copies sharing a
     CPU) counts against it, as in will-it-scale. A fake clock has no real
     wall time: 1e9 / median ns per op then."""
-    from .stats import median
-
     if not samples:
         return None
     header = header or {}
     if header.get("fake_clock") or not all("start_raw_ns" in s for s in samples):
-        ns = median([s["ns_per_op"] for s in samples])
+        ns = process_median(samples)
         return 1e9 / ns if ns > 0 else None
     opi = header.get("ops_per_iter") or 1
     ops = sum(s["iters"] for s in samples) * opi
@@ -73,12 +73,10 @@ def rate(samples: list[dict], header: dict | None) -> float | None:
 def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) -> dict:
     """One copy's throughput over the batches that ran while every copy was
     measuring (all its batches if there were none: then concurrent is False)."""
-    from .stats import median
-
     sp = spans(res) or [(0.0, 0.0)] * len(res.samples)
     inside = [s for s, (a, b) in zip(res.samples, sp) if window and a >= window[0] and b <= window[1]]
     used = inside or res.samples
-    ns = median([s["ns_per_op"] for s in used]) if used else None
+    ns = process_median(used) if used else None
     migrated = sum(1 for s in used if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
     return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": rate(used, res.header),
             "n_samples": len(res.samples), "n_concurrent": len(inside), "concurrent": bool(inside),

@@ -23,7 +23,7 @@ import uuid
 from . import __version__, output
 from .errors import OpcostError
 from . import export
-from .model import META, Run
+from .model import META, Plan, Run
 
 # A regular export is rewritten when the time since the last write is at
 # least this many times what the last write took.
@@ -32,7 +32,7 @@ _WRITE_SPACING = 10.0
 
 class Recorder:
     def __init__(self, *, store, exports: list[tuple[str, str]], env: dict, argv: list[str], label: str | None,
-                 kind: str = "run", warn=None, labels: dict[str, str] | None = None):
+                 kind: str = "run", warn=None, labels: dict[str, str] | None = None, plan: Plan | None = None):
         self.store = store
         self.exports = exports          # (format, path) of the result document: --json, --export
         self.env = env
@@ -41,6 +41,7 @@ class Recorder:
         self.labels = dict(labels or {})
         self.uuid = str(uuid.uuid4())   # the run's identity in every store it goes to (export/import)
         self.kind = kind
+        self.plan = plan                # what was asked (model.Plan), stored and in the document
         self.warn = warn or (lambda msg: None)
         self.run_id: int | None = None
         self.result_ids: dict[int, int] = {}
@@ -63,6 +64,7 @@ class Recorder:
         if self.store:
             self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
                                                 opcost_version=__version__, kind=self.kind, labels=self.labels,
+                                                plan=None if self.plan is None else self.plan.to_dict(),
                                                 uuid=self.uuid)
             for pos, vr in enumerate(results):
                 v = vr.variant
@@ -115,7 +117,8 @@ class Recorder:
         store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
                         if self.store_error is not None else None)
         return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
-                   self.label, store_missed=store_missed, labels=self.labels, uuid=self.uuid).to_json()
+                   self.label, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
+                   plan=self.plan).to_json()
 
     def _targets(self, final: bool) -> list[tuple[str, str]]:
         targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])

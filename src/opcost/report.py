@@ -4,10 +4,12 @@ codes when piped, so it can be read at a glance and diffed."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 import re
 
 from .text import printable
+from .model import Summary, result_key
 
 
 def fmt_ns(x: Any) -> str:
@@ -25,23 +27,15 @@ def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 
 
-def _ci(s: dict) -> str:
+def _ci(s: Mapping) -> str:
     ci = s.get("ci95_ns")
     if not ci:
         return "-"
     return f"[{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
 
 
-def result_key(r: dict) -> str:
-    """`bench:k=v,...` for a result document (the stored form has no key)."""
-    if r.get("key"):
-        return r["key"]
-    params = {k: v for k, v in (r.get("params") or {}).items() if k != "arch"}
-    return r["bench"] + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
-
-
 def _cpus(r: dict) -> str:
-    cpus = (r.get("summary") or {}).get("cpus")
+    cpus = Summary.of(r).cpus
     return "|".join(cpus) if cpus else str((r.get("params") or {}).get("cpu", "-"))
 
 
@@ -104,7 +98,7 @@ def format_results(results: list[dict], width: int | None = None) -> str:
                  "rounds " + ", ".join(f"{r + 1} ({n})" for r, n in disturbed.items()) + " were outliers in that many")
         notes.append(f"  {which} of {measured} benchmarks: the machine was disturbed then, not one benchmark")
     for r in results:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         name = printable(result_key(r))
         status, reason = r.get("status"), r.get("reason")
         if status in ("unsupported", "failed") and not s.get("n_processes"):
@@ -161,7 +155,7 @@ def disturbed_rounds(results: list[dict]) -> tuple[dict[int, int], int]:
     and at least half of those measured): the machine, not a benchmark, was
     slow then. {round: benchmarks it was an outlier in}, and how many
     benchmarks were measured."""
-    measured = [r for r in results if (r.get("summary") or {}).get("n_processes")]
+    measured = [r for r in results if Summary.of(r).n_processes]
     count: dict[int, int] = {}
     for r in measured:
         for f in r["summary"].get("flags", []):
@@ -182,7 +176,7 @@ def _num(v) -> str:
     return f"{v:.4g}"
 
 
-def format_counters(name: str, s: dict) -> str:
+def format_counters(name: str, s: Mapping) -> str:
     """One table per result: a row per event, a column per modifier (all, u,
     k); a cell is the per-op value, `*` marks a multiplexed (scaled) value,
     `n/s` an event this machine cannot count; reasons and derived metrics

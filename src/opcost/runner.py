@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from . import interrupts, probe
 from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
 from .model import Process, Result
+from .summaries import summarize_variant
 from .protocol import Protocol
 from .spec import Variant
 from .targets.base import Target
@@ -92,45 +93,6 @@ def process_timeout(p: Protocol) -> float:
     """The hard limit of one probe process: --timeout, else none. A probe
     that stops making progress is stopped sooner (probe.stall_limit)."""
     return p.timeout if p.timeout else math.inf
-
-
-def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
-                      copies: int = 1) -> dict:
-    """The `summary` of one variant from its processes (and derived counter
-    metrics, --parallel rounds): what a run stores at its end and what
-    `show` computes for a run that never got there."""
-    from .model import with_facts
-    from .stats import summarize
-
-    summary = with_facts(summarize(processes), [p for p in processes if p.get("samples")])
-    if summary.get("n_processes"):
-        from .counters import derive, running_fractions
-
-        if derived:
-            summary["derived"] = derive(processes, derived)
-        running = running_fractions(processes)
-        if running:
-            summary["counters_running"] = running
-        if parallel_rounds:
-            from .parallel import summarize_parallel
-
-            summary["parallel"] = summarize_parallel(parallel_rounds, processes, copies)
-    return summary
-
-
-def fill_summaries(doc: dict) -> None:
-    """A stored run's summaries are computed from the processes it holds: a
-    run that never finished (killed, abandoned) has none yet, and one that
-    was interrupted between storing a process and summarizing it is behind."""
-    for r in doc.get("results", []):
-        procs = [p for p in r.get("processes") or [] if p.get("samples")]
-        s = r.get("summary") or {}
-        if procs and s.get("n_processes") != len(procs):
-            fresh = summarize_variant(procs)
-            for keep in ("derived", "parallel"):   # need the run's plan: kept as stored
-                if keep in s:
-                    fresh[keep] = s[keep]
-            r["summary"] = fresh
 
 
 class Runner:

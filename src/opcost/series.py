@@ -16,13 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import UsageError
-from .model import SERIES_SCHEMA
+from .model import SERIES_SCHEMA, process_medians, result_key, same_machine
 from .text import printable
 from . import __version__
 
 MIN_LABELS = 3   # changepoint.MIN_LABELS, without importing numpy to check input
-# Runs that differ in these measured different machines (as `compare` refuses).
-IDENTITY_FIELDS = ("arch", "cpu_model_name")
 
 
 @dataclass
@@ -34,16 +32,6 @@ class Label:
     runs: list[int] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     created: str = ""
-
-
-def process_medians(result: dict) -> list[float]:
-    """The per-process medians of one result document (the figure compare
-    works on): the median batch of every process that has samples. Pure
-    Python (numpy's median gives the same figure), so the input is checked
-    before numpy loads."""
-    from statistics import median
-
-    return [median([s["ns_per_op"] for s in p["samples"]]) for p in result.get("processes") or [] if p.get("samples")]
 
 
 def differing(labels: list[Label]) -> dict:
@@ -249,13 +237,12 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         run = store.load_run(f"id:{e['id']}")
         found = [r for r in run["results"] if r["bench"] == bench and _matches(r.get("params") or {}, given)]
         if len(found) > 1:
-            from .report import result_key
-
             raise UsageError(f"run {e['id']} ({printable(key)}={printable(v)}) holds {len(found)} variants of "
                              f"{printable(spec)} ({', '.join(result_key(r) for r in found)}); name the parameter "
                              f"that tells them apart, e.g. {bench}:" + _tell_apart(found))
         picked.append((e, run, found[0] if found else None))
-    forced = _same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force)
+    forced = same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force=force,
+                          anyway="--force to walk the series anyway")
     by_value: dict[str, Label] = {}
     for e, run, r in picked:
         v = e["labels"][key]
@@ -274,8 +261,6 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
                          "the first run's are shown")
         lb.params = lb.params or params
     if not by_value and given and not any(r is not None for _, _, r in picked):
-        from .report import result_key
-
         seen = sorted({result_key(r) for _, run, _ in picked for r in run["results"] if r["bench"] == bench})
         raise UsageError(f"no run labelled {printable(key)}=... holds a variant matching {printable(spec)}; "
                          f"they hold: {', '.join(printable(k) for k in seen) or 'none'}")
@@ -288,25 +273,6 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         notes.append("--force: runs from different machines: " + "; ".join(
             f"run {rid} {f}: {a!r} vs {b!r}" for rid, f, a, b in forced))
     return labels, notes, forced
-
-
-def _same_machine(envs: list[tuple[int, dict]], force: bool) -> list[tuple]:
-    """Every run against the first: a different CPU model or architecture is
-    refused unless --force (then returned, to be said)."""
-    from .env import differences
-
-    forced: list[tuple] = []
-    if not envs:
-        return forced
-    base_id, base = envs[0]
-    for rid, env in envs[1:]:
-        clash = [d for d in differences(base, env) if d[0] in IDENTITY_FIELDS]
-        if clash and not force:
-            what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
-            raise UsageError(f"runs {base_id} and {rid} ran on different machines ({what}); their costs are "
-                             "not comparable (--force to walk the series anyway)")
-        forced += [(rid, *d) for d in clash]
-    return forced
 
 
 def _tell_apart(found: list[dict]) -> str:

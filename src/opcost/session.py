@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .console import emit, warn
 from .errors import UsageError
+from .model import Plan
 from .protocol import Protocol
 from .spec import Variant
 from .targets.base import Target
@@ -57,6 +58,7 @@ class Settings:
     progress: bool = True
     stages: tuple[int, ...] = ()             # ab's sequential design: looks after these rounds
     boundary: str | None = None              # and its alpha spending (sequential.BOUNDARIES), recorded per process
+    plan: Plan = field(default_factory=Plan)  # what was asked, stored with the run (completed by `measure`)
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
@@ -70,7 +72,7 @@ class Settings:
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
                    label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, plan=plan_of(args, kind))
 
     @property
     def document(self) -> str:
@@ -85,6 +87,31 @@ class Settings:
         if self.no_store and self.store:
             raise UsageError("--store and --no-store contradict each other; give one")
         export.check(self.exports, self.document)
+
+
+def plan_of(args, kind: str) -> Plan:
+    """The plan a measuring command's arguments ask for (model.Plan; what
+    depends on the variants and the target, `measure` adds)."""
+    specs = {"run": lambda: list(getattr(args, "specs", None) or []), "ab": lambda: list(args.benches),
+             "variants": lambda: [args.source], "series": lambda: [args.run]}[kind]()
+    over = None
+    if getattr(args, "over", None) is not None:
+        from .series import parse_over
+
+        param, values = parse_over(args.over)
+        over = {"param": param, "values": values}
+    delta = getattr(args, "delta", None)
+    return Plan(kind=kind, specs=specs, a=getattr(args, "a", None), b=getattr(args, "b", None),
+                delta=None if delta is None else delta / 100, over=over, ops=getattr(args, "ops", None))
+
+
+def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
+    """The settings' plan with what the variants and the target say: the
+    sequential design, switches per operation (the probe's table), the target."""
+    from dataclasses import replace
+
+    return replace(settings.plan, stages=list(settings.stages), boundary=settings.boundary, target=target.name,
+                   switches={v.bench: v.switches for v in variants if v.switches})
 
 
 def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
@@ -171,12 +198,6 @@ def plan_variants(specs: list[str], cpus: list[str] | None, target: Target) -> l
     return variants
 
 
-def switches_table(target: Target) -> dict[str, int]:
-    """Context switches per operation of every benchmark (for stored runs,
-    whose variants are gone)."""
-    return {b["name"]: b.get("switches_per_op", 0) for b in target.benchmark_table()["benchmarks"]}
-
-
 @dataclass
 class Measured:
     recorder: Recorder
@@ -215,7 +236,7 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
         exports = settings.exports if settings.document == "result" else []   # a comparison is written at the end
         runner.recorder = Recorder(store=store, exports=exports, env=target.env(),
                                    argv=settings.argv, label=settings.label, kind=settings.kind, warn=warn,
-                                   labels=settings.labels)
+                                   labels=settings.labels, plan=completed_plan(settings, variants, target))
         copies = 1 + (settings.parallel if settings.parallel > 1 else 0)
         rounds = settings.stages[-1] if settings.stages else p.processes   # sequential: at most
         total = len(variants) * rounds * (p.warmup + p.samples) * copies

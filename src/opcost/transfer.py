@@ -105,6 +105,11 @@ def check(doc: Any, where: str) -> dict:
     need(doc.get("status", "running") in RUN_STATUSES, f"status must be one of {', '.join(RUN_STATUSES)}")
     for k in ("created", "finished", "label", "kind", "uuid", "opcost_version"):
         need(doc.get(k) is None or isinstance(doc.get(k), str), f"{k} must be text")
+    if doc.get("plan") is not None:
+        from .model import plan_problem
+
+        problem = plan_problem(doc["plan"])
+        need(problem is None, str(problem))
     tags = doc.get("labels", {})
     need(isinstance(tags, dict) and all(isinstance(v, str) for v in tags.values()),
          "labels must be an object of text values")

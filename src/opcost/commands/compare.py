@@ -8,9 +8,6 @@ from ..errors import UsageError
 from ..text import printable
 from . import REFS, add_export_options
 
-# Runs that differ in these measured different machines: not comparable without --force.
-IDENTITY_FIELDS = ("arch", "cpu_model_name")
-
 
 def add_parser(sub) -> None:
     s = sub.add_parser("compare", help="compare two stored runs (not interleaved)", description=REFS)
@@ -41,26 +38,20 @@ def run(args, argv) -> int:
 def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
     """The opcost.comparison/1 document of two stored runs (`opcost compare`,
     `opcost report --compare`): refused when they are the same run, or ran on
-    different machines unless `force` (the option that says so: `force_flag`)."""
+    different machines unless `force` (the option that says so: `force_flag`).
+    Switches per operation come from the runs' plans (A's first)."""
     from ..env import differences
-    from ..runner import fill_summaries
+    from ..model import plan_of, same_machine, switches_of
 
     id_a, id_b = store.resolve(ref_a), store.resolve(ref_b)
     if id_a == id_b:
         raise UsageError(f"{printable(ref_a)} and {printable(ref_b)} are the same stored run ({id_a}); "
                          "compare two different runs, or measure noise with an interleaved "
                          "`opcost ab BENCH --a P --b P`")
-    run_a, run_b = store.load_run(id_a), store.load_run(id_b)
-    diffs = differences(run_a.get("env") or {}, run_b.get("env") or {})
-    clash = [d for d in diffs if d[0] in IDENTITY_FIELDS]
-    if clash and not force:
-        what = "; ".join(f"{f}: {a!r} vs {b!r}" for f, a, b in clash)
-        raise UsageError(f"runs {id_a} and {id_b} ran on different machines ({what}); "
-                         f"their costs are not comparable ({force_flag} to compare anyway)")
-    from ..comparison import pair_results, stored_document
-    from ..session import local_target, switches_table
+    run_a, run_b = store.load_run(id_a, summaries=True), store.load_run(id_b, summaries=True)
+    same_machine([(id_a, run_a.get("env") or {}), (id_b, run_b.get("env") or {})], force=force,
+                 anyway=f"{force_flag} to compare anyway")
+    from ..comparison import stored_document
 
-    pair_results(run_a, run_b)   # input checked before numpy is imported
-    fill_summaries(run_a)
-    fill_summaries(run_b)
-    return stored_document(run_a, run_b, delta=delta, switches=switches_table(local_target()), diffs=diffs)
+    return stored_document(run_a, run_b, delta=delta, switches=switches_of(plan_of(run_a), plan_of(run_b)),
+                           diffs=differences(run_a.get("env") or {}, run_b.get("env") or {}))

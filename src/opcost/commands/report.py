@@ -133,9 +133,5 @@ def _runs(store, ids, *, sample_data: bool):
     """The runs one at a time, summaries filled where a run has none;
     sample_data=False: each sample only its plain columns (what a page of
     many runs draws)."""
-    from ..runner import fill_summaries
-
     for run_id in ids:
-        doc = store.load_run(run_id, sample_data=sample_data)
-        fill_summaries(doc)
-        yield doc
+        yield store.load_run(run_id, sample_data=sample_data, summaries=True)

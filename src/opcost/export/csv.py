@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 
+from ..model import Summary
+
 NAME = "csv"
 KINDS = ("result", "comparison")
 
@@ -26,7 +28,7 @@ def _cell(v) -> str:
 
 def _result_rows(doc: dict):
     for r in doc["results"]:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         ci = s.get("ci95_ns") or [None, None]
         params = ";".join(f"{k}={v}" for k, v in (r.get("params") or {}).items())
         yield [r["bench"], r.get("key", r["bench"]), params, r.get("op"), r.get("status"), r.get("reason"),

@@ -43,6 +43,7 @@ import re
 from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
+from ..model import SERIES_SCHEMA, Summary, process_medians, result_key
 from ..report import fmt_ns
 from ..text import printable
 
@@ -52,7 +53,6 @@ KINDS = ("result", "comparison", "series")
 # (as --json is) would put matplotlib in the measuring loop's way.
 LIVE = False
 
-SERIES_SCHEMA = "opcost.series/1"
 MISSING = ("the html format draws its plots with matplotlib, which is not installed: "
            "pip install 'opcost[report]' (or pip install matplotlib)")
 
@@ -150,14 +150,6 @@ def _value_text(v: Any) -> str:
     if isinstance(v, str):
         return v
     return json.dumps(v, sort_keys=True, separators=(", ", ": "), allow_nan=True)
-
-
-def result_key(r: dict) -> str:
-    """`bench:k=v,...` (the stored form of 0.1.0 has no key)."""
-    if r.get("key"):
-        return str(r["key"])
-    params = {k: v for k, v in (r.get("params") or {}).items() if k != "arch"}
-    return str(r.get("bench", "?")) + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
 
 
 def _params_text(p: Any) -> str:
@@ -296,20 +288,6 @@ def _measured(r: dict) -> list[list[float]]:
     return out
 
 
-def _median(xs: list[float]) -> float:
-    import statistics
-
-    return float(statistics.median(xs))
-
-
-def _process_medians(r: dict, batches: list[list[float]] | None = None) -> list[float]:
-    s = r.get("summary") or {}
-    meds = s.get("process_medians_ns")
-    if isinstance(meds, list) and meds:
-        return [float(m) for m in meds if isinstance(m, (int, float))]
-    return [_median(b) for b in (batches if batches is not None else _measured(r))]
-
-
 def _run_title(doc: dict) -> str:
     t = f"run {doc['run_id']}" if doc.get("run_id") is not None else "run (not stored)"
     if doc.get("label"):
@@ -342,7 +320,7 @@ def _run_page(page: _Page, doc: dict) -> None:
                  "(line) and its 95% bootstrap CI (band).</p>")
         for r in measured:
             _variant_plot(page, r)
-    _counters_section(page, [(result_key(r), [("", (r.get("summary") or {}))]) for r in results])
+    _counters_section(page, [(result_key(r), [("", Summary.of(r).raw)]) for r in results])
     page.add("<h2>Environment</h2>")
     page.add(_env_table(doc.get("env") or {}))
 
@@ -352,7 +330,7 @@ def _summary_table(results: list[dict]) -> str:
             "cpus", "n"]
     rows = []
     for r in results:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         cyc = s.get("median_cycles")
         cpus = s.get("cpus")
         rows.append([esc(result_key(r)), esc(r.get("op", "")), esc(r.get("status", "")), fmt_ns(s.get("median_ns")),
@@ -365,7 +343,7 @@ def _summary_table(results: list[dict]) -> str:
             "per op from getrusage (measuring side+helper).</p>")
 
 
-def _cpu_cells(s: dict) -> list[str]:
+def _cpu_cells(s: Summary) -> list[str]:
     """user/op and sys/op; `measuring side+helper` where a helper takes part."""
     if "helper_user_ns_per_op" in s:
         return [f"{fmt_ns(s.get('user_ns_per_op'))}+{fmt_ns(s.get('helper_user_ns_per_op'))}",
@@ -376,7 +354,7 @@ def _cpu_cells(s: dict) -> list[str]:
 def _result_notes(results: list[dict]) -> list[str]:
     notes = []
     for r in results:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         name = esc(result_key(r))
         if r.get("status") in ("unsupported", "failed"):
             notes.append(f"{name}: {esc(r['status'])}: {esc(r.get('reason'))}")
@@ -395,8 +373,8 @@ def _variant_plot(page: _Page, r: dict) -> None:
     import numpy as np
 
     batches = _measured(r)
-    meds = _process_medians(r, batches)
-    s = r.get("summary") or {}
+    meds = process_medians(r)
+    s = Summary.of(r)
     div, unit = _unit([x for b in batches for x in b] + meds)
     per_row = len(batches) <= MAX_PROCESS_ROWS
     rows = batches if per_row else [[x for b in batches for x in b]]
@@ -555,8 +533,8 @@ class _RunDigest:
         for r in results:
             b = _measured(r)
             flat = np.fromiter((x for p in b for x in p), dtype=float)
-            s = r.get("summary") or {}
-            meds = _process_medians(r, b)
+            s = Summary.of(r)
+            meds = process_medians(r)
             med = s.get("median_ns") if isinstance(s.get("median_ns"), (int, float)) else (
                 float(np.median(meds)) if meds else None)
             self.rows.append((result_key(r), str(r.get("op") or ""), {
@@ -720,7 +698,7 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                      _pct(e.get("delta")),
                      f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or "-")])
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
-    s = doc.get("summary") or {}
+    s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if isinstance(s.get("geomean_ratio"), (int, float)):
         counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
         page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
@@ -747,8 +725,8 @@ def _comparison_page(page: _Page, doc: dict) -> None:
         for e in plotted:
             _ab_plot(page, e)
     _counters_section(page, [(str(e.get("key") or e.get("bench")),
-                              [("A", (e.get("a") or {}).get("summary") or {}),
-                               ("B", (e.get("b") or {}).get("summary") or {})]) for e in entries])
+                              [("A", Summary.of(e.get("a")).raw),
+                               ("B", Summary.of(e.get("b")).raw)]) for e in entries])
     page.add("<h2>Environment</h2>")
     if isinstance(doc.get("env_differences"), list):
         diffs = doc["env_differences"]
@@ -801,8 +779,8 @@ def _ab_plot(page: _Page, e: dict) -> None:
 
     arms = []
     for side, color in (("a", _A), ("b", _B)):
-        s = ((e.get(side) or {}).get("summary") or {}) if isinstance(e.get(side), dict) else {}
-        meds = [m for m in s.get("process_medians_ns") or [] if isinstance(m, (int, float))]
+        s = Summary.of(e.get(side))
+        meds = s.process_medians
         med = s.get("median_ns", e.get(f"median_{side}"))
         arms.append((side.upper(), color, meds, med if isinstance(med, (int, float)) else None, s.get("ci95_ns")))
     div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])])
@@ -857,8 +835,7 @@ def _points(s: dict) -> list[dict]:
 
 
 def _pt(p: dict, *names: str) -> Any:
-    summary: dict = p["summary"] if isinstance(p.get("summary"), dict) else {}
-    for src in (p, summary):
+    for src in (p, Summary.of(p)):
         for n in names:
             if n in src:
                 return src[n]

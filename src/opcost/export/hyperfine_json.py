@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import math
 
+from ..model import Summary, result_key
+
 NAME = "hyperfine-json"
 KINDS = ("result", "comparison")
 
@@ -28,9 +30,9 @@ def _s(ns) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def entry(command: str, summary: dict | None, params: dict) -> dict | None:
-    s = summary or {}
-    times = [t / 1e9 for t in s.get("process_medians_ns") or []]
+def entry(command: str, summary: Summary, params: dict) -> dict | None:
+    s = summary
+    times = [t / 1e9 for t in s.process_medians]
     if not times:
         return None
     n = len(times)
@@ -51,16 +53,14 @@ def _params(r: dict) -> dict:
 
 
 def serialize(doc: dict) -> bytes:
-    from ..report import result_key
-
     results = []
     if "comparisons" in doc:
         for e in doc["comparisons"]:
             for arm in ("a", "b"):
                 side = e.get(arm) or {}
                 params = {"arm": arm.upper(), **{k: v for k, v in (side.get("params") or {}).items() if k != "arch"}}
-                results.append(entry(f"{arm.upper()}: {e['key']}", side.get("summary"), params))
+                results.append(entry(f"{arm.upper()}: {e['key']}", Summary.of(side), params))
     else:
-        results = [entry(result_key(r), r.get("summary"), _params(r)) for r in doc["results"]]
+        results = [entry(result_key(r), Summary.of(r), _params(r)) for r in doc["results"]]
     return (json.dumps({"results": [r for r in results if r is not None]}, indent=2, allow_nan=False)
             + "\n").encode()

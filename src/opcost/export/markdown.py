@@ -8,6 +8,8 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
+from ..model import Summary
+
 NAME = "markdown"
 KINDS = ("result", "comparison")
 MANY = b"\n"
@@ -43,12 +45,13 @@ def _run_title(doc: dict) -> str:
 
 
 def _result(doc: dict) -> list[str]:
-    from ..report import fmt_ns, fmt_pct, result_key
+    from ..model import result_key
+    from ..report import fmt_ns, fmt_pct
 
     rows = [["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "n"]]
     notes = []
     for r in doc["results"]:
-        s = r.get("summary") or {}
+        s = Summary.of(r)
         key = escape(result_key(r))
         if not s.get("n_processes"):
             notes.append(f"- {key}: {escape(r.get('status') or 'not measured')}"
@@ -102,7 +105,7 @@ def _comparison(doc: dict) -> list[str]:
                      f"{ci[0]:.4f} – {ci[1]:.4f}" if ci else "-", f"{e['p_adjusted']:.2g}", fmt_pct(e["delta"]),
                      f"**{verdict}**" if verdict in ("slower", "faster") else verdict])
     out += table(rows, {2, 3, 4, 6, 7})
-    s = doc.get("summary") or {}
+    s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "

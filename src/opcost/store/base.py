@@ -67,7 +67,7 @@ class Store(Protocol):
 
     def create_run(self, *, label: str | None = None, env: dict[str, Any], argv: list[str],
                    opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
-                   uuid: str | None = None) -> int: ...
+                   uuid: str | None = None, plan: dict[str, Any] | None = None) -> int: ...
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
                    op: str, unit: str, key: str | None = None) -> int: ...
@@ -91,7 +91,7 @@ class Store(Protocol):
 
     def resolve(self, ref: str) -> int: ...
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True) -> dict[str, Any]: ...
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]: ...
 
     def clean_abandoned(self) -> list[int]: ...
 
@@ -363,21 +363,22 @@ class SqlStore:
 
     def create_run(self, *, label: str | None = None, env: dict[str, Any], argv: list[str],
                    opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
-                   uuid: str | None = None) -> int:
+                   uuid: str | None = None, plan: dict[str, Any] | None = None) -> int:
         """A new run, "running", owned by this process. labels: key -> value
         (labels.py's rules); `label` is the name label (name=...). uuid: the
-        run's identity across stores (a new uuid4 if not given)."""
+        run's identity across stores (a new uuid4 if not given). plan: what
+        was asked (model.Plan.to_dict; None: a run without one)."""
         names = _labels.merged(label, labels)
         for k in names:                 # values as given: an old store's name may hold anything
             _labels.check_key(k)
         ident = uuid or str(_uuid.uuid4())
         with self._transaction("creating a run") as db:
             run_id = self._insert_id(
-                db, "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner, uuid) "
-                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                db, "INSERT INTO runs (created, label, kind, status, opcost_version, argv, env, owner, uuid, plan) "
+                "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (_now(), names.get(_labels.NAME), kind, opcost_version, rows.encode(redact_argv(list(argv))),
                  rows.encode(env),
-                 rows.encode(owner_here()), ident))
+                 rows.encode(owner_here()), ident, rows.encode(plan)))
             self._put_labels(db, run_id, names)
         return run_id
 
@@ -546,22 +547,27 @@ class SqlStore:
         raise UnknownRun(f"no stored run with {what} '{printable(text if len(kinds) == 1 else ref)}'; "
                          "`opcost history` lists them (id:N or label:TEXT says which a reference is)")
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True) -> dict[str, Any]:
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]:
         """The run as an `opcost.result/1` document (store/rows.py): results in
         position order, processes in idx order, samples split into measured
-        and warm-up. sample_data=False: each sample is only its plain columns
+        and warm-up; its plan as stored (a store never migrated to schema 5:
+        recovered from its argv). sample_data=False: each sample is only its plain columns
         (iters, ns_per_op, tsc_per_op), its JSON left unread: what a report
-        over many runs needs, several times faster (benchmarks/report_scale.py)."""
+        over many runs needs, several times faster (benchmarks/report_scale.py).
+        summaries=True: for reading (show, report, compare), a run that never
+        got its summaries (killed, abandoned) gets them from its processes
+        (summaries.fill_summaries); moving runs (export, copy) leaves them as stored."""
         run_id = self.resolve(str(ref))
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
         owner = self._column("runs.owner", "owner")
         ident = self._column("runs.uuid", "uuid")
+        plan = self._column("runs.plan", "plan")
         with self._guard("loading a run"):
             db = self._db
             run = self._run(
                 db, "SELECT created, finished, label, kind, status, opcost_version, argv, env, " + owner +
-                ", " + ident + " FROM runs WHERE id = ?", (run_id,)).fetchone()
+                ", " + ident + ", " + plan + " FROM runs WHERE id = ?", (run_id,)).fetchone()
             names = (self._run(db, "SELECT key, value FROM run_labels WHERE run_id = ? ORDER BY key",
                                (run_id,)).fetchall() if self.version >= 4 else [])
             results = self._run(
@@ -577,8 +583,13 @@ class SqlStore:
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
-        return rows.run_document(run_id, run, results, processes,
-                                 samples if sample_data else rows.plain_samples(samples), names)
+        doc = rows.run_document(run_id, run, results, processes,
+                                samples if sample_data else rows.plain_samples(samples), names)
+        if summaries:
+            from ..summaries import fill_summaries
+
+            fill_summaries(doc)
+        return doc
 
     # --- moving runs between stores -------------------------------------------------
 
@@ -610,10 +621,13 @@ class SqlStore:
         if run.status not in RUN_STATUSES:
             raise StoreError(f"run status '{printable(run.status)}' is not one of {', '.join(RUN_STATUSES)}")
         stored = run.stored or {}
-        cols = ["created", "finished", "label", "kind", "status", "opcost_version", "argv", "env", "owner", "uuid"]
+        from .recover import plan_or_recovered
+
+        cols = ["created", "finished", "label", "kind", "status", "opcost_version", "argv", "env", "owner", "uuid",
+                "plan"]
         vals: list[Any] = [stored.get("created") or _now(), stored.get("finished"), run.label,
                            stored.get("kind") or "run", run.status, run.opcost_version, rows.encode(list(run.argv)),
-                           rows.encode(run.env), None, ident]
+                           rows.encode(run.env), None, ident, rows.encode(plan_or_recovered(doc))]
         if isinstance(run.run_id, int) and 0 < run.run_id <= MAX_INT and run.run_id > self._id_floor(db):
             cols.insert(0, "id")
             vals.insert(0, run.run_id)

@@ -108,6 +108,15 @@ def _v4(db: Any) -> None:
     db.execute("CREATE UNIQUE INDEX runs_uuid ON runs (uuid)")
 
 
+# Version 5 (issue 24): the plan of a run, older runs' recovered from their argv.
+def _v5(db: Any) -> None:
+    from .recover import recovered_plans
+
+    db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
+    db.cursor().executemany("UPDATE runs SET plan = %s WHERE id = %s",
+                            recovered_plans(lambda sql: db.execute(sql).fetchall()))
+
+
 Step = Union[str, Callable[[Any], None]]
 
 # Ordered (version, step), the same versions as SQLite's MIGRATIONS; each step
@@ -117,7 +126,8 @@ MIGRATIONS: list[tuple[int, Step]] = [
     (2, V2),
     (3, V3),
     (4, _v4),
+    (5, _v5),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
-ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3, "runs.uuid": 4, "run_labels": 4}
+ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3, "runs.uuid": 4, "run_labels": 4, "runs.plan": 5}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Sequence
 
-from ..model import Process, Result, Run
+from ..model import Plan, Process, Result, Run
 from .owner import shown_status
 
 Row = Sequence[Any]
@@ -79,7 +79,8 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
     """The run as an `opcost.result/1` document (plus store fields: run_id,
     created, finished, label, kind, status, argv), from three bulk reads rather
     than one query per process:
-    run: (created, finished, label, kind, status, opcost_version, argv, env, owner, uuid);
+    run: (created, finished, label, kind, status, opcost_version, argv, env, owner, uuid, plan),
+    plan the JSON text (null: none) or NULL (never stored: recovered from argv);
     labels: (key, value) (a store before version 4: none, the name is label);
     results: (id, *result's row), in position order;
     processes: (id, result_id, *process's row), in result and idx order;
@@ -95,8 +96,17 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
     for pid, warmup, data in samples:
         (by_id[pid].warmup if warmup else by_id[pid].samples).append(data if isinstance(data, dict) else decode(data))
 
-    created, finished, label, kind, status, version, argv, env, owner, ident = run
-    return Run([result(rest, by_result.get(rid, [])) for rid, *rest in results], decode(env), decode(argv),
+    created, finished, label, kind, status, version, argv, env, owner, ident, plan = run
+    res = [result(rest, by_result.get(rid, [])) for rid, *rest in results]
+    if plan is None:    # a store never migrated to schema 5
+        from .recover import recover_plan
+
+        got = recover_plan(decode(argv), kind, [{"bench": r.bench, "processes": [p.meta for p in r.processes]}
+                                                for r in res])
+    else:
+        stored = decode(plan)
+        got = None if stored is None else Plan.from_dict(stored)
+    return Run(res, decode(env), decode(argv),
                shown_status(status, decode(owner)), run_id, label, version,
                stored={"created": created, "finished": finished, "kind": kind},
-               labels={k: v for k, v in labels}, uuid=ident).to_json()
+               labels={k: v for k, v in labels}, uuid=ident, plan=got).to_json()

@@ -119,6 +119,19 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("CREATE UNIQUE INDEX runs_uuid ON runs (uuid)")
 
 
+# Version 5 (issue 24): the plan of a run (model.Plan as JSON: kind, arms,
+# delta, --over, the sequential design, switches per operation, the target),
+# so that `show` and `compare` rebuild a run's comparison from the store
+# alone. Older runs get theirs recovered once from their argv (store/recover.py),
+# or the JSON null when it cannot be told; a NULL column (a store read as it is,
+# never migrated) is recovered when read.
+def _v5(db: sqlite3.Connection) -> None:
+    from .recover import recovered_plans
+
+    db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
+    db.executemany("UPDATE runs SET plan = ? WHERE id = ?", recovered_plans(lambda sql: db.execute(sql).fetchall()))
+
+
 def statements(script: str) -> list[str]:
     """An SQL script as its statements (sqlite3.complete_statement decides
     where one ends); an unfinished last statement is an error."""
@@ -138,9 +151,10 @@ MIGRATIONS: list[tuple[int, Step]] = [
     (2, V2),
     (3, V3),
     (4, _v4),
+    (5, _v5),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 # Columns that a later version added, with that version: a store read as it is
 # (read-only, never migrated) may be older, and its readers select NULL instead.
-ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3, "runs.uuid": 4, "run_labels": 4}
+ADDED_IN = {"results.key": 2, "processes.meta": 2, "runs.owner": 3, "runs.uuid": 4, "run_labels": 4, "runs.plan": 5}
