@@ -2,43 +2,44 @@
 
 from __future__ import annotations
 
-import sys
-
-from ..console import terminal_width, use_color
 from ..errors import UsageError
 from ..text import printable
-from . import REFS, add_export_options
+from . import REFS, add_export_options, add_store_option
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("show", help="print a stored run", description=REFS + " An ab or variants run is "
                        "printed as its comparison, rebuilt from the stored results.")
     s.add_argument("run", metavar="RUN", help="run id or label")
-    s.add_argument("--store", metavar="URL", help="result store")
+    add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")
 
 
 def run(args, argv) -> int:
-    from .. import export
+    from ..present import present
     from ..runner import fill_summaries
-    from ..session import exports_of, local_target
+    from ..session import exports_of
     from ..store import open_store
 
     exports = exports_of(args, "result")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run)
     fill_summaries(doc)
-    export.write(exports, doc)
-    if export.to_stdout(exports):
-        return 0   # the document alone on stdout, as `--json -` always gave
-    print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
-          f", {doc.get('created', '')}, {doc.get('status', '')}" +
-          (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
-    print(format_stored(doc, local_target()))
-    return 0
+    # the document alone on stdout with `--json -`, as it always was
+    return present(doc, stored_table, exports, alone=True)
 
 
-def format_stored(doc: dict, target) -> str:
+def stored_table(doc: dict, *, color: bool, width: int | None) -> str:
+    """A stored run: a line saying which, then its table (format_stored)."""
+    from ..session import local_target
+
+    return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
+            f", {doc.get('created', '')}, {doc.get('status', '')}" +
+            (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else "") + "\n"
+            + format_stored(doc, local_target(), color=color, width=width))
+
+
+def format_stored(doc: dict, target, *, color: bool = False, width: int | None = None) -> str:
     """A stored run as the command that measured it printed it: `ab` and
     `variants` runs as their comparison, a `series --run` as its series (rebuilt from the stored results and
     the stored command line, an `ab`'s switches per operation from the
@@ -50,25 +51,22 @@ def format_stored(doc: dict, target) -> str:
     args = _stored_args(doc)
     res = doc["results"]
     if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
-        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
+        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta,
                                              run_id=doc["run_id"], env=doc.get("env"),
-                                             switches=switches_table(target)),
-                                 color=use_color(sys.stdout), width=terminal_width(sys.stdout))
+                                             switches=switches_table(target)), color=color, width=width)
     if doc.get("kind") == "variants" and args is not None and res:
-        vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
+        vdoc = variants_document(res, delta=args.delta, run_id=doc["run_id"], env=doc.get("env"))
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
-                               [r for r in res if r["params"].get("reference")], color=use_color(sys.stdout),
-                               width=terminal_width(sys.stdout))
+                               [r for r in res if r["params"].get("reference")], color=color, width=width)
     if doc.get("kind") == "series" and args is not None and args.over is not None:
         from ..report import format_series
         from ..series import measured_document, parse_over
 
         param, values = parse_over(args.over)
         if len(res) == len(values) and sum(1 for r in res if r.get("processes")) >= 3:
-            return format_series(measured_document(res, values, param=param, spec=args.run, delta=args.delta / 100,
-                                                   run_id=doc["run_id"], env=doc.get("env")),
-                                 color=use_color(sys.stdout))
-    return format_results(res, width=terminal_width(sys.stdout))
+            return format_series(measured_document(res, values, param=param, spec=args.run, delta=args.delta,
+                                                   run_id=doc["run_id"], env=doc.get("env")), color=color)
+    return format_results(res, width=width)
 
 
 def _stored_args(doc: dict):
