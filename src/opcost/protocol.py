@@ -23,7 +23,8 @@ def _num(x: float) -> str:
 
 class Bound:
     """The range of one numeric option. `kind` is int, float or percent
-    ("2" or "2%"); an open end is itself refused (a timeout of 0 s)."""
+    ("2" or "2%", checked in percent and given to the program as the fraction
+    0.02); an open end is itself refused (a timeout of 0 s)."""
 
     def __init__(self, kind: str, low: float, high: float, what: str, low_open: bool = False,
                  high_open: bool = False, example: str = ""):
@@ -56,7 +57,7 @@ class Bound:
                 or not (v < self.high if self.high_open else v <= self.high):
             example = f", e.g. {flag} {self.example}" if self.example else ""
             raise UsageError(f"{flag} {printable(value)}: give {self.what}, {self.range_text()}{example}")
-        return v
+        return v / 100 if self.kind == "percent" else v
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ def add_options(parser: argparse.ArgumentParser, defaults: dict | None = None) -
 
 
 def add_delta(parser: argparse.ArgumentParser, interleaved: bool = True) -> None:
+    """--delta PCT, the one declaration: given in percent, `args.delta` is the
+    fraction (check_numbers converts it, BOUNDS["delta"])."""
     parser.add_argument("--delta", default=DEFAULT_DELTA, metavar="PCT",
                         help="practical threshold in percent (default 2" +
                         ("; raised to twice the measured noise)" if interleaved else ")"))

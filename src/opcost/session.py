@@ -2,7 +2,8 @@
 plan the variants (SPECs against the probe's table), check the run options,
 open the store, preflight every variant (so bad input fails before anything
 is stored), measure with the runner while the recorder keeps every process
-(store, --json), and finish: where the run went, how it ended, the exit code.
+(store, --json); the command then presents it (present.py: where the run
+went, how it ended, the exit code).
 
 Options are typed (`Settings`, with the `Protocol`), not an argparse
 Namespace: a command builds them once from its arguments. Every step takes
@@ -12,13 +13,14 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .console import emit, warn
+from .console import warn
 from .errors import UsageError
 from .model import Plan
 from .protocol import Protocol
@@ -102,7 +104,7 @@ def plan_of(args, kind: str) -> Plan:
         over = {"param": param, "values": values}
     delta = getattr(args, "delta", None)
     return Plan(kind=kind, specs=specs, a=getattr(args, "a", None), b=getattr(args, "b", None),
-                delta=None if delta is None else delta / 100, over=over, ops=getattr(args, "ops", None))
+                delta=delta, over=over, ops=getattr(args, "ops", None))
 
 
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
@@ -202,6 +204,7 @@ def plan_variants(specs: list[str], cpus: list[str] | None, target: Target) -> l
 class Measured:
     recorder: Recorder
     outcome: Outcome
+    settings: Settings
 
     @property
     def results(self) -> list[dict]:
@@ -246,39 +249,4 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     finally:
         if store:
             store.close()
-    return Measured(runner.recorder, outcome)
-
-
-def finish(settings: Settings, m: Measured) -> int:
-    """Where the run went and how it ended, on stderr; the exit code."""
-    recorder, outcome = m.recorder, m.outcome
-    lines = []
-    if recorder.run_id is not None and recorder.store_error is None:
-        shown = ([settings.label] if settings.label else []) + [
-            f"{k}={v}" for k, v in settings.labels.items() if k != "name"]
-        lines.append(f"\nstored as run {recorder.run_id}" + (f" ({', '.join(shown)})" if shown else "")
-                     + f" in {store_name(settings.store)}")
-    elif recorder.store_error is not None:
-        lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
-                     + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
-                     + f"everything measured is in {recorder.full_copy}")
-    if outcome.status == "interrupted":
-        lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "
-                     "everything measured so far was kept")
-    elif outcome.error is not None:
-        lines.append(f"opcost: {outcome.error}")
-    emit(lines, sys.stderr)
-    code = outcome.exit_code
-    if recorder.store_error is not None and code == 0:
-        code = recorder.store_error.exit_code
-    return code
-
-
-def store_name(url: str | None) -> str:
-    """The store as a user would type it: ~ for the home directory, a URL's password masked."""
-    from .redact import redact
-    from .store import default_store_path
-
-    text = str(default_store_path()) if url is None else redact(url)
-    home = os.path.expanduser("~")
-    return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
+    return Measured(runner.recorder, outcome, settings)

@@ -72,13 +72,29 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
                    help="label this run, repeatable: --label kernel=6.18-rc3 --label commit=abc123 (searched by "
                    "`history --where`); a bare --label TEXT names it (name=TEXT, for history and compare)")
     add_export_options(o, "opcost.result/1 JSON, updated during the run")
-    o.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    add_store_option(o)
     o.add_argument("--no-store", action="store_true", help="do not save this run")
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+# The options several subcommands share are declared here once each (and
+# --delta in protocol.add_delta, converted to a fraction there once):
+# tests/test_present.py checks that no subcommand declares its own.
+
+def add_store_option(g) -> None:
+    """--store URL: the result store every command that reads or writes runs takes."""
+    g.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB "
+                   "(default: $XDG_DATA_HOME/opcost/opcost.db)")
+
+
+def add_json_flag(g) -> None:
+    """--json (no FILE): a listing command's answer as JSON on stdout instead of its table."""
+    g.add_argument("--json", action="store_true", help="JSON on stdout")
+
+
 def add_export_options(g, what: str) -> None:
-    """--json FILE and the repeatable --export FORMAT:FILE (hyperfine's shape)."""
+    """--json FILE and the repeatable --export FORMAT:FILE (hyperfine's shape): where
+    a command's document goes (present.present writes them)."""
     from ..export import FORMATS
 
     g.add_argument("--json", metavar="FILE", help=f"write {what} ('-': stdout; the table then goes to stderr); "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .. import protocol
-from ..console import emit, table_stream, terminal_width, use_color
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -62,8 +61,9 @@ def sequential_look(stages: tuple[int, ...], delta: float):
 
 
 def run(args, argv) -> int:
-    from .. import export, session
+    from .. import session
     from ..comparison import ab_document
+    from ..present import present
     from ..report import format_comparison
 
     settings = session.Settings.from_args(args, argv, "ab")
@@ -81,11 +81,8 @@ def run(args, argv) -> int:
         settings.stages = protocol.SCHEDULE
         settings.boundary = args.boundary or protocol.BOUNDARY
         settings.protocol = settings.protocol.with_(processes=protocol.SCHEDULE[0])
-        look = sequential_look(settings.stages, args.delta / 100)
+        look = sequential_look(settings.stages, args.delta)
     m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
-    doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
+    doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
-    export.write(settings.exports, doc)
-    out = table_stream(settings.exports)
-    emit([format_comparison(doc, color=use_color(out), width=terminal_width(out))], out)
-    return session.finish(settings, m)
+    return present(doc, format_comparison, settings.exports, measured=m)

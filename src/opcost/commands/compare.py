@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from .. import protocol
-from ..console import emit, table_stream, terminal_width, use_color
 from ..errors import UsageError
 from ..text import printable
-from . import REFS, add_export_options
+from . import REFS, add_export_options, add_store_option
 
 
 def add_parser(sub) -> None:
@@ -15,24 +14,20 @@ def add_parser(sub) -> None:
     s.add_argument("run_b", metavar="RUN_B", help="run id or label")
     protocol.add_delta(s, interleaved=False)
     s.add_argument("--force", action="store_true", help="compare even when CPU model or architecture differ")
-    s.add_argument("--store", metavar="URL", help="result store")
+    add_store_option(s)
     add_export_options(s, "the opcost.comparison/1 document")
 
 
 def run(args, argv) -> int:
-    from .. import export
+    from ..present import present
+    from ..report import format_comparison
     from ..session import exports_of
     from ..store import open_store
 
     exports = exports_of(args, "comparison")
     with open_store(args.store, readonly=True) as store:
-        doc = compare_stored(store, args.run_a, args.run_b, delta=args.delta / 100, force=args.force)
-    export.write(exports, doc)
-    out = table_stream(exports)
-    from ..report import format_comparison
-
-    emit([format_comparison(doc, color=use_color(out), width=terminal_width(out))], out)
-    return 0
+        doc = compare_stored(store, args.run_a, args.run_b, delta=args.delta, force=args.force)
+    return present(doc, format_comparison, exports)
 
 
 def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, force_flag: str = "--force") -> dict:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ..console import dump_json
+from . import add_json_flag
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("env", help="describe this machine (stored with every run)")
-    s.add_argument("--json", action="store_true", help="JSON on stdout")
+    add_json_flag(s)
 
 
 def run(args, argv) -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import REFS
+from . import REFS, add_store_option
 
 
 def add_parser(sub) -> None:
@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                        + REFS)
     s.add_argument("runs", nargs="+", metavar="RUN", help="run id or label; repeatable")
     s.add_argument("-o", "--output", metavar="FILE", default="-", help="where to write ('-', the default: stdout)")
-    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    add_store_option(s)
 
 
 def run(args, argv) -> int:

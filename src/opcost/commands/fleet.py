@@ -4,9 +4,7 @@ over OpenSSH, each host's results stored labelled host=NAME."""
 from __future__ import annotations
 
 import os
-import sys
 
-from ..console import emit, terminal_width
 from ..errors import UsageError
 from ..text import printable
 from . import Parser, add_measure_options
@@ -74,34 +72,8 @@ def run(args, argv) -> int:
             warn(str(e))
         raise unknown[-1]
     f.run()
-    return _finish(f, settings)
+    from ..present import present_fleet
+    from .run import results_table
 
+    return present_fleet(f, settings, results_table)
 
-def _finish(f, settings) -> int:
-    from .. import session
-    from ..report import format_results
-
-    out = sys.stdout
-    for h in f.hosts:
-        o = f.outcomes[h]
-        if o.results:
-            emit([f"== {h} ==", format_results(o.results, width=terminal_width(out))], out)
-    lines = []
-    for h in f.hosts:
-        o = f.outcomes[h]
-        where = f"run {o.run_id} (host={h}) in {session.store_name(settings.store)}" if o.run_id is not None \
-            else "nothing stored"
-        kept = f"; kept {o.processes} process(es) as {where}" if o.run_id is not None else ""
-        left = "" if o.cleaned in (True, None) else \
-            "; the upload's removal was not confirmed (the connection was gone: the host removes it as its session ends)"
-        if o.status == "ok":
-            lines.append(f"opcost: {h}: stored as {where}{left}")
-        else:
-            reason = (o.reason or "").removeprefix(f"{h}: ")
-            said = o.status if reason in ("", o.status) else f"{o.status}: {reason}"
-            lines.append(f"opcost: {h}: {said}{kept}{left}")
-    bad = [h for h in f.hosts if f.outcomes[h].status != "ok"]
-    if bad:
-        lines.append(f"opcost: {len(bad)} of {len(f.hosts)} host(s) did not complete: {', '.join(bad)}")
-    emit(lines, sys.stderr)
-    return f.exit_code()

@@ -8,7 +8,7 @@ import sys
 
 from ..console import dump_json, warn
 from ..errors import UsageError
-from . import REFS
+from . import REFS, add_json_flag, add_store_option
 
 
 def add_parser(sub) -> None:
@@ -26,9 +26,9 @@ def add_parser(sub) -> None:
                    help="only runs labelled KEY=VALUE (--label at run time; a bare label is name=...); "
                    "repeatable, all must hold")
     s.add_argument("--bench", metavar="NAME", help="only runs with a result of benchmark NAME (e.g. signal.catch)")
-    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    add_store_option(s)
     s.add_argument("--limit", default=None, metavar="N", help="newest N runs")
-    s.add_argument("--json", action="store_true", help="JSON on stdout")
+    add_json_flag(s)
     s.add_argument("--yes", "-y", action="store_true", help="with delete: do not ask")
 
 

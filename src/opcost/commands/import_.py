@@ -3,6 +3,8 @@ into the store, each once."""
 
 from __future__ import annotations
 
+from . import add_store_option
+
 
 def add_parser(sub) -> None:
     s = sub.add_parser("import", help="store runs from files of `opcost export` (or `run --json`)",
@@ -13,7 +15,7 @@ def add_parser(sub) -> None:
                        "(the same uuid) is not stored again. A run keeps its id when this store never "
                        "gave it, else it gets the next free one.")
     s.add_argument("files", nargs="+", metavar="FILE", help="file written by `opcost export`; repeatable")
-    s.add_argument("--store", metavar="URL", help="result store: a path (SQLite) or postgresql://HOST/DB (default: $XDG_DATA_HOME/opcost/opcost.db)")
+    add_store_option(s)
 
 
 def run(args, argv) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ..console import dump_json
+from . import add_json_flag
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("list", help="benchmarks and their parameters")
-    s.add_argument("--json", action="store_true", help="machine-readable table on stdout")
+    add_json_flag(s)
 
 
 def run(args, argv) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..console import dump_json
-from . import Parser
+from . import Parser, add_json_flag
 
 
 def add_parser(sub) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     b.add_argument("--out", metavar="FILE", help="where to put it (default: $XDG_DATA_HOME/opcost/probes/, "
                    "where arch= finds it)")
     ls = ps.add_parser("list", help="which architectures have a probe here, and how they run")
-    ls.add_argument("--json", action="store_true", help="JSON on stdout")
+    add_json_flag(ls)
 
 
 def run(args, argv) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import protocol
 from ..errors import UsageError
 from ..text import printable
-from . import REFS
+from . import REFS, add_store_option
 
 
 def add_parser(sub) -> None:
@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
     s.add_argument("-o", "--output", metavar="FILE", default="-",
                    help="write here ('-', the default: standard output); an existing file only with --force")
     s.add_argument("--force", action="store_true", help="overwrite an existing -o FILE")
-    s.add_argument("--store", metavar="URL", help="result store")
+    add_store_option(s)
 
 
 def check(args) -> str:
@@ -105,11 +105,11 @@ def run(args, argv) -> int:
 
             order, how = read_order(args.order, args.order_file)
             docs.append(stored_document(store, args.series, args.by.strip(), order=order, order_how=how,
-                                        delta=args.delta / 100, force=args.any_machine))
+                                        delta=args.delta, force=args.any_machine))
         elif kind == "comparison":
             from .compare import compare_stored
 
-            docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta / 100,
+            docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta,
                                        force=args.any_machine, force_flag="--any-machine"))
         else:
             refs = list(args.runs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..console import emit, table_stream, terminal_width, warn
+from ..console import warn
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     from .. import session
-    from ..report import format_results
+    from ..present import present
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
@@ -40,6 +40,12 @@ def run(args, argv) -> int:
             warn(f"--parallel {args.parallel}: only {len(set(cpus))} CPU(s) allowed, so copies share CPUs "
                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     m = session.measure(settings, variants, target)
-    out = table_stream(settings.exports)
-    emit([format_results(m.results, width=terminal_width(out))], out)
-    return session.finish(settings, m)
+    # the result's exports were written by the recorder during the run
+    return present(m.results, results_table, settings.exports, measured=m)
+
+
+def results_table(results: list[dict], *, color: bool, width: int | None) -> str:
+    """The results table (no colour in it)."""
+    from ..report import format_results
+
+    return format_results(results, width=width)

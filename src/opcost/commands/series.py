@@ -7,7 +7,7 @@ measures every label itself (`series --run SPEC --over PARAM=V1|V2|...`)."""
 from __future__ import annotations
 
 from .. import protocol
-from ..console import emit, table_stream, warn
+from ..console import warn
 from ..errors import UsageError
 from ..text import printable
 from . import add_measure_options
@@ -62,9 +62,15 @@ def run(args, argv) -> int:
     return measured(args, argv) if mode == "measured" else stored(args)
 
 
-def stored(args) -> int:
-    from .. import export
+def series_table(doc: dict, *, color: bool, width: int | None) -> str:
+    """The series table (its width is its own)."""
     from ..report import format_series
+
+    return format_series(doc, color=color)
+
+
+def stored(args) -> int:
+    from ..present import present
     from ..series import read_order, stored_document
     from ..session import exports_of
     from ..spec import split_spec
@@ -75,16 +81,13 @@ def stored(args) -> int:
     order, how = read_order(args.order, args.order_file)
     with open_store(args.store, readonly=True) as store:
         doc = stored_document(store, args.bench, args.by.strip(), order=order, order_how=how,
-                              delta=args.delta / 100, force=args.force)
-    export.write(exports, doc)
-    out = table_stream(exports)
-    emit([format_series(doc, color=out.isatty())], out)
-    return 0
+                              delta=args.delta, force=args.force)
+    return present(doc, series_table, exports)
 
 
 def measured(args, argv) -> int:
-    from .. import export, session
-    from ..report import format_series
+    from .. import session
+    from ..present import present
     from ..series import measured_document, over_variants, parse_over
 
     param, values = parse_over(args.over)
@@ -96,12 +99,8 @@ def measured(args, argv) -> int:
     doc = None
     if any(r.get("processes") for r in m.results):
         try:
-            doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta / 100,
+            doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta,
                                     run_id=m.recorder.run_id, env=m.recorder.env)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
             warn(f"opcost: the series was not analysed: {e}")
-    if doc is not None:
-        export.write(settings.exports, doc)
-        out = table_stream(settings.exports)
-        emit([format_series(doc, color=out.isatty())], out)
-    return session.finish(settings, m)
+    return present(doc, series_table, settings.exports, measured=m)

@@ -2,40 +2,39 @@
 
 from __future__ import annotations
 
-import sys
-
-from ..console import terminal_width, use_color
 from ..text import printable
-from . import REFS, add_export_options
+from . import REFS, add_export_options, add_store_option
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("show", help="print a stored run", description=REFS + " An ab or variants run is "
                        "printed as its comparison, rebuilt from the stored results.")
     s.add_argument("run", metavar="RUN", help="run id or label")
-    s.add_argument("--store", metavar="URL", help="result store")
+    add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")
 
 
 def run(args, argv) -> int:
-    from .. import export
+    from ..present import present
     from ..session import exports_of
     from ..store import open_store
 
     exports = exports_of(args, "result")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run, summaries=True)
-    export.write(exports, doc)
-    if export.to_stdout(exports):
-        return 0   # the document alone on stdout, as `--json -` always gave
-    print(f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
-          f", {doc.get('created', '')}, {doc.get('status', '')}" +
-          (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else ""))
-    print(format_stored(doc))
-    return 0
+    # the document alone on stdout with `--json -`, as it always was
+    return present(doc, stored_table, exports, alone=True)
 
 
-def format_stored(doc: dict) -> str:
+def stored_table(doc: dict, *, color: bool, width: int | None) -> str:
+    """A stored run: a line saying which, then its table (format_stored)."""
+    return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
+            f", {doc.get('created', '')}, {doc.get('status', '')}" +
+            (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else "") + "\n"
+            + format_stored(doc, color=color, width=width))
+
+
+def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -> str:
     """A stored run as the command that measured it printed it: `ab` and
     `variants` runs as their comparison, a `series --run` as its series,
     rebuilt from the stored results and the stored plan alone (model.Plan:
@@ -53,12 +52,11 @@ def format_stored(doc: dict) -> str:
             and plan.delta is not None and len(res) == 2 * len(plan.specs)):
         return format_comparison(ab_document(res, a=plan.a, b=plan.b, delta=plan.delta,
                                              run_id=doc["run_id"], env=doc.get("env"), switches=plan.switches),
-                                 color=use_color(sys.stdout), width=terminal_width(sys.stdout))
+                                 color=color, width=width)
     if plan is not None and plan.kind == "variants" and plan.delta is not None and res:
         vdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
-                               [r for r in res if r["params"].get("reference")], color=use_color(sys.stdout),
-                               width=terminal_width(sys.stdout))
+                               [r for r in res if r["params"].get("reference")], color=color, width=width)
     if plan is not None and plan.kind == "series" and plan.over is not None and plan.delta is not None:
         from ..report import format_series
         from ..series import measured_document
@@ -67,5 +65,5 @@ def format_stored(doc: dict) -> str:
         if len(res) == len(values) and sum(1 for r in res if r.get("processes")) >= 3:
             return format_series(measured_document(res, values, param=plan.over["param"], spec=plan.specs[0],
                                                    delta=plan.delta, run_id=doc["run_id"], env=doc.get("env")),
-                                 color=use_color(sys.stdout))
-    return format_results(res, width=terminal_width(sys.stdout))
+                                 color=color)
+    return format_results(res, width=width)

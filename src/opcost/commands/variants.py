@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import protocol
-from ..console import emit, table_stream, terminal_width, use_color, warn
+from ..console import warn
 from ..errors import UsageError
 from . import add_measure_options
 
@@ -83,8 +83,9 @@ def run(args, argv) -> int:
 
 
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops) -> int:
-    from .. import build, export, session
+    from .. import build, session
     from ..comparison import variants_document
+    from ..present import present
     from ..report import format_variants
 
     with build.make_workdir() as tmp:
@@ -101,8 +102,6 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
             warmup=dw if given["warmup"] is None else given["warmup"])
         m = session.measure(settings, b.variants, target)
     res = m.results
-    doc = variants_document(res, delta=args.delta / 100, run_id=m.recorder.run_id, env=m.recorder.env)
-    export.write(settings.exports, doc)
-    out = table_stream(settings.exports)
-    emit([format_variants(doc, res, color=use_color(out), width=terminal_width(out))], out)
-    return session.finish(settings, m)
+    doc = variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env)
+    return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width), settings.exports,
+                   measured=m)
