@@ -9,7 +9,14 @@ what it is. The probe's sources go along
 (opcost/_probe/src): `opcost probe build` builds probes for other
 architectures from them, and `opcost variants --mode op` links a user's
 operation into its own build of the probe. The wheel is platform-specific
-because of it."""
+because of it.
+
+What is shipped is checked by running it (`opcost-probe version`; an arm
+probe under qemu-arm when it is here, else by its ELF header): make trusts
+timestamps, so an empty or truncated probe newer than its sources (a killed
+link, a full disk) would be shipped as it is. A probe that does not run is
+rebuilt from scratch (make -B) once; the host's probe still not running
+fails the install with one line, an extra architecture's is left out."""
 
 import importlib.util
 import os
@@ -43,6 +50,32 @@ def shipped_arch(machine_arch: str, built: Path) -> str:
     return arches.elf_arch(built) or machine_arch
 
 
+def probe_fault(path: Path, arch: str) -> str | None:
+    """Why the probe at `path` cannot be shipped, None when it runs: its
+    `version` exits 0 and names it. A probe this machine cannot run (arm
+    without qemu-arm, i386 on a kernel without 32-bit support) is judged by
+    its ELF header alone."""
+    runner: list[str] = []
+    if arch != ARCH and arch == "arm":
+        qemu = shutil.which("qemu-arm")
+        if qemu is None:
+            return None if arches.elf_arch(path) == arch else "not an arm ELF executable"
+        runner = [qemu]
+    try:
+        cp = subprocess.run([*runner, str(path), "version"], capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "`version` did not finish within 60 s"
+    except OSError as e:
+        if arch != ARCH and e.errno == 8 and arches.elf_arch(path) == arch:   # ENOEXEC: no i386 support here
+            return None
+        return e.strerror or str(e)
+    if cp.returncode != 0 or not cp.stdout.startswith("opcost-probe "):
+        why = (cp.stderr.strip().splitlines() or cp.stdout.strip().splitlines() or ["no output"])[-1]
+        return f"`version` exited with status {cp.returncode}: {why}"
+    return None
+
+
 class BuildProbe(build_py):
     def run(self):
         super().run()
@@ -55,7 +88,7 @@ class BuildProbe(build_py):
         if arch != ARCH:
             print(f"opcost: uname says {platform.machine()} but cc builds {arch} binaries: shipping the {arch} probe")
         print(f"opcost: built the {arch} probe ({out})")
-        built = {arch: here / "probe" / out}
+        built = {arch: (here / "probe" / out, [])}
         if ARCH == "x86_64":
             i386 = self._try_i386(here)
             if i386:
@@ -64,15 +97,40 @@ class BuildProbe(build_py):
             arm = self._try_arm(here)
             if arm:
                 built["arm"] = arm
-        for arch, path in built.items():
-            target = dest / f"opcost-probe-{arch}"
-            shutil.copy2(path, target)
-            os.chmod(target, 0o755)
+        for a, (path, make_args) in built.items():
+            target = dest / f"opcost-probe-{a}"
+            self._ship(path, target, a)
+            fault = probe_fault(target, a)
+            if fault is None:
+                continue
+            # make trusts timestamps: an empty or cut probe newer than the sources is "up to date"
+            print(f"opcost: the {a} probe {path} does not run ({fault}): rebuilding it from scratch")
+            path.unlink(missing_ok=True)
+            cp = subprocess.run(["make", "-B", "-s", "-C", str(here / "probe"), *make_args,
+                                 f"OUT={path.relative_to(here / 'probe')}"], capture_output=True, text=True)
+            if cp.returncode == 0 and path.is_file():
+                self._ship(path, target, a)
+                fault = probe_fault(target, a)
+            else:
+                fault = (cp.stderr.strip().splitlines() or ["make failed"])[-1]
+            if fault is None:
+                print(f"opcost: rebuilt the {a} probe; it runs")
+                continue
+            target.unlink(missing_ok=True)
+            if a == arch:
+                raise SystemExit(f"opcost: the {a} probe does not run even rebuilt ({fault}); nothing installed: "
+                                 f"check the compiler (`make -C probe -B` shows its output) and the free space")
+            print(f"opcost: the {a} probe does not run even rebuilt ({fault}): installing without it")
         src = dest / "src"
         shutil.rmtree(src, ignore_errors=True)
         for f in probe_sources(here / "probe"):
             (src / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(here / "probe" / f, src / f)
+
+    @staticmethod
+    def _ship(path: Path, target: Path, arch: str) -> None:
+        shutil.copy2(path, target)
+        os.chmod(target, 0o755)
 
     @staticmethod
     def _try_i386(here):
@@ -84,7 +142,7 @@ class BuildProbe(build_py):
             cp = subprocess.run(["make", "-C", str(here / "probe"), "-s", f"CC={cc}", f"OUT={out}"],
                                 capture_output=True)
             if cp.returncode == 0:
-                return here / "probe" / out
+                return here / "probe" / out, [f"CC={cc}"]
         print("opcost: no i386 compiler (apt-get install gcc-i686-linux-gnu): installing without the i386 probe")
         return None
 
@@ -107,7 +165,7 @@ class BuildProbe(build_py):
             print(f"opcost: building the arm probe with {cc} failed ({why}): installing without it")
             return None
         print(f"opcost: built the arm probe ({out}, {cc}; it runs under qemu-arm here)")
-        return here / "probe" / out
+        return here / "probe" / out, [f"CC={cc}"]
 
 
 def probe_sources(probe: Path) -> list[Path]:

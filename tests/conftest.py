@@ -26,11 +26,12 @@ def probe_bin() -> Path:
 
 def cli_env(data_home: Path, **extra: str) -> dict[str, str]:
     """The environment for one opcost process: the source tree on PYTHONPATH,
-    XDG_DATA_HOME under the test's tmp_path (never the real store), no
-    inherited OPCOST_PROBE unless given here."""
+    XDG_DATA_HOME and XDG_CACHE_HOME under the test's tmp_path (never the
+    real store or build cache), no inherited OPCOST_PROBE unless given here."""
     env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
     env["PYTHONPATH"] = str(ROOT / "src")
     env["XDG_DATA_HOME"] = str(data_home)
+    env["XDG_CACHE_HOME"] = str(data_home / "cache")   # variants' build cache: never the real one
     env.update(extra)
     return env
 

@@ -82,7 +82,8 @@ def capture() -> dict[str, str]:
     out: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
-        env.update(PYTHONPATH=str(ROOT / "src"), XDG_DATA_HOME=tmp, COLUMNS="200")
+        env.update(PYTHONPATH=str(ROOT / "src"), XDG_DATA_HOME=tmp, XDG_CACHE_HOME=str(Path(tmp, "cache")),
+                   COLUMNS="200")
         Path(tmp, "prog.c").write_text(PROGRAM)
         for name, argv in CASES.items():
             cp = subprocess.run([sys.executable, "-m", "opcost", *argv], cwd=tmp, env=env, capture_output=True,

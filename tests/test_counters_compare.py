@@ -263,14 +263,33 @@ def test_ab_compares_software_counters_with_ratio_and_ci(run_cli, tmp_path):
         assert cyc["status"] == "ok" and cyc["a"] > 0
 
 
+def attempts(tries, attempt):
+    """A statistical check on real timings: up to `tries` independent
+    attempts, passing at the first that shows the property; with a
+    per-attempt false failure p (stated at each use) the test fails falsely
+    with probability p ** tries."""
+    for _ in range(tries):
+        ok, why = attempt()
+        if ok:
+            return
+    pytest.fail(f"{tries} attempts, the last: {why}")
+
+
 def test_ab_of_a_known_cost_shows_in_task_clock(run_cli, tmp_path):
     out = tmp_path / "ab.json"
-    cp = run_cli("ab", "syscall.null", "--a", "spin=0", "--b", "spin=400", "-p", "3", *FAST,
-                 "--counters", "task-clock", "--json", out, timeout=180)
-    assert cp.returncode == 0, cp.stderr
-    tc = json.loads(out.read_text())["comparisons"][0]["counters"]["task-clock"]
-    # 400 dependent adds (~130 ns at 3 GHz) on a ~100 ns syscall: task-clock per op must grow
-    assert tc["ratio"] > 1.2 and tc["ci95_ratio"][0] > 1.0 and tc["differs"] is True
+
+    def attempt():
+        cp = run_cli("ab", "syscall.null", "--a", "spin=0", "--b", "spin=400", "-p", "3", *FAST,
+                     "--counters", "task-clock", "--json", out, timeout=180)
+        assert cp.returncode == 0, cp.stderr
+        tc = json.loads(out.read_text())["comparisons"][0]["counters"]["task-clock"]
+        # 400 dependent adds (~130 ns at 3 GHz) on a ~100 ns syscall: task-clock per op must grow
+        return tc["ratio"] > 1.2 and tc["ci95_ratio"][0] > 1.0 and tc["differs"] is True, tc
+    # Real timings. False failure <= 1e-4: per attempt 0 of 20 failed here
+    # (Intel Xeon, load average 6-7, half of them beside a CPU hog pinned on
+    # the measuring CPU: ratio 2.4-3.8; 95% upper bound 0.139), and
+    # 0.139 ** 5 = 5.2e-5.
+    attempts(5, attempt)
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
@@ -373,11 +392,21 @@ def test_variants_in_op_mode_compare_counters(run_cli, src, tmp_path):
                "uint64_t opcost_op(uint64_t x) { for (int k = 0; k < 8; k++) x = (x | 1ull << 63) / d + k; "
                "return x; }\n")
     out = tmp_path / "v.json"
-    cp = run_cli("variants", path, "-D", "FAST", "-D", "SLOW", "-p", "3", "-n", "3", "--target-ms", "1",
-                 "--counters", "task-clock,context-switches", "--json", out, "--no-store", "--no-progress",
-                 timeout=240)
-    assert cp.returncode == 0, cp.stderr
-    (e,) = json.loads(out.read_text())["comparisons"]
-    tc = e["counters"]["task-clock"]
-    assert tc["status"] == "ok" and tc["ratio"] > 1.2 and tc["ci95_ratio"] is not None
+    got = []
+
+    def attempt():   # the builds come from the build cache after the first
+        cp = run_cli("variants", path, "-D", "FAST", "-D", "SLOW", "-p", "3", "-n", "3", "--target-ms", "1",
+                     "--counters", "task-clock,context-switches", "--json", out, "--no-store", "--no-progress",
+                     timeout=240)
+        assert cp.returncode == 0, cp.stderr
+        (e,) = json.loads(out.read_text())["comparisons"]
+        got[:] = [cp, e["counters"]["task-clock"]]
+        return got[1]["ratio"] > 1.2, got[1]
+    # Real timings (eight divides per call against multiplies: 3.5-4.5x here).
+    # False failure <= 1e-4: the ratio was above 1.2 in 20 of 20 attempts of
+    # the same comparison (test_variants' op mode, load average 6-17, half
+    # beside a CPU hog; 95% upper bound 0.139), and 0.139 ** 5 = 5.2e-5.
+    attempts(5, attempt)
+    cp, tc = got
+    assert tc["status"] == "ok" and tc["ci95_ratio"] is not None
     assert "counters per op, B against A" in cp.stdout

@@ -22,8 +22,11 @@ def _run(*argv, timeout=600) -> subprocess.CompletedProcess:
 
 
 def test_power_calibrates_the_injected_cost_on_the_measured_extra(probe_bin):
-    # 3% of the fake 100 ns is 3 ns = 6 adds at 0.5 ns, whatever the adds
-    # cost alone on this CPU (where the calibration starts)
+    # 3% of the fake 100 ns is 3 ns = 6 adds at 0.5 ns. Deterministic: the
+    # calibration starts from the adds' fake alone cost (power.py reads the
+    # probe header on the run options' fake clock; it once started from this
+    # CPU's real cost, and its k0/4 floor made k=7 on an AMD EPYC host), and
+    # every run on the fake clock is seeded.
     cp = _run(SCRIPTS / "power.py", "--comparisons", "1", "--targets", "0.03:2", "--cpu", "0",
               "--calibration-processes", "4", "--fixed", "4", "--", *FAKE)
     assert cp.returncode == 0, cp.stderr

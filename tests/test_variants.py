@@ -67,8 +67,9 @@ def vrun(run_cli, tmp_path):
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
 
-    def run(*args, **kw):
-        cp = run_cli("variants", *args, env={"TMPDIR": str(tmpdir)}, timeout=kw.pop("timeout", 240), **kw)
+    def run(*args, env=None, **kw):
+        cp = run_cli("variants", *args, env={"TMPDIR": str(tmpdir), **(env or {})}, timeout=kw.pop("timeout", 240),
+                     **kw)
         assert list(tmpdir.iterdir()) == [], "variants left build files behind"
         return cp
     return run
@@ -91,54 +92,99 @@ def stored_runs(tmp_path) -> list:
         return c.execute("SELECT kind, label FROM runs").fetchall()
 
 
-def test_program_mode_finds_the_slow_division(vrun, src, tmp_path):
-    out = tmp_path / "cmp.json"
-    cp = vrun(src(PROGRAM), "-D", "FAST", "-DSLOW", "-p", "6", "--json", str(out), "--label", "div", *FAST_RUN)
+def attempts(tries, attempt):
+    """A statistical check on real timings: up to `tries` independent
+    attempts (each in a directory of its own: d0, d1...), passing at the first
+    whose timings show the property; with a per-attempt false failure p
+    (measured, stated at each use) the test fails falsely with probability
+    p ** tries. Returns the passing attempt's (cp, doc, directory)."""
+    for i in range(tries):
+        ok, why, *got = attempt(i)
+        if ok:
+            return got
+    pytest.fail(f"{tries} attempts, the last: {why}")
+
+
+def program_attempt(run, source, d):
+    """One real `variants` of the division by a constant (a multiply) against
+    the division by a volatile (a divide instruction), in program mode."""
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / "cmp.json"
+    cp = run(str(source), "-D", "FAST", "-DSLOW", "-p", "6", "--json", str(out), "--label", "div", *FAST_RUN,
+             env={"XDG_DATA_HOME": str(d)})
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(out.read_text())
+    (e,) = doc["comparisons"]
+    ok = e["verdict"] == "slower" and e["ratio"] > 1.1 and e["ci95_ratio"][0] > 1.0
+    return ok, f"verdict {e['verdict']}, ratio {e['ratio']:.3f}, CI {e['ci95_ratio']}", cp, doc, d
+
+
+def test_program_mode_finds_the_slow_division(vrun, src, tmp_path):
+    # Real timings. False failure <= 1e-4: per attempt 0 of 20 failed here
+    # (Intel Xeon, load average 6-17 from other suites, half of them beside a
+    # CPU hog pinned on the measuring CPU; the divide made the runs 2.1-3.8x
+    # slower; 95% upper bound 0.139), and 0.139 ** 5 = 5.2e-5.
+    source = src(PROGRAM)
+    cp, doc, d = attempts(5, lambda i: program_attempt(vrun, source, tmp_path / f"d{i}"))
     assert doc["schema"] == "opcost.comparison/1" and doc["kind"] == "variants" and doc["interleaved"]
     assert doc["variants"]["mode"] == "program" and doc["variants"]["baseline"] == "-DFAST"
     assert doc["variants"]["call_overhead"] is None
     (e,) = doc["comparisons"]
     assert e["key"] == "-DSLOW" and e["op"] == "program run"
     assert e["a"]["params"]["define"] == "-DFAST" and e["b"]["params"]["define"] == "-DSLOW"
-    assert e["verdict"] == "slower", e
-    assert e["ratio"] > 1.1 and e["ci95_ratio"][0] > 1.0
     # timed like time(1): the elapsed time of a run covers its user time
     for arm in ("a", "b"):
         s = e[arm]["summary"]
         assert s["n_processes"] == 6 and s["n_samples"] == 6  # -n 1: one run per probe process
         assert 0 < s["user_ns_per_op"] <= s["median_ns"] * 1.2
     assert "-DSLOW" in cp.stdout and "slower" in cp.stdout and "(A-B)/A" in cp.stdout and "saving A-B" in cp.stdout
-    assert stored_runs(tmp_path) == [("variants", "div")]
+    assert stored_runs(d) == [("variants", "div")]
     shown = json.loads(subprocess.run(
         [sys.executable, "-m", "opcost", "show", "div", "--json", "-"], capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_DATA_HOME": str(tmp_path)}).stdout)
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_DATA_HOME": str(d)}).stdout)
     assert [r["params"]["define"] for r in shown["results"]] == ["-DFAST", "-DSLOW"]
     # interleaved: each round ran one process of each variant
     rounds = sorted(p["round"] for r in shown["results"] for p in r["processes"])
     assert rounds == sorted(list(range(6)) * 2)
 
 
-def test_op_mode_finds_the_slow_division_and_reports_the_call(vrun, src, tmp_path):
-    out = tmp_path / "cmp.json"
-    cp = vrun(src(OPERATION), "-D", "FAST", "-D", "SLOW", "-p", "5", "-n", "5", "--target-ms", "1",
-              "--json", str(out), "--no-store", *FAST_RUN)
+def op_attempt(run, source, d):
+    """One real `variants` of the same divisions in op mode (the builds come
+    from the build cache after the first attempt)."""
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / "cmp.json"
+    cp = run(str(source), "-D", "FAST", "-D", "SLOW", "-p", "5", "-n", "5", "--target-ms", "1",
+             "--json", str(out), "--no-store", *FAST_RUN, env={"XDG_DATA_HOME": str(d)})
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(out.read_text())
+    (e,) = doc["comparisons"]
+    info = doc["variants"]
+    fast, slow = info["builds"]
+    ovh = info["call_overhead"]
+    ok = (e["verdict"] == "slower" and e["ratio"] > 1.2
+          and ovh["median_ns"] < fast["median_ns"] < slow["median_ns"])
+    return ok, (f"verdict {e['verdict']}, ratio {e['ratio']:.3f}; call {ovh['median_ns']:.2f} ns, "
+                f"FAST {fast['median_ns']:.2f} ns, SLOW {slow['median_ns']:.2f} ns"), cp, doc, d
+
+
+def test_op_mode_finds_the_slow_division_and_reports_the_call(vrun, src, tmp_path):
+    # Real timings. False failure <= 1e-4: per attempt 1 of 20 failed here
+    # (Intel Xeon, load average 6-17 from other suites, half of them beside a
+    # CPU hog pinned on the measuring CPU; eight divides per call made it
+    # 3.5-4.5x slower, and once, contended, that was called inconclusive;
+    # 95% upper bound 0.25), and 0.25 ** 8 = 1.5e-5.
+    source = src(OPERATION)
+    cp, doc, d = attempts(8, lambda i: op_attempt(vrun, source, tmp_path / f"d{i}"))
     info = doc["variants"]
     assert info["mode"] == "op"
     (e,) = doc["comparisons"]
     assert e["bench"] == "user.op" and e["op"] == "opcost_op call"
-    assert e["verdict"] == "slower", e
-    assert e["ratio"] > 1.2
     ovh = info["call_overhead"]
     assert ovh["median_ns"] > 0 and "empty opcost_op" in ovh["what"]
     fast, slow = info["builds"]
     assert fast["net_median_ns"] == pytest.approx(fast["median_ns"] - ovh["median_ns"])
-    assert ovh["median_ns"] < fast["median_ns"] < slow["median_ns"]
     assert "call overhead: (empty opcost_op)" in cp.stdout
-    assert stored_runs(tmp_path) == []
+    assert stored_runs(d) == []
 
 
 def test_three_variants_aa_with_the_fake_clock_are_same_with_holm(vrun, src, tmp_path):
@@ -247,7 +293,7 @@ def test_installed_package_ships_the_probe_sources(tmp_path, src):
     shipped = lib / "opcost" / "_probe" / "src"
     assert (shipped / "Makefile").is_file() and (shipped / "user_op.c").is_file()
     env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
-    env.update(PYTHONPATH=str(lib), XDG_DATA_HOME=str(tmp_path))
+    env.update(PYTHONPATH=str(lib), XDG_DATA_HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
     cp = subprocess.run([sys.executable, "-c", "import opcost.build as v; print(v.probe_source_dir())"],
                         env=env, capture_output=True, text=True, cwd=tmp_path)
     assert cp.stdout.strip() == str(shipped), cp.stderr

@@ -103,29 +103,45 @@ def test_many_mappings_do_not_merge():
     assert 20000 <= big["vmas"] - base["vmas"] <= 20002, (base, big)
 
 
-def _per_op(bench: str, resident: int, rounds: int) -> list[float]:
+def _per_op(bench: str, resident: int, rounds: int, target_ms: str = "5") -> list[float]:
     cp = probe("run", bench, "-P", f"resident={resident}", "--samples", str(rounds), "--warmup", "1",
-               "--target-ms", "5")
+               "--target-ms", target_ms)
     assert cp.returncode == 0, cp.stderr
     return [s["ns_per_op"] for s in lines(cp.stdout) if s["type"] == "sample" and not s.get("warmup")]
 
 
-def test_fork_pays_for_resident_memory_spawn_and_vfork_do_not():
+def fork_attempt() -> tuple[bool, dict]:
     # Alternate the variants, several rounds, and compare the fastest batch of
-    # each: the machine is shared, noise only ever adds time.
+    # each (15 of 5 ms): the machine is shared, noise mostly adds time. The
+    # bounds are wide because the machine's state moves between runs (on a
+    # loaded VM vfork's fastest batch moved from 16 to 33 us from one probe
+    # process to the next, either way of resident=): fork's 64 MiB parent
+    # costs it 30-240x here, spawn's and vfork's at most 2.1x.
     size = 64 * MiB  # 16384 page-table entries copied by every fork
     best: dict[tuple[str, int], float] = {}
     for _ in range(3):
         for bench in ("proc.fork", "proc.spawn", "proc.vfork"):
             for r in (0, size):
-                v = min(_per_op(bench, r, 3))
+                v = min(_per_op(bench, r, 5))
                 best[bench, r] = min(v, best.get((bench, r), v))
     fork = best["proc.fork", size] / best["proc.fork", 0]
     spawn = best["proc.spawn", size] / best["proc.spawn", 0]
     vfork = best["proc.vfork", size] / best["proc.vfork", 0]
-    assert fork > 1.5, best
-    assert spawn < 1.3, best
-    assert vfork < 1.3, best
+    return fork > 4 and spawn < 3 and vfork < 3, {"fork": fork, "spawn": spawn, "vfork": vfork, **{
+        f"{b}:{r}": v for (b, r), v in best.items()}}
+
+
+def test_fork_pays_for_resident_memory_spawn_and_vfork_do_not():
+    # A statistical check on real timings, up to 6 independent attempts. False
+    # failure <= 1e-4: per attempt 1 of 30 failed (Intel Xeon, load average
+    # 10-12 from other suites, half of them beside a CPU hog pinned on the
+    # measuring CPU: vfork's fastest batch once 4.8x with resident=; 95% upper
+    # bound 0.172), and 0.172 ** 6 = 2.6e-5.
+    for _ in range(6):
+        ok, figures = fork_attempt()
+        if ok:
+            return
+    pytest.fail(f"6 attempts, the last: {figures}")
 
 
 @pytest.mark.parametrize("spec", ["proc.fork:resident=-1", "proc.fork:mappings=999999",
@@ -217,7 +233,10 @@ def test_killed_big_parent_leaves_nothing_behind():
                              start_new_session=True)
         sessions.add(p.pid)
         if i % 2 == 0:
-            r, _, _ = select.select([p.stdout], [], [], 2.0)
+            # until the header (measuring has begun): its 64 MiB written and 2000
+            # mappings made take far longer on a loaded machine than alone, so a
+            # generous bound, not 2 s (header counts must not depend on the load)
+            r, _, _ = select.select([p.stdout], [], [], 30.0)
             if r and p.stdout.readline():
                 headers += 1  # measuring had begun
         else:

@@ -9,7 +9,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -139,28 +138,59 @@ def test_div_runs(variant, width, signed, form):
     assert out is not None and out[0]["op"] == "division"
 
 
-def median_tsc(bench, *params, samples=9):
+def tsc_batches(bench, *params, samples=9, target_ms=3):
     argv = ["run", bench]
     for p in params:
         argv += ["-P", p]
-    cp = probe(*argv, "--samples", samples, "--warmup", "2", "--target-ms", "3")
+    cp = probe(*argv, "--samples", samples, "--warmup", "2", "--target-ms", target_ms)
     assert cp.returncode == 0, cp.stderr
-    return statistics.median(s["tsc_per_op"] for s in parse(cp.stdout) if s["type"] == "sample" and not s["warmup"])
+    return [s["tsc_per_op"] for s in parse(cp.stdout) if s["type"] == "sample" and not s["warmup"]]
+
+
+def attempts(tries, attempt):
+    """A statistical check on real timings: up to `tries` independent
+    attempts, passing at the first that shows the property; the failure of
+    the last is the test's. With a per-attempt false failure p (measured, at
+    each use) the test fails falsely with probability p ** tries."""
+    for i in range(tries):
+        ok, why = attempt()
+        if ok:
+            return
+    pytest.fail(f"{tries} attempts, the last: {why}")
+
+
+# Both figures are the fastest of many 1 ms batches: noise on a shared machine
+# (another tenant, a CPU hog, an interrupt) only ever adds time, and some
+# batches of every figure run undisturbed.
+
+def soft_division_attempt():
+    inline = min(tsc_batches("insn.div", "variant=inline", samples=30, target_ms=1))
+    soft = min(tsc_batches("insn.div", "variant=soft", samples=30, target_ms=1))
+    return soft > 2 * inline, (inline, soft)
 
 
 def test_soft_division_costs_more_than_the_instruction():
-    inline = median_tsc("insn.div", "variant=inline")
-    soft = median_tsc("insn.div", "variant=soft")
-    assert soft > 2 * inline, (inline, soft)
+    # False failure <= 1e-4: per attempt 0 of 60 failed (Intel Xeon, load
+    # average 10-12 from other suites, half of them beside a CPU hog pinned
+    # on the measuring CPU; 95% upper bound 0.049), and 0.049 ** 4 = 6e-6.
+    attempts(4, soft_division_attempt)
 
 
-def chain_figures(rounds=3):
-    """Interleaved runs of n=100, n=200 and n=1; median over the processes."""
+def chain_attempt():
+    """Three interleaved rounds of n=100, n=200 and n=1; each figure the
+    fastest of its 90 batches."""
     got = {1: [], 100: [], 200: []}
-    for _ in range(rounds):
+    for _ in range(3):
         for n in (100, 200, 1):
-            got[n].append(median_tsc("insn.chain", f"n={n}"))
-    return {n: statistics.median(v) for n, v in got.items()}
+            got[n] += tsc_batches("insn.chain", f"n={n}", samples=30, target_ms=1)
+    f = {n: min(v) for n, v in got.items()}
+    ratio = f[200] / f[100]
+    # linear: 2.0 (2.00-2.04 on a quiet Xeon: the subtracted overhead is a
+    # tick or two off; up to 2.35 when another tenant loads the host: the
+    # 200-add block then runs slower per add than the 100-add one). A fixed
+    # extra cost of the size of the chain (ratio 1.5) or a cost growing with
+    # n squared (4) falls outside 1.7-2.6.
+    return 1.7 <= ratio <= 2.6 and f[1] < 10, f"chain(200)/chain(100) = {ratio:.3f}, chain(1) = {f[1]:.2f} ({f})"
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="unrolled chain on x86_64/aarch64 only")
@@ -169,14 +199,11 @@ def test_chain_is_linear_in_n():
         # test_arches.py runs this file once per architecture; this test times the
         # host's probe, already timed once in the main suite (a shared machine: once is enough)
         pytest.skip("times the host probe: run in the main suite, not again per architecture")
-    # The machine is shared: one retry when a figure is off.
-    for attempt in range(2):
-        f = chain_figures()
-        ratio = f[200] / f[100]
-        if abs(ratio - 2.0) <= 0.04 and f[1] < 10:
-            break
-    assert abs(ratio - 2.0) <= 0.04, f"chain(200)/chain(100) = {ratio:.3f} ({f})"
-    assert f[1] < 10, f"chain(1) = {f[1]:.2f} ticks after overhead subtraction ({f})"
+    # False failure <= 1e-4: per attempt 0 of 50 failed (Intel Xeon, load
+    # average 10-12 from other suites, half of them beside a CPU hog pinned on
+    # the measuring CPU; 95% upper bound 0.058), and 0.058 ** 4 = 1.1e-5. (The
+    # former medians of 9 batches within +-0.04 failed 4 of 14 beside the hog.)
+    attempts(4, chain_attempt)
 
 
 def test_i386_has_no_64bit_divide():

@@ -36,10 +36,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import probe
+from . import buildcache, probe
 from .arches import describe_elf, elf_arch
 from .errors import UsageError
 from .model import REFERENCE_NAME
@@ -62,6 +62,7 @@ class Build:
     source: Path
     arch: str = ""                   # what the builds are for (from their ELF header)
     emulator: str | None = None      # they run under this qemu, or natively (None)
+    cached: list[str] = field(default_factory=list)   # the builds taken from the build cache
 
 
 def check_arch(arch: str | None) -> str | None:
@@ -108,8 +109,10 @@ def arch_of_build(path: Path, what: str, want: str | None, cc: list[str]) -> str
     """The architecture an object or executable is for, from its ELF header:
     --arch's when given (UsageError if the compiler built something else),
     and one that opcost knows how to run."""
-    got = elf_arch(path)
-    desc = describe_elf(path)
+    return _check_arch(elf_arch(path), describe_elf(path), what, want, cc)
+
+
+def _check_arch(got: str | None, desc: str | None, what: str, want: str | None, cc: list[str]) -> str:
     if want is not None and got != want:
         raise UsageError(f"{shlex.join(cc)} builds {desc or 'non-ELF'} files, not {want}: pass --cc with a compiler "
                          f"for {want}, or leave --cc out to use the one for --arch {want}")
@@ -174,11 +177,41 @@ def check_compiler(cc: str) -> list[str]:
     return words
 
 
-def split_flags(text: str) -> list[str]:
+def split_flags(text: str, opt: str = "--cflags") -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as e:
-        raise UsageError(f"--cflags {text!r}: {e}") from None
+        raise UsageError(f"{opt} {text!r}: {e}") from None
+
+
+def join_cflags(given: list[str] | None) -> list[str]:
+    """--cflags, repeatable: each occurrence is appended (never a silent
+    last-wins); none given: -O2."""
+    if not given:
+        return ["-O2"]
+    return [f for text in given for f in split_flags(text)]
+
+
+def variant_flags(given: list[str] | None, defines: list[str]) -> dict[str, list[str]]:
+    """--cflags-for NAME=FLAGS (repeatable, appended in order): extra flags of
+    the variant -D NAME (or -D NAME=VALUE) only. {define: flags}."""
+    names = {d.split("=", 1)[0]: d for d in defines}
+    out: dict[str, list[str]] = {}
+    for text in given or []:
+        name, eq, flags = text.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise UsageError(f"--cflags-for {text!r}: expected NAME=FLAGS with NAME one of the -D variants "
+                             f"({', '.join(names)}), e.g. --cflags-for {next(iter(names))}=-mpopcnt")
+        if name not in names:
+            raise UsageError(f"--cflags-for {text!r}: {name} is not one of the -D variants; valid: "
+                             f"{', '.join(names)}")
+        words = split_flags(flags, f"--cflags-for {name}=")
+        if not words:
+            raise UsageError(f"--cflags-for {text!r} gives no flags; give some, e.g. --cflags-for {name}=-mpopcnt, "
+                             "or leave it out")
+        out.setdefault(names[name], []).extend(words)
+    return out
 
 
 def _trim(output: str) -> str:
@@ -241,22 +274,57 @@ def choose_mode(mode: str, syms: dict[str, set[str]]) -> str:
 
 
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
-          workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None) -> Build:
+          workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None,
+          extra_flags: dict[str, list[str]] | None = None, cache: buildcache.Cache | None = None) -> Build:
     """Compile every variant into workdir; raise UsageError naming the first
     variant that does not compile or link, or that cannot run here, before
     anything is measured. `arch`: --arch (the builds must be for it), or None
     (whatever the compiler builds). One Variant per build and CPU of `cpus`
-    (named `-DNAME cpu=C` when there are several)."""
+    (named `-DNAME cpu=C` when there are several). `extra_flags`: the flags
+    of --cflags-for, per define, after `cflags`. `cache`: builds found there
+    are used as they are (nothing compiled; said on `log`), builds made are
+    stored there (buildcache.py)."""
     log = log or (lambda msg: None)
-    objs, syms = {}, {}
-    for i, d in enumerate(defines):
+    extra_flags = extra_flags or {}
+
+    def flags_of(d: str) -> list[str]:
+        return [*cflags, *extra_flags.get(d, [])]
+
+    objs: dict[str, Path] = {}
+    syms: dict[str, set[str]] = {}
+    found: dict[str, tuple[str | None, str | None]] = {}   # define -> (arch, ELF description)
+    keys: dict[str, str] = {}
+    srcs: dict[str, list[Path]] = {}
+    cached: list[str] = []
+    # stored only once every build is made: bad input (a variant that does not
+    # compile, a mode SOURCE does not fit) leaves nothing in the cache
+    pending: list = []
+
+    def compile_obj(i: int, d: str) -> Path:
         obj = workdir / (_file_name(d, i) + ".o")
-        _run_tool([*cc, *cflags, f"-D{d}", "-c", str(source), "-o", str(obj)],
-                  f"variant -D{d} does not compile: {shlex.join([*cc, *cflags, f'-D{d}', '-c', str(source)])}")
-        objs[d], syms[d] = obj, _symbols(obj, source)
+        argv = [*cc, *flags_of(d), f"-D{d}", "-c", str(source)]
+        _run_tool([*argv, "-o", str(obj)], f"variant -D{d} does not compile: {shlex.join(argv)}")
+        objs[d] = obj
+        return obj
+
+    for i, d in enumerate(defines):
+        srcs[d] = buildcache.source_files(source, flags_of(d))
+        keys[d] = buildcache.key(what="variant", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
+                                 probe_dir=None)
+        meta = cache.meta(keys[d]) if cache else None
+        if meta is not None and isinstance(meta.get("symbols"), list):
+            syms[d] = set(meta["symbols"])
+            found[d] = (meta.get("arch"), meta.get("elf"))
+            continue
+        obj = compile_obj(i, d)
+        syms[d] = _symbols(obj, source)
+        found[d] = (elf_arch(obj), describe_elf(obj))
+        if cache and found[d][0] is not None:
+            pending.append((cache.put_meta, keys[d], {"symbols": sorted(syms[d]), "arch": found[d][0],
+                                                      "elf": found[d][1], "define": d, "source": str(source)}))
     # what the compiler builds, from the first object: refused before linking if nothing here runs it
     first = defines[0]
-    got = arch_of_build(objs[first], f"variant -D{first}", arch, cc)
+    got = _check_arch(*found[first], f"variant -D{first}", arch, cc)
     emu = runner_for(got, f"variant -D{first}")
     mode = choose_mode(mode, syms)
     if ops and mode != "program":
@@ -274,6 +342,19 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     def named(d: str, cpu: str) -> str:
         return f"{d} cpu={cpu}" if several else d
 
+    def own(d: str) -> dict[str, str]:
+        """The variant's own params: its define, and its --cflags-for flags."""
+        extra = extra_flags.get(d)
+        return {"define": f"-D{d}", **({"cflags_for": shlex.join(extra)} if extra else {})}
+
+    def from_cache(k: str, name: str, dst: Path, what: str) -> Path | None:
+        hit = cache.file(k, name) if cache else None
+        if hit is None:
+            return None
+        cached.append(what)
+        log(f"{what}: using the cached build {hit.parent} (nothing compiled)")
+        return buildcache.link_or_copy(hit, dst)
+
     out = []
     if mode == "program":
         # qemu-user finds no shared libraries of another architecture by itself, and
@@ -285,39 +366,56 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
                 f"without {got} shared libraries here"))
             common["link"] = "-static"
         op = "operation (program run / --ops)" if ops else "program run"
+        exe_name = "program" + "".join(link_extra)
         for i, d in enumerate(defines):
             exe = workdir / _file_name(d, i)
-            _run_tool([*cc, *cflags, *link_extra, "-o", str(exe), str(objs[d])], f"variant -D{d} does not link")
-            arch_of_build(exe, f"variant -D{d}", got, cc)
+            if from_cache(keys[d], exe_name, exe, f"variant -D{d}") is None:
+                obj = objs.get(d) or compile_obj(i, d)
+                _run_tool([*cc, *flags_of(d), *link_extra, "-o", str(exe), str(obj)], f"variant -D{d} does not link")
+                arch_of_build(exe, f"variant -D{d}", got, cc)
+                pending.append((cache and cache.put_file, keys[d], exe_name, exe))
             prog = (emu, str(exe)) if emu else (str(exe),)
             for cpu in cpus:
-                out.append(Variant("program", {"define": f"-D{d}", **common}, cpu, got, ("define",),
+                out.append(Variant("program", {**own(d), **common}, cpu, got, ("define",),
                                    op, name=named(f"-D{d}", cpu), program=prog, emulator=emu or "", ops=ops))
     else:
         src_dir = probe_source_dir()
-        make = shutil.which("make")
-        if make is None:
-            raise UsageError("--mode op links the operation into the probe with make, which is not installed; "
-                             "install make (apt-get install make)")
         user_src = _make_safe(source, workdir)
         iquote = [] if user_src == source else ["-iquote", str(source.parent)]
         ref = workdir / "reference.c"
         ref.write_text(REFERENCE_SOURCE)
-        jobs = [(f"-D{d}", user_src, [*cflags, *iquote, f"-D{d}"], _file_name(d, i), {"define": f"-D{d}"})
+        jobs = [(f"-D{d}", user_src, [*flags_of(d), *iquote, f"-D{d}"], _file_name(d, i), own(d),
+                 buildcache.key(what="probe", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
+                                probe_dir=src_dir))
                 for i, d in enumerate(defines)]
-        jobs.append((REFERENCE_NAME, ref, list(cflags), "reference", {"define": "", "reference": "empty opcost_op"}))
-        for name, src, flags, fname, extra in jobs:
-            log(f"building the probe with {name}")
+        jobs.append((REFERENCE_NAME, ref, list(cflags), "reference", {"define": "", "reference": "empty opcost_op"},
+                     buildcache.key(what="reference", sources=[], cc=cc, flags=list(cflags), probe_dir=src_dir,
+                                    extra=REFERENCE_SOURCE)))
+        make = None
+        for name, src, flags, fname, extra, k in jobs:
             exe = workdir / f"opcost-probe-{fname}"
-            _run_tool([make, "-s", "-C", str(src_dir), f"OUT={exe}", f"USER_OP={src}",
-                       f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(cc)}"],
-                      f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
-                      else "building the reference probe (empty opcost_op) failed")
-            arch_of_build(exe, f"variant {name}", got, cc)
+            what = f"variant {name}" if name != REFERENCE_NAME else "the reference probe (empty opcost_op)"
+            if from_cache(k, "probe", exe, what) is None:
+                make = make or shutil.which("make")
+                if make is None:
+                    raise UsageError("--mode op links the operation into the probe with make, which is not "
+                                     "installed; install make (apt-get install make)")
+                log(f"building the probe with {name}")
+                _run_tool([make, "-s", "-C", str(src_dir), f"OUT={exe}", f"USER_OP={src}",
+                           f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(cc)}"],
+                          f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
+                          else "building the reference probe (empty opcost_op) failed")
+                arch_of_build(exe, f"variant {name}", got, cc)
+                pending.append((cache and cache.put_file, k, "probe", exe))
             for cpu in cpus:
                 out.append(Variant("user.op", {**extra, **common}, cpu, got, ("define",), "opcost_op call",
                                    name=named(name, cpu), exe=str(exe), emulator=emu or ""))
-    return Build(mode, out, cc, cflags, source, got, emu)
+    for put, *put_args in pending:
+        if put:
+            put(*put_args)
+    if cache and cache.unwritable:
+        log(f"the build cache cannot be written ({cache.unwritable}): the next run builds again")
+    return Build(mode, out, cc, cflags, source, got, emu, cached)
 
 
 def _make_safe(source: Path, workdir: Path) -> Path:

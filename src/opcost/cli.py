@@ -19,7 +19,7 @@ def _glue_flag_values(argv: list[str]) -> list[str]:
     out, i = [], 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--cflags", "--cc") and i + 1 < len(argv):
+        if a in ("--cflags", "--cflags-for", "--cc") and i + 1 < len(argv):
             out.append(f"{a}={argv[i + 1]}")
             i += 2
             continue

@@ -383,6 +383,8 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
              "median_cycles": s.get("median_cycles")}
         if len(cpus) > 1:
             d["cpu"] = r["params"].get("cpu")
+        if r["params"].get("cflags_for"):
+            d["cflags_for"] = r["params"]["cflags_for"]   # its own flags, after cflags (--cflags-for)
         rn = ref_ns(r)
         if rn is not None and s.get("median_ns") is not None:
             d["net_median_ns"] = s["median_ns"] - rn

@@ -500,6 +500,9 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
     info = doc["variants"]
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
             f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())
+    own = {b["name"].split(" cpu=")[0]: b["cflags_for"] for b in info.get("builds", []) if b.get("cflags_for")}
+    if own:
+        head += "\n" + "; ".join(f"{name} also {flags}" for name, flags in own.items()) + " (--cflags-for)"
     emu = info.get("emulated")
     if info.get("arch") and not emu:
         head += f"\nbuilt for {info['arch']}, which this machine runs natively"

@@ -46,17 +46,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from validation.harness.checkout import ab, probe_header  # noqa: E402
 
 
-def spin_for(target: float, base_ns: float, cpu: str) -> tuple[int, float, float]:
+def fake_clock_of(opts: list[str]) -> str | None:
+    """The --fake-clock NS among the run options, if any."""
+    for i, o in enumerate(opts):
+        if o == "--fake-clock" and i + 1 < len(opts):
+            return opts[i + 1]
+        if o.startswith("--fake-clock="):
+            return o.split("=", 1)[1]
+    return None
+
+
+def spin_for(target: float, base_ns: float, cpu: str, fake_clock: str | None = None) -> tuple[int, float, float]:
     """k extra adds whose measured alone-cost is closest to target * base. A
     short chain costs less per add than a long one (out-of-order execution
-    hides part of it), so k is refined on the measured extra cost itself."""
-    one = probe_header("syscall.null", 1, cpu)["spin"]["ns"]
+    hides part of it), so k is refined on the measured extra cost itself.
+    On the fake clock (the tests), the alone cost is the fake clock's too:
+    the start of the calibration, and so its bounds (k0 / 4 to 4 k0), must
+    not depend on how fast the adds are on this CPU."""
+    def header(spin: int) -> dict:
+        return probe_header("syscall.null", spin, cpu, fake_clock)
+
+    one = header(1)["spin"]["ns"]
     want = target * base_ns
-    per_add = (probe_header("syscall.null", 201, cpu)["spin"]["ns"] - one) / 200
+    per_add = (header(201)["spin"]["ns"] - one) / 200
     k = max(1, round(want / per_add))
     tried: dict[int, float] = {}
     for _ in range(4):
-        tried[k] = probe_header("syscall.null", 1 + k, cpu)["spin"]["ns"] - one
+        tried[k] = header(1 + k)["spin"]["ns"] - one
         nxt = max(1, round(k * want / tried[k])) if tried[k] > 0 else k * 2
         if nxt in tried:
             break
@@ -77,7 +93,7 @@ def calibrate(target: float, base: float, cpu: str, opts: list[str], processes: 
     10x the asked size); k never moves beyond 4x either way of the start.
     Returns k, its measured extra share and that run's 95% CI of B/A - 1,
     every (k, measured share, CI half-width), and how k was chosen."""
-    k0, _, _ = spin_for(target, base, cpu)
+    k0, _, _ = spin_for(target, base, cpu, fake_clock_of(opts))
     k = k0
     tried: list[tuple[int, float, float]] = []
 

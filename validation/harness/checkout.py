@@ -57,10 +57,13 @@ def ab(benches: list[str], a: str, b: str, extra: list[str]) -> dict:
         return json.loads(out.read_text())
 
 
-def probe_header(bench: str, spin: int, cpu: str) -> dict:
-    """The probe's header for one variant: carries the spin's own cost."""
+def probe_header(bench: str, spin: int, cpu: str, fake_clock: str | None = None) -> dict:
+    """The probe's header for one variant: carries the spin's own cost
+    (under fake_clock, the fake one: one tick, 0.5 ns, per add, so that a
+    calibration on the fake clock does not start from this CPU's speed)."""
     built = build_probe()
     exe = os.environ.get("OPCOST_PROBE") or built
+    fake = ["--fake-clock", fake_clock] if fake_clock else []
     cp = subprocess.run([str(exe), "run", bench, "--spin", str(spin), "--cpu", cpu, "--samples", "1",
-                         "--warmup", "0", "--iters", "1"], capture_output=True, text=True, check=True)
+                         "--warmup", "0", "--iters", "1", *fake], capture_output=True, text=True, check=True)
     return json.loads(cp.stdout.splitlines()[0])

@@ -109,8 +109,8 @@ _NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. -
 # Text options checked for control characters (a SPEC ending in a newline, an
 # escape sequence in a label): never what was meant, and they break the tables.
 # Run references are not: they may name a label an older opcost stored.
-_TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "out",
-         "source", "defines", "export", "target")
+_TEXT = ("specs", "benches", "a", "b", "cpu", "counters", "label", "store", "arch", "cc", "cflags", "cflags_for",
+         "out", "source", "defines", "export", "target")
 
 
 def flag_of(dest: str) -> str:

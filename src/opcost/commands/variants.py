@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
                        "run natively runs under qemu-user, flagged emulated (timings meaningless). "
                        "--cpu 0-1 or --cpu '0|2': one row per build and CPU. "
                        "--cflags takes the next word whatever it starts with: --cflags -O3, "
-                       "--cflags '-O2 -march=native'.")
+                       "--cflags '-O2 -march=native'; repeated, the flags add up. The builds are cached "
+                       "(${XDG_CACHE_HOME:-~/.cache}/opcost/builds): the same study again measures at once.")
     s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
     s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
                    help="one variant per -D; the first is the baseline A")
@@ -38,7 +39,13 @@ def add_parser(sub) -> None:
     s.add_argument("--ops", default=None, metavar="N",
                    help="program mode: one run of the program performs N operations (its loop count); the "
                    "figures are per operation (a run's time / N, start-up and exit included);")
-    s.add_argument("--cflags", default="-O2", metavar="FLAGS", help="compiler flags (default -O2)")
+    s.add_argument("--cflags", action="append", default=None, metavar="FLAGS",
+                   help="compiler flags of every variant (default -O2); repeatable, each adds to the last")
+    s.add_argument("--cflags-for", dest="cflags_for", action="append", default=None, metavar="NAME=FLAGS",
+                   help="flags of the variant -D NAME only, after --cflags (e.g. --cflags-for HW=-mpopcnt); "
+                   "repeatable")
+    s.add_argument("--no-build-cache", dest="build_cache", action="store_false",
+                   help="build every variant afresh, neither using nor storing cached builds")
     protocol.add_delta(s)
     # the defaults of these depend on the mode (see the description): None until it is known
     add_measure_options(s, {"samples": None, "samples_help": "default: program 1, op 20",
@@ -59,7 +66,8 @@ def run(args, argv) -> int:
     if arch is not None:
         build.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
     cc = build.compiler_for(args.cc, arch)
-    cflags = build.split_flags(args.cflags)
+    cflags = build.join_cflags(args.cflags)
+    extra_flags = build.variant_flags(args.cflags_for, defines)
     given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
     # provisional protocol (every range is checked before compiling anything)
     settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
@@ -79,18 +87,20 @@ def run(args, argv) -> int:
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
     return _build_and_measure(args, settings, target, source=source, defines=defines, cc=cc, cflags=cflags,
-                              cpus=cpus, given=given, arch=arch, ops=ops)
+                              cpus=cpus, given=given, arch=arch, ops=ops, extra_flags=extra_flags)
 
 
-def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops) -> int:
-    from .. import build, session
+def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
+                       extra_flags) -> int:
+    from .. import build, buildcache, session
     from ..comparison import variants_document
     from ..present import present
     from ..report import format_variants
 
     with build.make_workdir() as tmp:
         b = build.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
-                        cpus=cpus, arch=arch, ops=ops, log=warn)
+                        cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
+                        cache=buildcache.Cache() if args.build_cache else None)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):
