@@ -74,5 +74,5 @@ export OPCOST_REQUIRE_SSHD=1
 python3 -m mypy
 # The documentation: every page in mkdocs.yml's nav, no broken link; the CLI
 # reference is generated from the parsers at build time (docs/hooks/cli_reference.py).
-python3 -m mkdocs build --strict --quiet --site-dir build/site
+python3 -m mkdocs build --strict --site-dir build/site   # not --quiet: it hides the warnings --strict counts
 python3 -m pytest -q "$@"
