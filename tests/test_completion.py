@@ -86,6 +86,7 @@ def test_bash_subcommands_options_and_choices(scripts):
     assert bash_complete(scripts, "opcost completion ") == ["bash", "zsh"]
     assert bash_complete(scripts, "opcost report -f mark") == ["markdown"]
     assert bash_complete(scripts, "opcost run --export ht") == ["html:"]
+    assert bash_complete(scripts, "opcost probe build --arch a") == ["aarch64", "arm"]
 
 
 def test_bash_benchmark_names_come_from_the_probe_table(scripts):

@@ -44,6 +44,8 @@ def _words(xs) -> str:
 
 
 def table_functions(table: dict, arches: list[str], formats: list[str], counters: list[str]) -> str:
+    from ..arches import ELF_MACHINE
+
     """The probe's table as shell functions both bash and zsh run:
     `_opcost_benches` (names), `_opcost_params BENCH` (its parameters and the
     generic ones) and `_opcost_values BENCH PARAM` (an enum's choices)."""
@@ -61,6 +63,7 @@ def table_functions(table: dict, arches: list[str], formats: list[str], counters
                 lines.append(f"    {b['name']}:{p['name']}) echo {_words(p['choices'])} ;;")
     lines += [f"    *:arch) echo {_words(arches)} ;;", "  esac", "}",
               f"_opcost_formats() {{ echo {_words(formats)}; }}",
+              f"_opcost_arches() {{ echo {_words(ELF_MACHINE)}; }}",
               f"_opcost_counter_names() {{ echo {_words(counters)}; }}"]
     return "\n".join(lines) + "\n"
 
@@ -139,6 +142,10 @@ _opcost_format() {
   local cur=${COMP_WORDS[COMP_CWORD]} f
   for f in $(_opcost_formats); do [[ $f == "$cur"* ]] && echo "$f"; done
 }
+_opcost_arch() {
+  local cur=${COMP_WORDS[COMP_CWORD]} f
+  for f in $(_opcost_arches); do [[ $f == "$cur"* ]] && echo "$f"; done
+}
 '''
 
 _BASH_ENTRY = r'''
@@ -201,6 +208,7 @@ _opcost_export() {
   if [[ $PREFIX == *:* ]]; then compset -P '*:'; _files; else compadd -S ':' -- $(_opcost_formats); fi
 }
 _opcost_format() { compadd -- $(_opcost_formats) }
+_opcost_arch() { compadd -- $(_opcost_arches) }
 '''
 
 
@@ -233,6 +241,8 @@ def attach(parser: argparse.ArgumentParser) -> None:
             a.complete = fn("_opcost_export")        # type: ignore[attr-defined]
         elif dest == "format":
             a.complete = fn("_opcost_format")        # type: ignore[attr-defined]
+        elif dest == "arch" and flags:               # variants --arch, probe build --arch
+            a.complete = fn("_opcost_arch")          # type: ignore[attr-defined]
         elif dest in _FILES or (dest == "store" and flags):
             a.complete = dict(_FILE)                 # type: ignore[attr-defined]
 
