@@ -3,12 +3,14 @@
 # (a C compiler, make, static libc, objdump, the i386, aarch64 and arm
 # (armv7 hard-float) cross compilers, qemu-user for the aarch64 and arm
 # probes, perf and hackbench for the anchors, hyperfine and benchstat for the
-# report formats, chromium for the HTML report's browser test, postgresql for
+# report formats, chromium for the HTML report's browser test, zsh for the
+# completion test, postgresql for
 # the PostgreSQL store's tests, openssh-server and openssh-client for the
 # fleet's tests), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
 # (mypy, configured in pyproject.toml), checks its layers (import-linter's
-# lint-imports, contracts in pyproject.toml) and runs pytest: the Python side and
+# lint-imports, contracts in pyproject.toml), builds the docs (mkdocs --strict)
+# and runs pytest: the Python side and
 # the host probe, then the probe's tests again on the i386 probe (natively),
 # on the aarch64 probe (under qemu-aarch64) and on the arm probe (under
 # qemu-arm): correctness only. CI runs this.
@@ -29,6 +31,7 @@ command -v perf >/dev/null 2>&1 || missing+=(linux-perf)    # anchors: perf benc
 command -v hackbench >/dev/null 2>&1 || missing+=(rt-tests) # anchors: hackbench
 command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine) # report: hyperfine-json layout
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the HTML report, opened by playwright
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)            # opcost completion zsh, tried in a real zsh
 # the PostgreSQL store's tests start a server of their own (tests/pgserver.py)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 # the fleet's tests: three sshd "hosts" on 127.0.0.2-4, reached with the OpenSSH client
@@ -61,8 +64,8 @@ make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 make -C probe -s CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm
 # Cross-architecture tests must run here, not skip.
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64,arm
-# The tools the report tests check against must be there, not skip.
-export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine
+# The tools the report and completion tests check against must be there, not skip.
+export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine,zsh
 # The HTML report's browser test must run here, not skip (chromium, playwright).
 export OPCOST_REQUIRE_BROWSER=1
 # The store tests must run against a real PostgreSQL server too, not skip.
@@ -73,4 +76,7 @@ python3 -m mypy
 # The layers of docs/architecture.md (contracts in pyproject.toml), on the
 # source here, not on the installed copy.
 PYTHONPATH=src lint-imports
+# The documentation: every page in mkdocs.yml's nav, no broken link; the CLI
+# reference is generated from the parsers at build time (docs/hooks/cli_reference.py).
+python3 -m mkdocs build --strict --site-dir build/site   # not --quiet: it hides the warnings --strict counts
 python3 -m pytest -q "$@"

@@ -3,7 +3,7 @@
  * and `time` alike, opcost.probe-list/1 (`list --json`) and the placement
  * line. The callers measure and decide; this file says what a line holds, and
  * json.c escapes and writes it. The protocol is a public contract
- * (DESIGN.md): extend it, never change what is there. */
+ * (docs/architecture.md, "Documents"): extend it, never change what is there. */
 #ifndef OPCOST_EMIT_H
 #define OPCOST_EMIT_H
 

@@ -204,7 +204,7 @@ def test_corpus_covers_every_subcommand_and_option():
 
 
 def test_every_numeric_option_has_a_documented_bound():
-    """One rule for every count: each option taking a number is in cli.BOUNDS,
+    """One rule for every count: each option taking a number is in protocol.BOUNDS,
     and --help shows its range."""
     import argparse
 

@@ -1,6 +1,6 @@
 """A/B comparison of two variants: pure functions over per-process medians.
 
-This module owns the "real or noise" decision of STATISTICS.md. The unit of
+This module owns the "real or noise" decision of docs/statistics.md. The unit of
 analysis is the per-process median (one float per probe process, ns per op)
 of arm A and arm B of one benchmark; batches are never pooled here.
 
@@ -206,7 +206,7 @@ def aa_noise(a, b) -> float:
 
 
 def effective_delta(delta: float, a, b) -> float:
-    """STATISTICS.md: "Practical threshold delta: default 2%, never below
+    """docs/statistics.md: "Practical threshold delta: default 2%, never below
     twice the measured A/A noise"."""
     return max(float(delta), 2 * aa_noise(a, b))
 
@@ -245,7 +245,7 @@ def processes_needed(cv: float, delta: float, alpha: float = ALPHA, power: float
 
     the two-sample normal sizing, inflated by pi/3 for Mann-Whitney's
     efficiency; never fewer than 6 (below that the exact test can barely
-    reach p < 0.05 at all). Reproduces STATISTICS.md's sizing table.
+    reach p < 0.05 at all). Reproduces the sizing table of docs/statistics.md.
     """
     if delta <= 0:
         raise ValueError("delta must be > 0")

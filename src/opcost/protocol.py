@@ -72,7 +72,7 @@ class Field:
 
 
 # The protocol of one run, in the order --help shows it. The defaults are the
-# design's (STATISTICS.md): 10 fresh processes of 20 measured batches of 10 ms
+# design's (docs/statistics.md): 10 fresh processes of 20 measured batches of 10 ms
 # after 3 warm-up batches.
 FIELDS = (
     Field("processes", ("-p", "--processes"), 10, Bound("int", 1, 1000, "the number of fresh probe processes per variant"),
@@ -87,7 +87,8 @@ FIELDS = (
           "N", "fixed iterations per batch instead of calibrating"),
     Field("timeout", ("--timeout",), None,
           Bound("float", 0, 86400, "the seconds one probe process may take", low_open=True),
-          "SEC", "per probe process (default: generous, from the batch plan)"),
+          "SEC", "a hard limit per probe process (default: none; a probe that says nothing for 20 of its "
+          "batches, at least 30 s, 120 s before its header, is stopped anyway)"),
     Field("seed", ("--seed",), 0, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
           "N", "seed for the run order and padding"),
     Field("fake_clock", ("--fake-clock",), None,
@@ -133,7 +134,7 @@ BOUNDS.update({
 })
 
 DEFAULT_DELTA = "2"
-# The declared schedule of processes per arm (STATISTICS.md): the stages of
+# The declared schedule of processes per arm (docs/statistics.md): the stages of
 # `ab`'s sequential design, and the counts an inconclusive verdict points to.
 SCHEDULE = (10, 20, 40)
 # `ab`'s sequential design: its alpha-spending boundaries (sequential.py),

@@ -1,6 +1,6 @@
 """Summary statistics of one variant: pure functions over per-process data.
 
-The independent unit is the probe process (STATISTICS.md): each process is
+The independent unit is the probe process (docs/statistics.md): each process is
 reduced to the median of its measured batches, and the summary is taken over
 those per-process medians: median with a 95% percentile-bootstrap CI (10,000
 resamples, fixed seed), min, p90 and CV. Batches inside a process are not

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/A: identical variants compared repeatedly with `opcost ab`; counts how
 often opcost wrongly says `slower` or `faster`. Target: at most 5% per
-benchmark, and family-wise with Holm (STATISTICS.md). By default `ab` runs
+benchmark, and family-wise with Holm (docs/statistics.md). By default `ab` runs
 its sequential design (no -p: looks after 10, 20, 40 processes per arm), so
 the looks are part of what is checked; give `-p N` after -- for the fixed
 design. Keeps every comparison document (--keep DIR) so coverage.py can

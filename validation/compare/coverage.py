@@ -14,7 +14,7 @@ in rounds, the sequential rule of `ab` (looks at 10, 20, 40, delta 2%,
 decides where it stops, and the 95% CI it reports there is checked;
 --design fixed: --n per arm, compare.ratio_ci (--ci bootstrap) or, to set
 it beside, the Hodges-Lehmann interval of log B - log A (--ci moses: the
-Mann-Whitney test inverted, exact under a shift; STATISTICS.md's other
+Mann-Whitney test inverted, exact under a shift; docs/statistics.md's other
 effect, not opcost's: its contract's ratio is of medians), or Price &
 Bonett's distribution-free interval for a ratio of medians (--ci
 price-bonett: each log median's variance from two order statistics). Also reported:

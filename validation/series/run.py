@@ -6,7 +6,7 @@ checkout, spin=1 before label j and spin=1+k from j on (j random in 1..L-1),
 k chosen so the extra dependent adds cost 3% or 5% of the benchmark (the
 probe measures the chain alone: validation/compare/power.py's method), 10
 and 30 labels; and flat series (spin=1 throughout). Every label runs in each
-round in a fresh random order, as `series --run` does. Goals (STATISTICS.md):
+round in a fresh random order, as `series --run` does. Goals (docs/statistics.md):
 the step located within one label in >= 90% of series, <= 0.05 false change
 points per flat series.
 

@@ -18,7 +18,7 @@ from ..redact import redact
 from ..text import printable
 
 COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
-            "export", "import", "store", "fleet")
+            "export", "import", "store", "fleet", "completion")
 
 
 def module(name: str):

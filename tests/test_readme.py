@@ -1,0 +1,180 @@
+"""The README's commands, run.
+
+- The quick start is exactly two commands, the ones CI runs: `pip install .
+  && opcost run` (test.sh installs opcost with pip from this checkout) and
+  `./test.sh` (what .ci/run calls). They are not run here (they install and
+  measure the whole suite).
+- Every `$ opcost ...` line of the tour is run, in order, against a private
+  store, with `--fake-clock` where it measures (so nothing depends on this
+  CPU's timing): exit 0, and each line of the output shown under it (up to
+  `notes:`, which depend on the machine's noise; `...` marks what was cut)
+  must have a line of the same shape in the real output: the same words and
+  layout, numbers, units, dates and verdicts aside.
+- The fleet's block runs against the tests' three sshd hosts
+  (tests/sshd_hosts.py) with their --ssh-config added; it skips where sshd
+  cannot start, unless OPCOST_REQUIRE_SSHD=1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_argv, cli_env
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FAKE = ["--fake-clock", "100"]
+
+
+def blocks(text: str) -> list[tuple[str, list[str]]]:
+    """The fenced code blocks of a markdown text: (info string, lines)."""
+    out, cur, info = [], None, ""
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("```"):
+            if cur is None:
+                cur, info = [], s[3:].strip()
+            else:
+                out.append((info, cur))
+                cur = None
+        elif cur is not None:
+            cur.append(line)
+    return out
+
+
+def section(text: str, title: str) -> str:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert m, f"README has no section '## {title}'"
+    return m.group(1)
+
+
+def commands_of(lines: list[str]) -> list[str]:
+    """A sh block's commands, comments and blank lines left out."""
+    return [re.sub(r"\s+#.*$", "", l).strip() for l in lines if l.strip() and not l.lstrip().startswith("#")]
+
+
+def test_quick_start_is_the_two_commands_ci_runs():
+    text = README.read_text()
+    qs = [b for b in blocks(section(text, "Quick start")) if b[0] == "sh"]
+    assert len(qs) == 1, "the quick start is one sh block"
+    cmds = commands_of(qs[0][1])
+    assert cmds == ["pip install . && opcost run", "./test.sh"], cmds
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "./test.sh" in [l.strip() for l in ci], ".ci/run must call ./test.sh, the README's second command"
+    test_sh = (ROOT / "test.sh").read_text()
+    assert re.search(r"^python3 -m pip install .*'\.\[test\]'", test_sh, re.M), \
+        "test.sh installs opcost from this checkout with pip, as the README's first command does"
+    assert len(text.splitlines()) <= 260, "the README is a five-minute read: at most ~250 lines"
+
+
+def tour() -> list[tuple[list[str], list[list[str]]]]:
+    """Per block with `$ opcost` lines: [(argv, shown output lines)]."""
+    out = []
+    for _, lines in blocks(README.read_text()):
+        steps, cur = [], None
+        for line in lines:
+            if line.startswith("$ opcost "):
+                cur = (shlex.split(line[2:])[1:], [])
+                steps.append(cur)
+            elif line.startswith("$ "):
+                raise AssertionError(f"a tour line that is not opcost: {line}")
+            elif cur is not None:
+                cur[1].append(line)
+        if steps:
+            out.append(steps)
+    return out
+
+
+MEASURING = ("run", "ab", "variants", "fleet")
+
+
+def with_fake_clock(argv: list[str]) -> list[str]:
+    if argv[0] in MEASURING or (argv[0] == "series" and "--run" in argv):
+        return [*argv, *FAKE]
+    return argv
+
+
+_VERDICT = r"\b(slower|faster|same|negligible|inconclusive)\b"
+
+
+def shape(line: str) -> str:
+    """A line with what varies from run to run (numbers, units, dates,
+    verdicts, paths, column widths) taken out."""
+    s = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "T", line)
+    s = re.sub(r"(?<![\w.])/\S+", "P", s)
+    s = re.sub(r"[+-]?\d[\d,]*(\.\d+)?(e[+-]?\d+)?", "#", s)
+    s = re.sub(r"#\s*(ns|us|ms|s)\b", "#", s)
+    s = re.sub(_VERDICT, "V", s)
+    s = re.sub(r"-{2,}", "-", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def check_shape(argv: list[str], shown: list[str], got: str) -> None:
+    have = {shape(l) for l in got.splitlines()}
+    for line in shown:
+        if line.strip() == "notes:":
+            break
+        if not line.strip() or line.strip() == "...":
+            continue
+        assert shape(line) in have, (f"`opcost {' '.join(argv)}`: the README shows\n  {line}\n"
+                                     f"and no line of the output has its shape:\n{got}")
+
+
+def run_steps(steps, tmp_path: Path, extra: dict[str, list[str]] | None = None) -> None:
+    for argv, shown in steps:
+        args = with_fake_clock(argv)
+        for cmd, more in (extra or {}).items():       # `fleet run` -> `fleet run --ssh-config F`
+            n = len(cmd.split())
+            if args[:n] == cmd.split():
+                args = [*args[:n], *more, *args[n:]]
+        cp = subprocess.run(cli_argv(*args), env=cli_env(tmp_path), cwd=ROOT, capture_output=True,
+                            text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert cp.returncode == 0, f"opcost {' '.join(args)}: exit {cp.returncode}\n{cp.stderr}"
+        check_shape(argv, shown, cp.stdout + cp.stderr)
+
+
+def test_tour_has_the_main_tasks():
+    ran = {argv[0] if argv[0] != "fleet" else "fleet" for steps in tour() for argv, _ in steps}
+    assert {"run", "ab", "series", "report", "fleet", "variants"} <= ran, ran
+
+
+def test_tour(tmp_path, probe_bin):
+    steps = [s for b in tour() if not any(a[0] == "fleet" for a, _ in b) for s in b]
+    assert steps
+    run_steps(steps, tmp_path)
+
+
+def test_tour_fleet(tmp_path, probe_bin):
+    import sshd_hosts
+
+    steps = [s for b in tour() if any(a[0] == "fleet" for a, _ in b) for s in b]
+    assert steps
+    d = tmp_path / "hosts"
+    d.mkdir()
+    try:
+        hosts = sshd_hosts.start(d)
+    except sshd_hosts.Unavailable as e:
+        if os.environ.get("OPCOST_REQUIRE_SSHD") == "1":
+            pytest.fail(f"sshd hosts are required here (OPCOST_REQUIRE_SSHD=1) but cannot start: {e}")
+        pytest.skip(f"no sshd hosts: {e}")
+    try:
+        run_steps(steps, tmp_path, {"fleet run": ["--ssh-config", str(hosts.ssh_config)]})
+    finally:
+        hosts.stop()
+
+
+def test_shape_tells_a_different_table_apart():
+    """The check can fail: another column, another word, a lost line."""
+    shown = ["benchmark     op           median  95% CI", "syscall.null  system call  336.8 ns  [93.1 ns, 442.0 ns]"]
+    check_shape(["run"], shown, "benchmark  op  median  95% CI\nsyscall.null  system call  100.0 us  [99.0 ns, 101 ns]\n")
+    for got in ("benchmark  op  median  CV\nsyscall.null  system call  1 ns  [1 ns, 2 ns]\n",
+                "benchmark  op  median  95% CI\nsyscall.read  system call  1 ns  [1 ns, 2 ns]\n",
+                "benchmark  op  median  95% CI\n"):
+        with pytest.raises(AssertionError):
+            check_shape(["run"], shown, got)
