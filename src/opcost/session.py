@@ -13,10 +13,6 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
-import functools
-import os
-import signal
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
