@@ -189,7 +189,8 @@ class Runner:
             bench=v.bench, params=v.probe_params(), arch=v.arch, protocol=p, cpus=v.cpu,
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
-            exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops)
+            exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
+            machine=v.machine)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)

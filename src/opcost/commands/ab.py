@@ -25,6 +25,12 @@ def add_parser(sub) -> None:
                    "not with -p")
     add_measure_options(s, {"processes": None, "processes_help": "default: sequential, looks after "
                             + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"})
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
+    s.add_argument("--bisect", action="store_true",
+                   help="exit as `git bisect run` reads it: 0 when B is not slower than A beyond delta (good), "
+                   "1 when it is (bad), 125 when still undecided (skip); docs/kernels.md")
 
 
 def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> tuple:
@@ -68,7 +74,9 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()
-    target = session.local_target()
+    from ..targets.vm import open_vm_target
+
+    target = open_vm_target(args, [args.a, args.b]) or session.local_target()
     cpus = session.cpu_option(args.cpu, target)
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
@@ -85,7 +93,15 @@ def run(args, argv) -> int:
     m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta / 100, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
+    from ..targets.vm import withhold_emulated
+
+    doc = withhold_emulated(doc, args.allow_emulated)
     export.write(settings.exports, doc)
     out = table_stream(settings.exports)
     emit([format_comparison(doc, color=use_color(out), width=terminal_width(out))], out)
-    return session.finish(settings, m)
+    code = session.finish(settings, m)
+    if args.bisect:
+        from ..bisect import exit_code
+
+        return exit_code(doc, code)
+    return code

@@ -1,0 +1,23 @@
+"""`opcost ab ... --bisect`: the A/B's answer as `git bisect run` reads an
+exit code. 0: good (B is not slower than A beyond delta in any benchmark:
+faster, same or negligible); 1: bad (B is slower in at least one); 125: skip
+(a verdict still undecided after the largest stage, withheld, or the run
+failed: git tries a neighbouring commit). An interrupted run keeps its
+128+signal, which makes `git bisect run` stop. No other code for a verdict."""
+
+from __future__ import annotations
+
+GOOD, BAD, SKIP = 0, 1, 125
+
+
+def exit_code(doc: dict, run_code: int) -> int:
+    if run_code >= 128:       # interrupted: git bisect run stops, as the user asked
+        return run_code
+    verdicts = [e.get("verdict") for e in doc.get("comparisons") or []]
+    if run_code != 0 or not verdicts:
+        return SKIP
+    if "slower" in verdicts:
+        return BAD
+    if all(v in ("faster", "same", "negligible") for v in verdicts):
+        return GOOD
+    return SKIP
