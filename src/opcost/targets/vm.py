@@ -148,10 +148,35 @@ def vminit_path() -> Path | None:
     return None
 
 
+_STRIPPED: dict[tuple, bytes] = {}
+
+
+def stripped(exe: Path) -> bytes:
+    """The binary without its debug information (`strip`, binutils) when
+    strip is there: a smaller initramfs unpacks sooner, under TCG a second
+    of every boot. Made once per binary and process, in a private temporary
+    directory removed at once."""
+    import tempfile
+
+    st = exe.stat()
+    key = (str(exe), st.st_mtime_ns, st.st_size)
+    if key not in _STRIPPED:
+        data = exe.read_bytes()
+        tool = shutil.which("strip")
+        if tool:
+            with tempfile.TemporaryDirectory(prefix="opcost-strip-") as d:
+                out = os.path.join(d, "exe")
+                cp = subprocess.run([tool, "-o", out, str(exe)], capture_output=True)
+                if cp.returncode == 0:
+                    data = Path(out).read_bytes()
+        _STRIPPED[key] = data
+    return _STRIPPED[key]
+
+
 def initramfs(job: bytes, init: Path, probe_exe: Path) -> bytes:
     return cpio_newc([("opcost", 0o040755, b""), ("dev", 0o040755, b""), ("proc", 0o040555, b""),
                       ("sys", 0o040555, b""), ("tmp", 0o041777, b""),
-                      ("init", 0o100755, init.read_bytes()), ("opcost/probe", 0o100755, probe_exe.read_bytes()),
+                      ("init", 0o100755, stripped(init)), ("opcost/probe", 0o100755, stripped(probe_exe)),
                       ("opcost/job", 0o100644, job)])
 
 
@@ -229,7 +254,8 @@ def place_vcpus(qmp: _Qmp, pid: int, host_cpus: list[int] | None) -> dict[int, d
     """vCPU -> host thread (QMP query-cpus-fast); with `host_cpus`, vCPU i
     pinned to host_cpus[i] and every other QEMU thread kept off them."""
     out: dict[int, dict] = {}
-    for c in qmp.cmd("query-cpus-fast") or []:   # type: ignore[union-attr]
+    cpus: list = qmp.cmd("query-cpus-fast") or []   # type: ignore[assignment]
+    for c in cpus:
         out[int(c["cpu-index"])] = {"thread": int(c["thread-id"])}
     if host_cpus is None:
         return out
@@ -526,7 +552,7 @@ class VmTarget:
         self._qemu_version: str | None = None
         self._sha: dict[Path, str] = {}
         self._accel: dict[str, tuple[str, str]] = {}       # sha -> (accel, why)
-        self._checks: dict[tuple, str | None] = {}
+        self._checks: dict[tuple, Command] = {}
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
         if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
@@ -695,34 +721,52 @@ class VmTarget:
                 "host_kernel": os.uname().release, "host_hypervisor": _hypervisor_flag()}
 
     # -- the probe's protocol --
+    def batch_key(self, req: probe.ProbeRequest) -> tuple:
+        """Requests with one key run in one boot (runner: one boot per machine per round)."""
+        m = self.machine_of(req)
+        return (m.kernel, m.cmdline)
+
+    def prepare(self, reqs: list[probe.ProbeRequest]) -> None:
+        """The preflight: each machine booted once, running every request's
+        check there (and `opcost-probe cpuid`); check() then answers from it.
+        A kernel that does not boot is bad input: BootFailed (exit 2), its
+        console kept."""
+        groups: dict[tuple, list] = {}
+        for r in reqs:
+            key = self.batch_key(r)
+            argv = tuple(r.argv(check=True))
+            if (*key, argv) not in self._checks and argv not in groups.setdefault(key, []):
+                groups[key].append(argv)
+        for (kernel, cmdline), argvs in groups.items():
+            m = Machine(kernel, cmdline)
+            b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(list(a), {}) for a in argvs],
+                                              f"preflight boot of {kernel}")
+            cmds = b.commands + [Command() for _ in range(len(argvs) + 1 - len(b.commands))]
+            rec = self._record(m, b, accel, mt)
+            with contextlib.suppress(ValueError, IndexError):
+                rec["cpuid"] = json.loads(cmds[0].stdout[0])
+            self.machines.setdefault((kernel, cmdline), rec)
+            for argv, c in zip(argvs, cmds[1:]):
+                self._checks[(kernel, cmdline, argv)] = c
+
     def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
         """Preflight in the guest: the machine boots (else BootFailed, exit 2,
         its console kept), the probe accepts the request there."""
-        m = self.machine_of(req)
-        argv = req.argv(check=True)
-        key = (m.kernel, m.cmdline, tuple(argv))
-        if key in self._checks:
-            return self._checks[key]
-        b, accel, mt = self._boot_checked(m, [(["cpuid"], {}), (argv, {})], f"preflight of {req.bench}")
-        cpuid_cmd, chk = (b.commands + [Command(), Command()])[:2]
-        rec = self._record(m, b, accel, mt)
-        with contextlib.suppress(ValueError, IndexError):
-            rec["cpuid"] = json.loads(cpuid_cmd.stdout[0])
-        self.machines.setdefault((m.kernel, m.cmdline), rec)
+        key = (*self.batch_key(req), tuple(req.argv(check=True)))
+        if key not in self._checks:
+            self.prepare([req])
+        chk = self._checks[key]
         last_err = (chk.stderr or [""])[-1].removeprefix("opcost-probe: ")
         if chk.status == probe.PROBE_EXIT_OK:
-            reason = None
-        elif chk.status == probe.PROBE_EXIT_UNSUPPORTED:
+            return None
+        if chk.status == probe.PROBE_EXIT_UNSUPPORTED:
             try:
-                reason = json.loads(chk.stdout[0]).get("reason") or "unsupported in the guest"
+                return json.loads(chk.stdout[0]).get("reason") or "unsupported in the guest"
             except (IndexError, ValueError):
                 raise ProbeError(f"{req.bench}: probe said unsupported without a reason") from None
-        elif chk.status == probe.PROBE_EXIT_USAGE:
+        if chk.status == probe.PROBE_EXIT_USAGE:
             raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
-        else:
-            raise ProbeError(f"{req.bench}: probe setup failed in the guest: {last_err or chk.status}")
-        self._checks[key] = reason
-        return reason
+        raise ProbeError(f"{req.bench}: probe setup failed in the guest: {last_err or chk.status}")
 
     def _boot_checked(self, m: Machine, cmds, what: str):
         try:
@@ -733,21 +777,47 @@ class VmTarget:
             raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
 
     def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
-        """One boot: `opcost-probe cpuid`, then the request's probe process."""
-        m = self.machine_of(req)
-        res = probe.ProcessResult(pad_bytes=req.pad_bytes)
+        (res,) = self.run_batch([req], timeout, on_line)
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def run_batch(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
+        """One boot of the requests' machine (one machine: the runner groups
+        them by batch_key): `opcost-probe cpuid`, then each request's probe
+        process in the order given. Per request, a ProcessResult or the
+        ProbeError/ProbeTimeout/UsageError it ended with; a boot that fails
+        fails them all (ProbeError: during a run that is the boot's failure,
+        exit 1, its console kept)."""
+        m = self.machine_of(reqs[0])
+        results = [probe.ProcessResult(pad_bytes=r.pad_bytes) for r in reqs]
 
         def on_frame(i: int, kind: str, text: bytes) -> None:
-            if i == 1 and kind == "O" and text.strip():
-                probe._accept(res, text, on_line)
+            if 1 <= i <= len(reqs) and kind == "O" and text.strip():
+                probe._accept(results[i - 1], text, on_line)
 
-        env = {"OPCOST_PAD": "x" * req.pad_bytes}
+        cmds: list[tuple[list[str], dict[str, str]]] = [(["cpuid"], {})]
+        cmds += [(r.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}) for r in reqs]
         try:
-            b, accel, mt = self._boot(m, [(["cpuid"], {}), (req.argv(), env)], timeout, on_frame,
-                                      what=f"{req.bench} on {m.kernel}")
-        except BootFailed as e:   # during a run: the boot failed, not the input (exit 1)
-            raise ProbeError(f"kernel {m.kernel} did not boot: {e}") from None
-        cpuid_cmd, c = (b.commands + [Command(), Command()])[:2]
+            b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}")
+        except BootFailed as e:
+            err: Exception = ProbeError(f"kernel {m.kernel} did not boot: {e}")
+            return [err for _ in reqs]
+        except (ProbeError, ProbeTimeout) as e:
+            return [e for _ in reqs]
+        except json.JSONDecodeError as e:
+            return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
+        cmd = b.commands + [Command() for _ in range(len(reqs) + 1 - len(b.commands))]
+        rec = self._record(m, b, accel, mt)
+        with contextlib.suppress(ValueError, IndexError):
+            rec["cpuid"] = json.loads(cmd[0].stdout[0])
+        rec["processes_in_boot"] = len(reqs)
+        out: list = []
+        for k, (req, res, c) in enumerate(zip(reqs, results, cmd[1:])):
+            out.append(self._finish(req, res, c, dict(rec, position_in_boot=k), accel))
+        return out
+
+    def _finish(self, req: probe.ProbeRequest, res: probe.ProcessResult, c: Command, rec: dict, accel: str):
         res.wall_s = (c.ended_s or 0) - (c.started_s or 0)
         res.front_end = f"outside the guest ({accel})"
         rc = c.status
@@ -755,14 +825,11 @@ class VmTarget:
         if rc == probe.PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
             return res
         if rc == probe.PROBE_EXIT_USAGE:
-            raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
+            return UsageError(last_err or f"{req.bench}: probe rejected its arguments")
         if rc != 0:
-            raise ProbeError(f"probe failed in the guest: {last_err or f'exit status {rc}'}")
+            return ProbeError(f"probe failed in the guest: {last_err or f'exit status {rc}'}")
         if res.header is None or res.trailer is None:
-            raise ProbeError("probe output ended early in the guest (header or trailer missing)")
-        rec = self._record(m, b, accel, mt)
-        with contextlib.suppress(ValueError, IndexError):
-            rec["cpuid"] = json.loads(cpuid_cmd.stdout[0])
+            return ProbeError("probe output ended early in the guest (header or trailer missing)")
         rec["probe_wall_s"] = round(res.wall_s, 3)
         res.header["vm"] = rec
         if accel == "tcg":
