@@ -703,8 +703,11 @@ class VmTarget:
         if accel == "kvm":
             own = sorted(os.sched_getaffinity(0))
             host_cpus = own[-self.cfg.cpus:] if len(own) > self.cfg.cpus else None
+        limit = BOOT_LIMIT_S[accel]
+        with contextlib.suppress(ValueError):
+            limit = float(os.environ.get("OPCOST_VM_BOOT_LIMIT") or limit)
         try:
-            b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=BOOT_LIMIT_S[accel],
+            b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=limit,
                      timeout=timeout, host_cpus=host_cpus, on_frame=on_frame)
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             tail = getattr(e, "console", None)
@@ -868,7 +871,8 @@ def open_vm_target(args, texts: list[str] = ()):   # type: ignore[assignment]
         raise UsageError(f"--vm-mem {args.vm_mem} must be in [64, 65536] MiB")
     cmdline = check_cmdline(args.kernel_cmdline or "")
     default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
-    cfg = VmConfig(cpus=args.vm_cpus, mem_mib=args.vm_mem, accel=args.accel, allow_emulated=args.allow_emulated)
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=args.vm_cpus, mem_mib=args.vm_mem,
+                   accel=args.accel, allow_emulated=args.allow_emulated)
     return VmTarget(cfg, default, cmdline)
 
 
