@@ -68,6 +68,11 @@ class BuildProbe(build_py):
             target = dest / f"opcost-probe-{arch}"
             shutil.copy2(path, target)
             os.chmod(target, 0o755)
+            # the init of the virtual machines the vm target boots (probe/vminit), built beside the probe
+            vminit = Path(str(path) + "-vminit")
+            if vminit.is_file():
+                shutil.copy2(vminit, dest / f"opcost-vminit-{arch}")
+                os.chmod(dest / f"opcost-vminit-{arch}", 0o755)
         src = dest / "src"
         shutil.rmtree(src, ignore_errors=True)
         for f in probe_sources(here / "probe"):
@@ -112,7 +117,7 @@ class BuildProbe(build_py):
 
 def probe_sources(probe: Path) -> list[Path]:
     """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
-    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]")
+    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]", "vminit/*.c")
     return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in patterns
                                        for p in probe.glob(pat) if not p.name.endswith("-tiny.c"))  # generated
 
