@@ -86,12 +86,16 @@ def test_kernel_and_cmdline_checks(tmp_path):
 
 
 def test_withheld_without_allow_emulated():
-    doc = {"comparisons": [{"verdict": "slower", "ratio": 1.1, "flags": [{"flag": "emulated", "arm": "A"}]},
-                           {"verdict": "same", "ratio": 1.0, "flags": []}], "summary": {}}
+    tcg = {"flag": "emulated", "arm": "A", "detail": "ran under qemu-system-x86_64 (TCG): ..."}
+    doc = {"comparisons": [{"verdict": "slower", "ratio": 1.1, "flags": [tcg]},
+                           {"verdict": "same", "ratio": 1.0, "flags": []},
+                           {"verdict": "faster", "ratio": 0.9, "flags": [dict(tcg, detail="ran under qemu-arm")]}],
+           "summary": {"n": 3, "geomean_ratio": 1.0, "counts": {"slower": 1, "same": 1, "faster": 1}}}
     assert vm.withhold_emulated(json.loads(json.dumps(doc)), True)["comparisons"][0]["verdict"] == "slower"
     out = vm.withhold_emulated(doc, False)
     assert out["comparisons"][0]["verdict"] is None and "allow-emulated" in out["comparisons"][0]["withheld"]
-    assert out["comparisons"][1]["verdict"] == "same" and out["summary"]["n"] == 1
+    assert [e["verdict"] for e in out["comparisons"][1:]] == ["same", "faster"]   # qemu-user: as before
+    assert out["summary"]["counts"] == {"slower": 0, "same": 1, "faster": 1} and out["summary"]["n"] == 3
 
 
 @pytest.mark.parametrize("args, want", [

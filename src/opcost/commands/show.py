@@ -50,10 +50,12 @@ def format_stored(doc: dict, target) -> str:
     args = _stored_args(doc)
     res = doc["results"]
     if doc.get("kind") == "ab" and args is not None and len(res) == 2 * len(args.benches):
-        return format_comparison(ab_document(res, a=args.a, b=args.b, delta=args.delta / 100,
-                                             run_id=doc["run_id"], env=doc.get("env"),
-                                             switches=switches_table(target)),
-                                 color=use_color(sys.stdout), width=terminal_width(sys.stdout))
+        from ..targets.vm import withhold_emulated
+
+        cdoc = ab_document(res, a=args.a, b=args.b, delta=args.delta / 100, run_id=doc["run_id"],
+                           env=doc.get("env"), switches=switches_table(target))
+        cdoc = withhold_emulated(cdoc, getattr(args, "allow_emulated", False))
+        return format_comparison(cdoc, color=use_color(sys.stdout), width=terminal_width(sys.stdout))
     if doc.get("kind") == "variants" and args is not None and res:
         vdoc = variants_document(res, delta=args.delta / 100, run_id=doc["run_id"], env=doc.get("env"))
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +

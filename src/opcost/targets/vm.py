@@ -877,20 +877,22 @@ def open_vm_target(args, texts: list[str] = ()):   # type: ignore[assignment]
 
 
 def withhold_emulated(doc: dict, allow: bool) -> dict:
-    """No verdict on cost from emulated results unless --allow-emulated:
-    each such comparison keeps its figures, its verdict becomes None with
-    the reason under `withheld`, and the summary counts what is left."""
+    """No verdict on cost from a guest emulated by QEMU's TCG unless
+    --allow-emulated: each such comparison keeps its figures, its verdict
+    becomes None with the reason under `withheld`, and the summary's counts
+    leave it out (its geometric mean still covers every ratio)."""
     if allow:
         return doc
-    from ..compare import summary
-
     changed = False
     for e in doc.get("comparisons") or []:
-        if e.get("verdict") is not None and any(f.get("flag") == "emulated" for f in e.get("flags") or []):
-            e["withheld"] = ("emulated (QEMU TCG or qemu-user): the timings are the emulator's, so no verdict on "
-                             "cost; --allow-emulated gives one")
+        if e.get("verdict") is not None and any(f.get("flag") == "emulated" and "(TCG)" in f.get("detail", "")
+                                                for f in e.get("flags") or []):
+            e["withheld"] = ("emulated (QEMU TCG): the timings are the emulator's, so no verdict on cost; "
+                             "--allow-emulated gives one")
             e["verdict"] = None
             changed = True
-    if changed:
-        doc["summary"] = summary([e for e in doc["comparisons"] if e.get("verdict") is not None])
+    counts = (doc.get("summary") or {}).get("counts")
+    if changed and counts is not None:
+        for k in counts:
+            counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
     return doc
