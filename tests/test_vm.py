@@ -221,3 +221,18 @@ def test_interrupted_opcost_leaves_no_qemu_and_no_file(cli_environ, tmp_path, si
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_series_over_kernels_is_stored_and_shown(run_cli, tmp_path):
+    k1, k2 = fake_kernel(tmp_path / "k1"), fake_kernel(tmp_path / "k2")
+    out = tmp_path / "s.json"
+    env = {"OPCOST_QEMU": str(FAKE)}
+    cp = run_cli("series", "--run", "syscall.null", "--over", f"kernel={k1}|{k2}|{k1}", "-p", "3", *FAST,
+                 "--json", str(out), env=env)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"].startswith("opcost.series") and len(doc["labels"]) == 3
+    shown = run_cli("show", "1", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count(str(k1)) >= 2 and str(k2) in shown.stdout
+    assert cp.stdout.splitlines()[-5:] == shown.stdout.splitlines()[-5:]   # the same series, replayed

@@ -80,11 +80,6 @@ def test_ab_kernel_against_kernel_finds_the_injected_cost(run_cli, tmp_path, ker
     doc = json.loads(out.read_text())
     (e,) = doc["comparisons"]
     assert e["verdict"] == "slower" and e["ratio"] == pytest.approx(1.1, rel=0.02)
-    # interleaved boots: one A boot and one B boot per round, in a random order
-    procs = sorted([(p["seq"], "A", p["header"]["vm"]["guest"]["release"]) for p in e["a"].get("processes", [])]
-                   + [(p["seq"], "B", p["header"]["vm"]["guest"]["release"]) for p in e["b"].get("processes", [])])
-    if procs:
-        assert {rel for _, arm, rel in procs if arm == "A"} == {releases()[0]}
     # the same run without --allow-emulated: the figures, no verdict on cost
     from opcost.targets.vm import withhold_emulated
 
