@@ -236,3 +236,14 @@ def test_series_over_kernels_is_stored_and_shown(run_cli, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count(str(k1)) >= 2 and str(k2) in shown.stdout
     assert cp.stdout.splitlines()[-5:] == shown.stdout.splitlines()[-5:]   # the same series, replayed
+
+
+def test_compare_refuses_a_guest_against_another_machine(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    env = {"OPCOST_QEMU": str(FAKE)}
+    fake = ["--fake-clock", "10", "-n", "3", "-w", "1", "--target-ms", "1", "-p", "2"]
+    assert run_cli("run", "syscall.null", *fake, env=env).returncode == 0
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "--accel", "tcg", "--vm-cpus", "1", *fake, env=env)
+    assert cp.returncode == 0, cp.stderr
+    line = one_error_line(run_cli("compare", "1", "2", env=env))
+    assert "different machines" in line and "guest_cpu_model" in line

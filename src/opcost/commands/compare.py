@@ -9,7 +9,7 @@ from ..text import printable
 from . import REFS, add_export_options
 
 # Runs that differ in these measured different machines: not comparable without --force.
-IDENTITY_FIELDS = ("arch", "cpu_model_name")
+IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model")   # guest: the vm target's (docs/kernels.md)
 
 
 def add_parser(sub) -> None:

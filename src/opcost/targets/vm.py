@@ -626,6 +626,8 @@ class VmTarget:
         cpuid = self.cpuid()
         if cpuid is not None:
             env["guest_cpuid"] = {"value": cpuid, "source": "opcost-probe cpuid in the guest (preflight boot)"}
+            # compare refuses runs whose guests saw different CPU models (commands/compare.py)
+            env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
         env["vm"] = {"value": {"qemu": self.qemu_version(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
                                "accel_asked": self.cfg.accel, "allow_emulated": self.cfg.allow_emulated,
                                "host_hypervisor": _hypervisor_flag(),
@@ -718,7 +720,7 @@ class VmTarget:
 
     def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
         return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
-                "guest": b.facts, "accel": accel, "machine": machine_type, "qemu": self.qemu_version(),
+                "guest": b.facts, "accel": accel, "accel_why": self.accel_for(m)[1], "machine": machine_type, "qemu": self.qemu_version(),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()},
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
                 "host_kernel": os.uname().release, "host_hypervisor": _hypervisor_flag()}
