@@ -60,3 +60,16 @@ def test_bisect_exit_codes(run_cli, b, code):
     cp = run_cli("ab", "syscall.null", "--a", "spin=1", "--b", b, "--fake-clock", "100", *p, "-n", "5", "-w", "1",
                  "--target-ms", "1", "--no-store", "--bisect")
     assert cp.returncode == code, cp.stdout + cp.stderr
+
+
+def test_bisect_skips_a_kernel_that_does_not_boot_and_stops_on_bad_input(run_cli, tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_vm import FAKE, fake_kernel
+
+    k = fake_kernel(tmp_path / "k")
+    args = ["--fake-clock", "10", "-n", "3", "-w", "1", "-p", "2", "--accel", "tcg", "--no-store", "--bisect"]
+    cp = run_cli("ab", "syscall.null", "--a", f"kernel={k}", "--b", f"kernel={k}", *args,
+                 env={"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_MODE": "panic"})
+    assert cp.returncode == 125 and "did not boot" in cp.stderr, cp.stderr
+    cp = run_cli("ab", "syscall.null", "--a", "kernel=/nonexistent", "--b", f"kernel={k}", *args)
+    assert cp.returncode == 128 and "no such file" in cp.stderr, cp.stderr

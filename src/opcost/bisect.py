@@ -21,3 +21,18 @@ def exit_code(doc: dict, run_code: int) -> int:
     if all(v in ("faster", "same", "negligible") for v in verdicts):
         return GOOD
     return SKIP
+
+
+def on_error(e: Exception) -> int:
+    """Bad input under --bisect: exit 2 would read as "bad" to `git bisect
+    run`. A kernel that does not boot (targets/vm.BootFailed) is skipped
+    (125: a commit that does not build or boot tells nothing about the
+    cost); any other bad input stops the bisection (128), with its one line."""
+    import sys
+
+    from .redact import redact
+
+    print(f"opcost: {redact(str(e))}", file=sys.stderr)
+    from .targets.vm import BootFailed
+
+    return SKIP if isinstance(e, BootFailed) else 128

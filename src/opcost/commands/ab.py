@@ -68,6 +68,17 @@ def sequential_look(stages: tuple[int, ...], delta: float):
 
 
 def run(args, argv) -> int:
+    if not args.bisect:
+        return _run(args, argv)
+    from ..bisect import on_error
+
+    try:
+        return _run(args, argv)
+    except UsageError as e:   # under `git bisect run`: a kernel that does not boot is skipped, bad input stops it
+        return on_error(e)
+
+
+def _run(args, argv) -> int:
     from .. import export, session
     from ..comparison import ab_document
     from ..report import format_comparison
