@@ -247,3 +247,19 @@ def test_compare_refuses_a_guest_against_another_machine(run_cli, tmp_path):
     assert cp.returncode == 0, cp.stderr
     line = one_error_line(run_cli("compare", "1", "2", env=env))
     assert "different machines" in line and "guest_cpu_model" in line
+
+
+def test_vcpu_threads_pinned_through_qmp(run_cli, tmp_path):
+    """The KVM path's pinning (forced under TCG by OPCOST_VM_PIN=1; the stand-in
+    QEMU names its own thread as vCPU 0): vCPU 0 on the last CPU opcost may use."""
+    own = sorted(os.sched_getaffinity(0))
+    if len(own) < 2:
+        pytest.skip("pinning needs a CPU for the vCPU and one for the rest")
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "1", *FAST, "--json", str(out),
+                 env={"OPCOST_QEMU": str(FAKE), "OPCOST_VM_PIN": "1"})
+    assert cp.returncode == 0, cp.stderr
+    (p,) = json.loads(out.read_text())["results"][0]["processes"]
+    assert p["header"]["vm"]["vcpus"]["0"]["host_cpu"] == own[-1]
+    assert p["header"]["vm"]["guest"]["affinity"] == [own[-1]]   # where the stand-in's vCPU thread really ran

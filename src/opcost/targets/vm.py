@@ -702,19 +702,25 @@ class VmTarget:
         # kvmclock Debian's kernels hang there (TSC unstable), so TCG boots `pc`
         machine_type = "pc"
         host_cpus = None
-        if accel == "kvm":
+        if accel == "kvm" or os.environ.get("OPCOST_VM_PIN") == "1":   # (=1: the tests pin under TCG too)
             own = sorted(os.sched_getaffinity(0))
             host_cpus = own[-self.cfg.cpus:] if len(own) > self.cfg.cpus else None
         limit = BOOT_LIMIT_S[accel]
         with contextlib.suppress(ValueError):
             limit = float(os.environ.get("OPCOST_VM_BOOT_LIMIT") or limit)
+        own_cpus = set(os.sched_getaffinity(0))
         try:
+            if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
+                _pin_threads(own_cpus - set(host_cpus))
             b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=limit,
                      timeout=timeout, host_cpus=host_cpus, on_frame=on_frame)
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             tail = getattr(e, "console", None)
             saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
             raise type(e)(f"{e}" + (f"; the console's last lines are in {saved}" if saved else "")) from None
+        finally:
+            if host_cpus:
+                _pin_threads(own_cpus)
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel})
         return b, accel, machine_type
 
@@ -844,6 +850,13 @@ class VmTarget:
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
         raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
+
+
+def _pin_threads(cpus: set[int]) -> None:
+    """Every thread of this process onto `cpus`."""
+    for t in _threads(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(t, cpus)
 
 
 def _hypervisor_flag() -> bool | None:
