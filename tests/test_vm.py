@@ -263,3 +263,13 @@ def test_vcpu_threads_pinned_through_qmp(run_cli, tmp_path):
     (p,) = json.loads(out.read_text())["results"][0]["processes"]
     assert p["header"]["vm"]["vcpus"]["0"]["host_cpu"] == own[-1]
     assert p["header"]["vm"]["guest"]["affinity"] == [own[-1]]   # where the stand-in's vCPU thread really ran
+
+
+def test_open_vm_spec(tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    t = vm.open_vm_spec(f"vm:{k}?cpus=3&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
+    assert t.allowed_cpus() == [0, 1, 2] and t.default.kernel == k.resolve()
+    assert t.default.cmdline == "mitigations=off nosmt" and t.cfg.accel == "tcg"
+    for bad in ("vm:", f"vm:{k}?cpus=x", f"vm:{k}?disk=1", f"vm:{tmp_path}/nope"):
+        with pytest.raises(UsageError):
+            vm.open_vm_spec(bad)

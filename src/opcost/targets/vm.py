@@ -911,3 +911,25 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
         for k in counts:
             counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
     return doc
+
+
+def open_vm_spec(spec: str) -> VmTarget:
+    """A vm target from a target spec, for open_target's registry:
+    `vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]` (the cmdline
+    URL-encoded). UsageError when a part is wrong."""
+    from urllib.parse import parse_qs, urlsplit
+
+    u = urlsplit(spec)
+    if u.scheme != "vm" or not u.path:
+        raise UsageError(f"target {spec!r}: write vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]")
+    q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+    unknown = set(q) - {"cpus", "mem", "accel", "cmdline"}
+    if unknown:
+        raise UsageError(f"target {spec!r}: unknown {', '.join(sorted(unknown))}; valid: cpus, mem, accel, cmdline")
+    try:
+        cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
+    except ValueError:
+        raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
+    cmdline = check_cmdline(q.get("cmdline", ""), "cmdline=")
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem, accel=q.get("accel", "auto"))
+    return VmTarget(cfg, Machine(check_kernel(u.path, "vm:"), cmdline), cmdline)
