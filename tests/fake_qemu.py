@@ -10,6 +10,7 @@ FAKE_QEMU_MODE says:
   garbage  prints lines that are not frames (and one with a bad checksum)
   panic    writes a kernel panic to the console and exits, as -no-reboot does
   hang     says nothing, forever (a kernel that hangs)
+  garbage_run  passes the preflight; a measuring boot prints garbage
   stall    passes the preflight; in a measuring boot starts the job, then
            hangs (interrupted while measuring)
 
@@ -93,6 +94,10 @@ def main(argv):
             k, _, v = line[4:].partition("=")
             cur[1][k] = v
     measuring = any("--check" not in c[0] and c[0] and c[0][0] == "run" for c in cmds)
+    if mode == "garbage_run" and measuring:
+        out.write(b"@OPC 1 00000000 C 0 start\n")
+        out.flush()
+        return 0
     for i, (a, env) in enumerate(cmds):
         frame(f"C {i} start")
         if mode == "stall" and measuring and i >= 1:

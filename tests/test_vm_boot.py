@@ -37,6 +37,16 @@ def kernel_pair():
     return have
 
 
+def no_run_stored(data_home) -> bool:
+    import sqlite3
+
+    db = data_home / "opcost" / "opcost.db"
+    if not db.exists():
+        return True
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
 def releases():
     return [(kernels.kernel_path(p).parent / "release").read_text().strip() for p in kernels.PACKAGES]
 
@@ -151,3 +161,14 @@ def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_kernel_that_panics_is_one_line_and_keeps_its_console(run_cli, tmp_path, kernel_pair):
+    state = tmp_path / "state"
+    cp = run_cli("run", "syscall.null", "--kernel", str(kernel_pair[0]), "--kernel-cmdline", "rdinit=/nonexistent",
+                 *FAKE, env={"XDG_STATE_HOME": str(state)}, timeout=600)
+    err = cp.stderr.strip().splitlines()
+    assert cp.returncode == 2 and len(err) == 1 and "did not boot" in err[0], cp.stderr
+    (saved,) = (state / "opcost" / "vm-console").glob("*.log")
+    assert str(saved) in err[0] and "Kernel panic" in saved.read_text()
+    assert no_run_stored(tmp_path)

@@ -782,10 +782,10 @@ class VmTarget:
     def _boot_checked(self, m: Machine, cmds, what: str):
         try:
             return self._boot(m, cmds, 600.0, what=what)
-        except ProbeTimeout as e:
-            raise BootFailed(f"kernel {m.kernel}: {e}") from None
         except BootFailed as e:
             raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
+        except (ProbeTimeout, ProbeError) as e:   # a guest that hangs or prints garbage: bad input here too
+            raise BootFailed(f"kernel {m.kernel}: {e}") from None
 
     def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
         (res,) = self.run_batch([req], timeout, on_line)
