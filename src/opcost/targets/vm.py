@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import hashlib
 import json
 import os
-import platform
 import re
 import selectors
 import shutil
@@ -49,9 +47,9 @@ from pathlib import Path
 
 from .. import probe
 from ..errors import ProbeError, ProbeTimeout, UsageError
+from .vm_options import ACCELS
 
 QEMU = "qemu-system-x86_64"
-from .vm_options import ACCELS  # noqa: E402
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line
 KVM_TRIAL_S = 10.0                           # --accel auto: a KVM boot that takes longer does not work here
@@ -876,7 +874,7 @@ def wants_vm(args, texts: list[str]) -> bool:
         re.search(r"(^|[:,])\s*(kernel|cmdline)\s*=", t or "") for t in texts)
 
 
-def open_vm_target(args, texts: list[str] = ()):   # type: ignore[assignment]
+def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
     """The VM target the arguments ask for, or None (then the local one)."""
     if not wants_vm(args, list(texts)):
         return None
