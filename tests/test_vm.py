@@ -287,3 +287,21 @@ def test_garbage_while_measuring_fails_the_variant_and_keeps_nothing_as_measured
     (r,) = json.loads(out.read_text())["results"]
     assert r["status"] == "failed" and "garbled" in r["reason"] and r["processes"] == []
     assert "Traceback" not in cp.stderr
+
+
+def test_several_processes_per_boot_make_one_figure(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "signal.install", "--kernel", str(k), "-p", "2", "--vm-procs", "3", *FAST,
+                 "--json", str(out), env={"OPCOST_QEMU": str(FAKE)})
+    assert cp.returncode == 0, cp.stderr
+    for r in json.loads(out.read_text())["results"]:
+        assert len(r["processes"]) == 2   # one record per boot
+        for p in r["processes"]:
+            v = p["header"]["vm"]
+            assert v["processes_in_boot"] == 6 and len(v["processes"]) == 3
+            # interleaved in the boot: this variant's processes are every other one
+            pos = [q["position_in_boot"] for q in v["processes"]]
+            assert pos[1] - pos[0] == 2 and pos[2] - pos[1] == 2
+            assert len({q["pad_bytes"] for q in v["processes"]}) == 3
+            assert len(p["samples"]) == 9 and [s["i"] for s in p["samples"]] == list(range(9))

@@ -294,6 +294,7 @@ class VmConfig:
     mem_mib: int = 512
     accel: str = "auto"
     allow_emulated: bool = False
+    procs: int = 1              # probe processes of each variant per boot (--vm-procs)
 
 
 def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_fd: int, console_fd: int,
@@ -793,20 +794,28 @@ class VmTarget:
 
     def run_batch(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
         """One boot of the requests' machine (one machine: the runner groups
-        them by batch_key): `opcost-probe cpuid`, then each request's probe
-        process in the order given. Per request, a ProcessResult or the
-        ProbeError/ProbeTimeout/UsageError it ended with; a boot that fails
-        fails them all (ProbeError: during a run that is the boot's failure,
-        exit 1, its console kept)."""
+        them by batch_key): `opcost-probe cpuid`, then `--vm-procs` probe
+        processes of each request, interleaved (A B A B...: drift within the
+        boot spreads over them), each with its own seed and padding. Per
+        request, a ProcessResult (its processes' samples pooled: the per-boot
+        figure) or the ProbeError/ProbeTimeout/UsageError it ended with; a
+        boot that fails fails them all (ProbeError: during a run that is the
+        boot's failure, exit 1, its console kept)."""
+        import dataclasses
+
         m = self.machine_of(reqs[0])
-        results = [probe.ProcessResult(pad_bytes=r.pad_bytes) for r in reqs]
+        per = max(1, self.cfg.procs)
+        subs = [(ri, dataclasses.replace(r, seed=r.seed if j == 0 else r.seed * 7919 + j,
+                                         pad_bytes=(r.pad_bytes + 1237 * j) % 4097))
+                for j in range(per) for ri, r in enumerate(reqs)]
+        results = [probe.ProcessResult(pad_bytes=r.pad_bytes) for _, r in subs]
 
         def on_frame(i: int, kind: str, text: bytes) -> None:
-            if 1 <= i <= len(reqs) and kind == "O" and text.strip():
+            if 1 <= i <= len(subs) and kind == "O" and text.strip():
                 probe._accept(results[i - 1], text, on_line)
 
         cmds: list[tuple[list[str], dict[str, str]]] = [(["cpuid"], {})]
-        cmds += [(r.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}) for r in reqs]
+        cmds += [(r.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}) for _, r in subs]
         try:
             b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}")
         except BootFailed as e:
@@ -816,15 +825,15 @@ class VmTarget:
             return [e for _ in reqs]
         except json.JSONDecodeError as e:
             return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
-        cmd = b.commands + [Command() for _ in range(len(reqs) + 1 - len(b.commands))]
+        cmd = b.commands + [Command() for _ in range(len(subs) + 1 - len(b.commands))]
         rec = self._record(m, b, accel, mt)
         with contextlib.suppress(ValueError, IndexError):
             rec["cpuid"] = json.loads(cmd[0].stdout[0])
-        rec["processes_in_boot"] = len(reqs)
-        out: list = []
-        for k, (req, res, c) in enumerate(zip(reqs, results, cmd[1:])):
-            out.append(self._finish(req, res, c, dict(rec, position_in_boot=k), accel))
-        return out
+        rec["processes_in_boot"] = len(subs)
+        done: list[list] = [[] for _ in reqs]
+        for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
+            done[ri].append(self._finish(r, res, c, dict(rec, position_in_boot=k), accel))
+        return [_pooled(parts) for parts in done]
 
     def _finish(self, req: probe.ProbeRequest, res: probe.ProcessResult, c: Command, rec: dict, accel: str):
         res.wall_s = (c.ended_s or 0) - (c.started_s or 0)
@@ -848,6 +857,30 @@ class VmTarget:
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
         raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
+
+
+def _pooled(parts: list):
+    """The processes of one variant in one boot as one figure: an error or
+    unsupported if any ended so; else the first's header, every measured and
+    warm-up batch of all of them (renumbered), and each process's own facts
+    under header.vm.processes."""
+    for p in parts:
+        if isinstance(p, Exception) or p.unsupported is not None:
+            return p
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    vm = dict(first.header["vm"])
+    vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],
+                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3)}
+                       for p in parts]
+    vm.pop("position_in_boot", None)
+    first.header = dict(first.header, vm=vm)
+    first.samples = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.samples)]
+    first.warmup = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.warmup)]
+    first.trailer = dict(first.trailer or {}, samples=len(first.samples), warmup=len(first.warmup))
+    first.wall_s = sum(p.wall_s for p in parts)
+    return first
 
 
 def _pin_threads(cpus: set[int]) -> None:
@@ -882,10 +915,12 @@ def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
         raise UsageError(f"--vm-cpus {args.vm_cpus} must be in [1, 64]")
     if args.vm_mem < 64 or args.vm_mem > 65536:
         raise UsageError(f"--vm-mem {args.vm_mem} must be in [64, 65536] MiB")
+    if args.vm_procs < 1 or args.vm_procs > 100:
+        raise UsageError(f"--vm-procs {args.vm_procs} must be in [1, 100]")
     cmdline = check_cmdline(args.kernel_cmdline or "")
     default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=args.vm_cpus, mem_mib=args.vm_mem,
-                   accel=args.accel, allow_emulated=args.allow_emulated)
+                   accel=args.accel, allow_emulated=args.allow_emulated, procs=args.vm_procs)
     return VmTarget(cfg, default, cmdline)
 
 
