@@ -911,16 +911,12 @@ def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
     """The VM target the arguments ask for, or None (then the local one)."""
     if not wants_vm(args, list(texts)):
         return None
-    if args.vm_cpus < 1 or args.vm_cpus > 64:
-        raise UsageError(f"--vm-cpus {args.vm_cpus} must be in [1, 64]")
-    if args.vm_mem < 64 or args.vm_mem > 65536:
-        raise UsageError(f"--vm-mem {args.vm_mem} must be in [64, 65536] MiB")
-    if args.vm_procs < 1 or args.vm_procs > 100:
-        raise UsageError(f"--vm-procs {args.vm_procs} must be in [1, 100]")
+    # numbers range-checked with every other (protocol.BOUNDS); None: not given
+    cpus, mem, procs = args.vm_cpus or 2, args.vm_mem or 512, args.vm_procs or 1
     cmdline = check_cmdline(args.kernel_cmdline or "")
     default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=args.vm_cpus, mem_mib=args.vm_mem,
-                   accel=args.accel, allow_emulated=args.allow_emulated, procs=args.vm_procs)
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem,
+                   accel=args.accel, allow_emulated=args.allow_emulated, procs=procs)
     return VmTarget(cfg, default, cmdline)
 
 

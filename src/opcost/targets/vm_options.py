@@ -14,9 +14,9 @@ def add_vm_options(s) -> None:
                    "probe process there, one boot each (kernel= in a SPEC or in --a/--b: per variant)")
     g.add_argument("--kernel-cmdline", metavar="ARGS", default="",
                    help="the guest kernel's parameters, plain words (cmdline= per variant)")
-    g.add_argument("--vm-cpus", type=int, default=2, metavar="N", help="guest CPUs (default 2); cpu= means these")
-    g.add_argument("--vm-mem", type=int, default=512, metavar="MiB", help="guest memory in MiB (default 512)")
-    g.add_argument("--vm-procs", type=int, default=1, metavar="N",
+    g.add_argument("--vm-cpus", metavar="N", help="guest CPUs (default 2); cpu= means these")
+    g.add_argument("--vm-mem", metavar="N", help="guest memory in MiB (default 512)")
+    g.add_argument("--vm-procs", metavar="N",
                    help="probe processes of each variant per boot (default 1); the boot is the unit: their "
                    "batches pooled make its figure")
     g.add_argument("--accel", choices=ACCELS, default="auto", metavar="|".join(ACCELS),
