@@ -121,6 +121,12 @@ class BuildProbe(build_py):
                 raise SystemExit(f"opcost: the {a} probe does not run even rebuilt ({fault}); nothing installed: "
                                  f"check the compiler (`make -C probe -B` shows its output) and the free space")
             print(f"opcost: the {a} probe does not run even rebuilt ({fault}): installing without it")
+        for a, (path, make_args) in built.items():
+            # the init of the virtual machines the vm target boots (probe/vminit), built beside the probe
+            vminit = Path(str(path) + "-vminit")
+            if (dest / f"opcost-probe-{a}").is_file() and vminit.is_file():
+                shutil.copy2(vminit, dest / f"opcost-vminit-{a}")
+                os.chmod(dest / f"opcost-vminit-{a}", 0o755)
         src = dest / "src"
         shutil.rmtree(src, ignore_errors=True)
         for f in probe_sources(here / "probe"):
@@ -170,7 +176,7 @@ class BuildProbe(build_py):
 
 def probe_sources(probe: Path) -> list[Path]:
     """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
-    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]")
+    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]", "vminit/*.c")
     return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in patterns
                                        for p in probe.glob(pat) if not p.name.endswith("-tiny.c"))  # generated
 

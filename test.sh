@@ -6,7 +6,8 @@
 # report formats, chromium for the HTML report's browser test, zsh for the
 # completion test, postgresql for
 # the PostgreSQL store's tests, openssh-server and openssh-client for the
-# fleet's tests), installs
+# fleet's tests, qemu-system-x86 and two Debian kernels (fetched, not
+# installed) for the vm target's boots), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
 # (mypy, configured in pyproject.toml), checks its layers (import-linter's
 # lint-imports, contracts in pyproject.toml), builds the docs (mkdocs --strict)
@@ -37,6 +38,8 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql
 # the fleet's tests: three sshd "hosts" on 127.0.0.2-4, reached with the OpenSSH client
 if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then missing+=(openssh-server); fi
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+# the vm target's tests boot Debian kernels in QEMU (tests/test_vm_boot.py)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi
@@ -62,6 +65,10 @@ make -C probe -s
 make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
 make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 make -C probe -s CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm
+# The vm target's test kernels (Debian's linux-image-6.1.0-{50,56}-cloud-amd64), fetched
+# once with apt-get download into a cache outside the repository; their boots must run here.
+python3 tests/kernels.py >/dev/null
+export OPCOST_REQUIRE_VM=1
 # Cross-architecture tests must run here, not skip.
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64,arm
 # The tools the report and completion tests check against must be there, not skip.

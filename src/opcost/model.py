@@ -146,7 +146,8 @@ class Plan:
     switches: context switches per operation by benchmark (the probe's
     table when the run was made); ops: variants' --ops; target: where it
     ran (local, or the ssh host); recovered: rebuilt from the stored argv of
-    a run made before plans were stored."""
+    a run made before plans were stored; allow_emulated: --allow-emulated
+    (a verdict on a TCG guest's timings is given, not withheld)."""
     kind: str = "run"
     specs: list[str] = field(default_factory=list)
     a: str | None = None
@@ -160,6 +161,7 @@ class Plan:
     ops: int | None = None
     target: str | None = None
     recovered: bool = False
+    allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -167,6 +169,8 @@ class Plan:
                    "switches": dict(sorted(self.switches.items())), "ops": self.ops, "target": self.target}
         if self.recovered:
             d["recovered"] = True
+        if self.allow_emulated:
+            d["allow_emulated"] = True
         return d
 
     @classmethod
@@ -178,7 +182,7 @@ class Plan:
                    if isinstance(over, dict) else None,
                    d.get("boundary"), [int(n) for n in d.get("stages") or []],
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
-                   bool(d.get("recovered")))
+                   bool(d.get("recovered")), bool(d.get("allow_emulated")))
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -315,7 +319,7 @@ class Summary(Mapping):
 # --- runs measured on one machine -------------------------------------------------
 
 # Runs that differ in these measured different machines: not comparable without --force.
-IDENTITY_FIELDS = ("arch", "cpu_model_name")
+IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model")   # guest: the vm target's (docs/kernels.md)
 
 
 def same_machine(envs: list[tuple[Any, dict]], *, force: bool, anyway: str) -> list[tuple]:

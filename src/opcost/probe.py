@@ -213,6 +213,7 @@ class ProbeRequest:
     program: tuple | None = None    # `opcost-probe time -- PROGRAM...` instead of `run` (variants)
     emulator: str | None = None     # exe, or the program, is for another architecture: run under this qemu
     ops: int = 0                    # program: operations in one run (`time --ops N`); 0: the run is the op
+    machine: tuple = ()             # the vm target: (("kernel", PATH), ("cmdline", ARGS)) this process boots
 
     def argv(self, check: bool = False) -> list[str]:
         p = self.protocol

@@ -131,6 +131,10 @@ BOUNDS.update({
     "delta": Bound("percent", 0, 100, "a percentage", low_open=True, high_open=True, example="2 for 2%"),
     # variants --ops: the probe's `time` reads it as an unsigned 64-bit count on every architecture
     "ops": Bound("int", 1, 10**15, "the number of operations one run performs", example="1000000"),
+    # the vm target (targets/vm_options.py)
+    "vm_cpus": Bound("int", 1, 64, "the number of guest CPUs"),
+    "vm_mem": Bound("int", 64, 65536, "guest memory in MiB", example="512"),
+    "vm_procs": Bound("int", 1, 100, "the number of probe processes per variant and boot"),
 })
 
 DEFAULT_DELTA = "2"

@@ -367,6 +367,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
                          "twice the measured A/A noise")
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
+        if e.get("withheld"):
+            notes.append(f"  {e['key']}: no verdict: {e['withheld']}")
     out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
     if (doc.get("design") or {}).get("kind") == "sequential":
         out.append(_design_text(doc))

@@ -124,6 +124,9 @@ class Runner:
         binary; a whole program's process timeout comes from how long its
         untimed check run took (unless --timeout is given)."""
         t0 = time.monotonic()
+        prepare = getattr(self.target, "prepare", None)   # the vm target: one preflight boot per machine
+        if prepare is not None:
+            prepare([self._request(vr.variant, 0, 0, pad=False) for vr in self.results])
         for vr in self.results:
             v = vr.variant
             req = self._request(v, 0, 0, pad=False)
@@ -151,7 +154,8 @@ class Runner:
             bench=v.bench, params=v.probe_params(), arch=v.arch, protocol=p, cpus=v.cpu,
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
-            exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops)
+            exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
+            machine=v.machine)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)
@@ -226,25 +230,55 @@ class Runner:
         order; returns the run's error so far (a timeout wins)."""
         order = list(range(len(self.results)))
         self.rng.shuffle(order)
+        for step in self._steps(order, rnd):
+            for i, err in step():
+                error = self._settle(self.results[i], err, error)
+        if self.progress:
+            self.progress.round_done(rnd + 1, total)
+        return error
+
+    def _settle(self, vr: VariantResult, err: OpcostError | None, error: OpcostError | None) -> OpcostError | None:
+        if isinstance(err, UsageError):
+            vr.status, vr.reason = "failed", str(err)
+            raise err
+        if err is not None:
+            error = error if isinstance(error, ProbeTimeout) else err
+            vr.status, vr.reason = "failed", str(err)
+            self.warn(f"{vr.variant.key()}: {err}")
+            if self.recorder:
+                self.recorder.variant_updated(vr)
+        return error
+
+    def _steps(self, order: list[int], rnd: int) -> list:
+        """The round's steps in its order, each a call giving (variant index,
+        error or None) for what it ran. One variant a step; but a target that
+        runs several probe processes in one go (the vm target: one boot per
+        machine per round, targets/vm.py) gets the round's requests grouped
+        by its `batch_key`, a step per group, in the order of its first."""
+        todo = []
         for i in order:
             vr = self.results[i]
             if vr.status in ("unsupported", "failed") or vr.settled:
                 if self.progress:
                     self.progress.skip((self.opts.protocol.warmup + self.opts.protocol.samples) * self._copies_per_round())
                 continue
-            err = self._round(vr, rnd, i)
-            if isinstance(err, UsageError):
-                vr.status, vr.reason = "failed", str(err)
-                raise err
-            if err is not None:
-                error = error if isinstance(error, ProbeTimeout) else err
-                vr.status, vr.reason = "failed", str(err)
-                self.warn(f"{vr.variant.key()}: {err}")
-                if self.recorder:
-                    self.recorder.variant_updated(vr)
-        if self.progress:
-            self.progress.round_done(rnd + 1, total)
-        return error
+            todo.append(i)
+        run_batch = getattr(self.target, "run_batch", None)
+        if run_batch is None or self.opts.parallel > 1:
+            return [lambda i=i: [(i, self._round(self.results[i], rnd, i))] for i in todo]
+        groups: dict = {}
+        for i in todo:
+            req = self._request(self.results[i].variant, rnd, i)
+            groups.setdefault(getattr(self.target, "batch_key")(req), []).append((i, req))
+
+        def step(items: list) -> list:
+            if self.progress:
+                self.progress.begin(", ".join(self.results[i].variant.key() for i, _ in items))
+            out = run_batch([r for _, r in items], self.timeout, self._progress_counter())
+            # each kept as soon as the batch is done; a usage error raised after the others are kept
+            done = [(i, self._keep(self.results[i], rnd, res)) for (i, _), res in zip(items, out)]
+            return sorted(done, key=lambda d: isinstance(d[1], UsageError))
+        return [lambda items=items: step(items) for items in groups.values()]
 
     def _copies_per_round(self) -> int:
         return 1 + (self.opts.parallel if self.opts.parallel > 1 else 0)
@@ -306,6 +340,13 @@ class Runner:
             res = self.target.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
             return e
+        return self._keep(vr, rnd, res)
+
+    def _keep(self, vr: VariantResult, rnd: int, res) -> OpcostError | None:
+        """A finished probe process (or how it failed) into the variant's results."""
+        if isinstance(res, (ProbeError, ProbeTimeout, UsageError)):
+            return res
+        v = vr.variant
         if res.unsupported is not None:
             vr.status, vr.reason = "unsupported", res.unsupported
             self.warn(f"{v.key()}: cannot be measured here: {res.unsupported}")

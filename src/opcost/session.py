@@ -100,7 +100,8 @@ def plan_of(args, kind: str) -> Plan:
         over = {"param": param, "values": values}
     delta = getattr(args, "delta", None)
     return Plan(kind=kind, specs=specs, a=getattr(args, "a", None), b=getattr(args, "b", None),
-                delta=delta, over=over, ops=getattr(args, "ops", None))
+                delta=delta, over=over, ops=getattr(args, "ops", None),
+                allow_emulated=bool(getattr(args, "allow_emulated", False)))
 
 
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
@@ -136,12 +137,22 @@ def local_target() -> Target:
     return local_target()
 
 
-def target_of(args) -> Target:
-    """The target `--target SPEC` names (targets.open_target; this machine
-    without one), ready to use; cli.main closes it on the way out."""
+def target_of(args, texts: list | tuple = ()) -> Target:
+    """The target the arguments name, ready to use: a virtual machine when
+    --kernel or a kernel=/cmdline= among `texts` (the SPECs, arms, --over)
+    asks for one (targets.vm, docs/kernels.md), else the one `--target SPEC`
+    names (targets.open_target; this machine without one); cli.main closes
+    it on the way out."""
     from .targets import open_target
+    from .targets.vm import open_vm_target
 
-    return open_target(getattr(args, "target", None))
+    vm = open_vm_target(args, texts) if hasattr(args, "kernel") else None
+    if vm is None:
+        return open_target(getattr(args, "target", None))
+    if getattr(args, "target", None):
+        raise UsageError(f"--target {args.target} and a kernel to boot (--kernel, kernel=, cmdline=) name two "
+                         "targets; give one of them")
+    return vm
 
 
 def counter_plan(text: str | None, target: Target):

@@ -37,10 +37,11 @@ class Variant:
     name: str = ""                          # its display name (-DFAST), instead of bench:params
     emulator: str = ""                      # a build for another architecture runs under this (qemu-arm)
     ops: int = 0                            # a program run performs this many operations (--ops; 0: one run)
+    machine: tuple = ()                     # the vm target's kernel=/cmdline= of this variant ((key, value)...)
 
     def all_params(self) -> dict:
         extra = {"spin": str(self.spin)} if self.spin else {}
-        return {**self.params, "cpu": self.cpu, "arch": self.arch, **extra}
+        return {**self.params, "cpu": self.cpu, "arch": self.arch, **extra, **dict(self.machine)}
 
     def probe_params(self) -> dict:
         """The parameters the probe takes: none for a build (its params
@@ -166,7 +167,7 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
     name, pairs = split_spec(spec)
     lists = {k: [x.strip() for x in v.split("|")] for k, v in pairs}
     for k, vals in lists.items():
-        if any(x == "" for x in vals):
+        if any(x == "" for x in vals) and k != "cmdline":   # cmdline= : the kernel's defaults
             raise UsageError(f"SPEC {spec!r}: {k} has an empty value")
     if "cpu" in lists:
         lists["cpu"] = cpu_alternatives("|".join(lists["cpu"]), target)
@@ -190,6 +191,7 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
         b = benches[name]
         declared = {p["name"]: p for p in b["params"]}
         cpu = chosen.pop("cpu", None)
+        machine = _machine_params(chosen, target)
         spin = _check_value(name, {"name": "spin", "type": "int", "min": 0, "max": table.get("spin_max", 0)},
                             chosen.pop("spin", "0"))
         for k, v in chosen.items():
@@ -208,8 +210,24 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
                 cpu = cpu.split(",")[0]  # --cpu A,B: the helper CPU applies to two-party benchmarks only
         _reconcile_placement(name, params, cpu, b, "placement" in chosen, target.placement_of, arch)
         variants.append(Variant(name, params, cpu, arch, tuple(keys), b["op"], int(spin),
-                                b.get("switches_per_op", 0)))
+                                b.get("switches_per_op", 0), machine=machine))
     return variants
+
+
+def _machine_params(chosen: dict, target) -> tuple:
+    """kernel= and cmdline= (the vm target's variant dimensions, targets/vm.py),
+    taken out of the benchmark's parameters and checked."""
+    taken = getattr(target, "machine_params", ())
+    out = []
+    for k in ("kernel", "cmdline"):
+        if k not in chosen:
+            continue
+        if k not in taken:
+            raise UsageError(f"{k}= boots a virtual machine: give --kernel PATH, or kernel= in the SPEC")
+        v = chosen.pop(k)
+        target.check_machine_param(k, v)
+        out.append((k, v))
+    return tuple(out)
 
 
 def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_given: bool,

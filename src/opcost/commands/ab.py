@@ -24,6 +24,12 @@ def add_parser(sub) -> None:
                    "not with -p")
     add_measure_options(s, {"processes": None, "processes_help": "default: sequential, looks after "
                             + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"})
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
+    s.add_argument("--bisect", action="store_true",
+                   help="exit as `git bisect run` reads it: 0 when B is not slower than A beyond delta (good), "
+                   "1 when it is (bad), 125 when still undecided (skip); docs/kernels.md")
 
 
 def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> tuple:
@@ -61,6 +67,17 @@ def sequential_look(stages: tuple[int, ...], delta: float):
 
 
 def run(args, argv) -> int:
+    if not args.bisect:
+        return _run(args, argv)
+    from ..bisect import on_error
+
+    try:
+        return _run(args, argv)
+    except UsageError as e:   # under `git bisect run`: a kernel that does not boot is skipped, bad input stops it
+        return on_error(e)
+
+
+def _run(args, argv) -> int:
     from .. import session
     from ..comparison import ab_document
     from ..present import present
@@ -68,7 +85,7 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()
-    target = session.target_of(args)
+    target = session.target_of(args, [args.a, args.b])
     cpus = session.cpu_option(args.cpu, target)
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
@@ -85,4 +102,12 @@ def run(args, argv) -> int:
     m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
-    return present(doc, format_comparison, settings.exports, measured=m)
+    from ..targets.vm import withhold_emulated
+
+    doc = withhold_emulated(doc, args.allow_emulated)
+    code = present(doc, format_comparison, settings.exports, measured=m)
+    if args.bisect:
+        from ..bisect import exit_code
+
+        return exit_code(doc, code)
+    return code

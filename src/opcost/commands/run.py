@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
     s.add_argument("--parallel", default=None, metavar="N",
                    help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
                    "report per-copy and total throughput and scaling efficiency against one copy")
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
 
 
 def run(args, argv) -> int:
@@ -25,7 +28,7 @@ def run(args, argv) -> int:
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
-    target = session.target_of(args)
+    target = session.target_of(args, args.specs)
     variants = session.plan_variants(args.specs, session.cpu_option(args.cpu, target), target)
     if settings.parallel > 1:
         pinned = [v.key() for v in variants if "cpu" in v.given]

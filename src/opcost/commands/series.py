@@ -34,6 +34,9 @@ def add_parser(sub) -> None:
     m.add_argument("--over", metavar="PARAM=V1|V2|...", help="the labels: values of PARAM in series order")
     protocol.add_delta(s)
     add_measure_options(s)
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
 
 
 def _mode(args) -> str:
@@ -93,7 +96,7 @@ def measured(args, argv) -> int:
     param, values = parse_over(args.over)
     settings = session.Settings.from_args(args, argv, "series")
     settings.check()
-    target = session.target_of(args)
+    target = session.target_of(args, [args.run, args.over])
     variants = over_variants(args.run, param, values, target, session.cpu_option(args.cpu, target))
     m = session.measure(settings, variants, target)
     doc = None

@@ -50,9 +50,11 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
     res = doc["results"]
     if (plan is not None and plan.kind == "ab" and plan.a is not None and plan.b is not None
             and plan.delta is not None and len(res) == 2 * len(plan.specs)):
-        return format_comparison(ab_document(res, a=plan.a, b=plan.b, delta=plan.delta,
-                                             run_id=doc["run_id"], env=doc.get("env"), switches=plan.switches),
-                                 color=color, width=width)
+        from ..targets.vm import withhold_emulated
+
+        cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
+                           switches=plan.switches)
+        return format_comparison(withhold_emulated(cdoc, plan.allow_emulated), color=color, width=width)
     if plan is not None and plan.kind == "variants" and plan.delta is not None and res:
         vdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +

@@ -118,10 +118,19 @@ def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
     return t
 
 
+def _open_vm(rest: str, **options) -> Target:
+    """vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]: a kernel booted in QEMU
+    (targets/vm.py, docs/kernels.md); its options --kernel and kernel= give the same."""
+    from .vm import open_vm_spec
+
+    return open_vm_spec("vm:" + rest)
+
+
 # name -> (opener, the form of its specs, for the one line that lists them).
 TARGETS: dict[str, tuple[Opener, str]] = {
     "local": (_open_local, "local (this machine, the default)"),
     "ssh": (_open_ssh, "ssh://[USER@]HOST[:PORT] (a host reached with OpenSSH, as `fleet run` does)"),
+    "vm": (_open_vm, "vm:KERNEL[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS] (a kernel booted in QEMU)"),
 }
 
 

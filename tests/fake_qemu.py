@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A stand-in for qemu-system-x86_64 in the vm target's tests of bad guests
+and interruptions (OPCOST_QEMU points at it): it speaks QMP on the socket
+opcost passes (`-chardev socket,id=qmp,fd=N`), reads the job from the
+initramfs opcost passes (`-initrd /proc/self/fd/N`), and then behaves as
+FAKE_QEMU_MODE says:
+
+  ok       runs the job with the real probe on this machine, framed as the
+           init frames it (a boot in a few ms: the plumbing, not a kernel)
+  garbage  prints lines that are not frames (and one with a bad checksum)
+  panic    writes a kernel panic to the console and exits, as -no-reboot does
+  hang     says nothing, forever (a kernel that hangs)
+  garbage_run  passes the preflight; a measuring boot prints garbage
+  stall    passes the preflight; in a measuring boot starts the job, then
+           hangs (interrupted while measuring)
+
+FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE = os.path.join(ROOT, "probe", "opcost-probe")
+
+
+def arg(argv, flag):
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def main(argv):
+    if "--version" in argv:
+        print("QEMU emulator version 0.0.0 (opcost's tests: fake_qemu.py)")
+        return 0
+    if os.environ.get("FAKE_QEMU_PIDFILE"):
+        with open(os.environ["FAKE_QEMU_PIDFILE"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+    mode = os.environ.get("FAKE_QEMU_MODE", "ok")
+    qmp_fd = int(re.search(r"fd=(\d+)", [a for a in arg(argv, "-chardev") if "id=qmp" in a][0]).group(1))
+    console = [a for a in arg(argv, "-serial") if a.startswith("file:")][0][5:]
+    initrd = open(arg(argv, "-initrd")[0], "rb").read()
+    job = initrd[initrd.rindex(b"opcost-vminit/1\n"):].split(b"\0")[0].decode()
+    s = socket.socket(fileno=qmp_fd)
+    s.sendall(b'{"QMP": {"version": {}, "capabilities": []}}\n')
+    f = s.makefile("rb")
+    while True:
+        cmd = json.loads(f.readline())["execute"]
+        if cmd == "query-cpus-fast":
+            s.sendall(json.dumps({"return": [{"cpu-index": 0, "thread-id": os.getpid()}]}).encode() + b"\n")
+        else:
+            s.sendall(b'{"return": {}}\n')
+        if cmd == "cont":
+            break
+    out = sys.stdout.buffer
+    seq = [0]
+
+    def frame(payload: str):
+        p = payload.encode()
+        out.write(b"@OPC %d %08x " % (seq[0], zlib.crc32(p)) + p + b"\n")
+        out.flush()
+        seq[0] += 1
+
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "panic":
+        with open(console, "w") as c:
+            c.write("[    0.500000] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n")
+        return 0
+    if mode == "garbage":
+        frame('B {"release": "fake"}')
+        out.write(b"\x1b[2J garbage \xff\xfe\n@OPC 1 00000000 C 0 start\n")
+        out.flush()
+        return 0
+    # where opcost pinned "vCPU 0" (this process's thread); then every CPU again, for the host probe
+    pinned = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    frame('B ' + json.dumps({"release": "fake", "clocksource": "tsc", "affinity": pinned}))
+    cmds, cur = [], None
+    for line in job.splitlines()[1:]:
+        if cur is None:
+            cur = ([], {})
+        if line == "end":
+            cmds.append(cur)
+            cur = None
+        elif line.startswith("arg "):
+            cur[0].append(line[4:])
+        elif line.startswith("env "):
+            k, _, v = line[4:].partition("=")
+            cur[1][k] = v
+    measuring = any("--check" not in c[0] and c[0] and c[0][0] == "run" for c in cmds)
+    if mode == "garbage_run" and measuring:
+        out.write(b"@OPC 1 00000000 C 0 start\n")
+        out.flush()
+        return 0
+    for i, (a, env) in enumerate(cmds):
+        frame(f"C {i} start")
+        if mode == "stall" and measuring and i >= 1:
+            time.sleep(3600)
+        cp = subprocess.run([PROBE, *a], capture_output=True, env={**os.environ, **env})
+        for ln in cp.stdout.decode().splitlines():
+            frame(f"O {i} {ln}")
+        for ln in cp.stderr.decode().splitlines():
+            frame(f"E {i} {ln}")
+        frame(f"X {i} {cp.returncode}")
+    frame(f"Z {len(cmds)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

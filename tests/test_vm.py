@@ -1,0 +1,307 @@
+"""The vm target without a kernel: its input checks, the initramfs it
+writes, and, with a stand-in QEMU (fake_qemu.py: QMP, the job, then a mode),
+bad guests (garbage, a panic, a hang), QEMU missing, KVM refused, and
+interruptions (SIGINT, SIGTERM, SIGKILL of opcost: no QEMU left, no file
+left). The real boots are in test_vm_boot.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opcost.errors import UsageError
+from opcost.targets import vm
+
+HERE = Path(__file__).resolve().parent
+FAKE = HERE / "fake_qemu.py"
+FAST = ["--fake-clock", "10", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1"]
+
+
+def fake_kernel(path: Path) -> Path:
+    """Enough of a bzImage to pass the header check (the fake QEMU never reads it)."""
+    data = bytearray(0x400)
+    data[0x1FE:0x200] = b"\x55\xaa"
+    data[0x202:0x206] = b"HdrS"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def one_error_line(cp, code=2):
+    err = cp.stderr.strip().splitlines()
+    assert cp.returncode == code, cp.stderr
+    assert len(err) == 1 and err[0].startswith("opcost: ") and "Traceback" not in cp.stderr, err
+    return err[0]
+
+
+def parse_cpio(data: bytes) -> dict[str, tuple[int, bytes]]:
+    """newc, read the way the kernel reads it (independent of vm.cpio_newc)."""
+    out, i = {}, 0
+    while True:
+        assert data[i:i + 6] == b"070701", data[i:i + 6]
+        f = [int(data[i + 6 + 8 * k:i + 14 + 8 * k], 16) for k in range(13)]
+        mode, size, namesize = f[1], f[6], f[11]
+        name = data[i + 110:i + 110 + namesize - 1].decode()
+        i += 110 + namesize
+        i += -i % 4
+        body = data[i:i + size]
+        i += size
+        i += -i % 4
+        if name == "TRAILER!!!":
+            return out
+        out[name] = (mode, body)
+
+
+def test_cpio_newc_is_what_the_kernel_reads():
+    data = vm.cpio_newc([("opcost", 0o040755, b""), ("opcost/job", 0o100644, b"abc"), ("init", 0o100755, b"12345")])
+    assert len(data) % 4 == 0
+    got = parse_cpio(data)
+    assert got == {"opcost": (0o040755, b""), "opcost/job": (0o100644, b"abc"), "init": (0o100755, b"12345")}
+
+
+def test_job_text_and_its_refusals():
+    assert vm.job_text([(["run", "syscall.null"], {"OPCOST_PAD": "xx"})]) == (
+        b"opcost-vminit/1\narg run\narg syscall.null\nenv OPCOST_PAD=xx\nend\n")
+    with pytest.raises(UsageError, match="newline"):
+        vm.job_text([(["a\nb"], {})])
+
+
+def test_kernel_and_cmdline_checks(tmp_path):
+    with pytest.raises(UsageError, match="no such file"):
+        vm.check_kernel(str(tmp_path / "nope"))
+    (tmp_path / "text").write_text("not a kernel\n" * 100)
+    with pytest.raises(UsageError, match="not an x86 Linux kernel image"):
+        vm.check_kernel(str(tmp_path / "text"))
+    assert vm.check_kernel(str(fake_kernel(tmp_path / "k"))) == (tmp_path / "k").resolve()
+    assert vm.check_cmdline("  mitigations=off   nosmt ") == "mitigations=off nosmt"
+    for bad in ('init="/bin/sh"', "a\nb", "x='1'", "tab\there"):
+        with pytest.raises(UsageError):
+            vm.check_cmdline(bad)
+
+
+def test_withheld_without_allow_emulated():
+    tcg = {"flag": "emulated", "arm": "A", "detail": "ran under qemu-system-x86_64 (TCG): ..."}
+    doc = {"comparisons": [{"verdict": "slower", "ratio": 1.1, "flags": [tcg]},
+                           {"verdict": "same", "ratio": 1.0, "flags": []},
+                           {"verdict": "faster", "ratio": 0.9, "flags": [dict(tcg, detail="ran under qemu-arm")]}],
+           "summary": {"n": 3, "geomean_ratio": 1.0, "counts": {"slower": 1, "same": 1, "faster": 1}}}
+    assert vm.withhold_emulated(json.loads(json.dumps(doc)), True)["comparisons"][0]["verdict"] == "slower"
+    out = vm.withhold_emulated(doc, False)
+    assert out["comparisons"][0]["verdict"] is None and "allow-emulated" in out["comparisons"][0]["withheld"]
+    assert [e["verdict"] for e in out["comparisons"][1:]] == ["same", "faster"]   # qemu-user: as before
+    assert out["summary"]["counts"] == {"slower": 0, "same": 1, "faster": 1} and out["summary"]["n"] == 3
+
+
+@pytest.mark.parametrize("args, want", [
+    (["run", "syscall.null", "--kernel", "/nonexistent/bzImage"], "no such file"),
+    (["run", "syscall.null", "--kernel", "{text}"], "not an x86 Linux kernel image"),
+    (["run", "syscall.null", "--kernel", "{k}", "--kernel-cmdline", 'init="/x"'], "quote"),
+    (["run", "syscall.null:cmdline=a'b", "--kernel", "{k}"], "quote"),
+    (["run", "syscall.null:kernel={text}"], "kernel= {text} is not an x86 Linux kernel image"),
+    (["run", "syscall.null", "--kernel", "{k}", "--vm-mem", "10"], "--vm-mem 10: give guest memory in MiB"),
+    (["ab", "syscall.null", "--a", "kernel={k}", "--b", "kernel={k},cpu=5"], "cpu=5"),
+])
+def test_bad_input_one_line_exit_2(run_cli, tmp_path, args, want):
+    (tmp_path / "text").write_text("hello\n" * 200)
+    k = fake_kernel(tmp_path / "k")
+    fill = {"k": str(k), "text": str(tmp_path / "text")}
+    cp = run_cli(*[a.format(**fill) for a in args], *FAST, env={"OPCOST_QEMU": str(FAKE)})
+    assert want.format(**fill) in one_error_line(cp)
+
+
+def test_qemu_missing(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), *FAST, env={"OPCOST_QEMU": str(tmp_path / "no-qemu")})
+    assert "is not installed" in one_error_line(cp)
+
+
+def test_kvm_refused(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setattr(vm, "kvm_usable", lambda: "/dev/kvm cannot be opened (Permission denied)")
+    with pytest.raises(UsageError, match="--accel kvm: /dev/kvm cannot be opened"):
+        vm.VmTarget(vm.VmConfig(qemu=sys.executable, accel="kvm"), None)
+    t = vm.VmTarget(vm.VmConfig(qemu=sys.executable, accel="auto"), vm.Machine(fake_kernel(tmp_path / "k")))
+    assert t.accel_for(t.default)[0] == "tcg"   # auto: no trial boot when /dev/kvm does not open
+
+
+def test_fake_boot_runs_the_job_and_records_the_guest(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "signal.install", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out),
+                 env={"OPCOST_QEMU": str(FAKE)})
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    for r in doc["results"]:
+        assert r["status"] == "ok" and len(r["processes"]) == 2
+        for p in r["processes"]:
+            v = p["header"]["vm"]
+            assert v["guest"]["release"] == "fake" and v["accel"] == "tcg" and v["processes_in_boot"] == 2
+            assert v["kernel_sha256"] == vm.sha256_of(k) and "-kernel" in v["qemu_argv"]
+        assert any(f["flag"] == "emulated" for f in r["summary"]["flags"])
+    # both variants of a round ran in one boot, in the round's order
+    by_round = {}
+    for r in doc["results"]:
+        for p in r["processes"]:
+            by_round.setdefault(p["round"], []).append(p["header"]["vm"]["position_in_boot"])
+    assert all(sorted(v) == [0, 1] for v in by_round.values())
+    assert doc["env"]["vm"]["value"]["machines"][0]["guest"]["release"] == "fake"
+
+
+@pytest.mark.parametrize("mode, want", [
+    ("garbage", "garbled"),
+    ("panic", "did not boot"),
+    ("hang", "did not reach opcost's init within 2 s"),
+])
+def test_bad_guest_is_one_line_and_keeps_its_console(run_cli, tmp_path, mode, want):
+    k = fake_kernel(tmp_path / "k")
+    state = tmp_path / "state"
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), *FAST, timeout=60,
+                 env={"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_MODE": mode, "OPCOST_VM_BOOT_LIMIT": "2",
+                      "XDG_STATE_HOME": str(state)})
+    line = one_error_line(cp)
+    assert want in line
+    saved = list((state / "opcost" / "vm-console").glob("*.log"))
+    assert len(saved) == 1 and str(saved[0]) in line
+    if mode == "panic":
+        assert "Kernel panic" in saved[0].read_text()
+    from test_vm_boot import no_run_stored
+
+    assert no_run_stored(tmp_path)   # found in the preflight boot: no run at all
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(cond, limit: float) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+# 20 trials in all: each signal while the guest boots (its preflight) and while it measures.
+TRIALS = [(sig, mode) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) for mode in ("hang", "stall")]
+TRIALS = (TRIALS * 4)[:20]
+
+
+@pytest.mark.parametrize("sig, mode", TRIALS)
+def test_interrupted_opcost_leaves_no_qemu_and_no_file(cli_environ, tmp_path, sig, mode):
+    from conftest import cli_argv
+
+    k = fake_kernel(tmp_path / "k")
+    pids = tmp_path / "qemu.pids"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = cli_environ(OPCOST_QEMU=str(FAKE), FAKE_QEMU_MODE=mode, FAKE_QEMU_PIDFILE=str(pids), TMPDIR=str(tmp),
+                      OPCOST_VM_BOOT_LIMIT="60")
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(k), "-p", "3", *FAST), env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        want = 2 if mode == "stall" else 1   # stall: the preflight boot ended, the measuring one hangs
+        assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= want, 30), "no QEMU started"
+        time.sleep(0.3)
+        qemu = [int(x) for x in pids.read_text().split()]
+        proc.send_signal(sig)
+        proc.wait(timeout=20)
+        assert _wait_for(lambda: not any(_alive(p) for p in qemu), 5), "a QEMU outlived opcost"
+        assert list(tmp.iterdir()) == []
+        if sig != signal.SIGKILL:
+            assert proc.returncode == 128 + sig, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_series_over_kernels_is_stored_and_shown(run_cli, tmp_path):
+    k1, k2 = fake_kernel(tmp_path / "k1"), fake_kernel(tmp_path / "k2")
+    out = tmp_path / "s.json"
+    env = {"OPCOST_QEMU": str(FAKE)}
+    cp = run_cli("series", "--run", "syscall.null", "--over", f"kernel={k1}|{k2}|{k1}", "-p", "3", *FAST,
+                 "--json", str(out), env=env)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"].startswith("opcost.series") and len(doc["labels"]) == 3
+    shown = run_cli("show", "1", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count(str(k1)) >= 2 and str(k2) in shown.stdout
+    assert cp.stdout.splitlines()[-5:] == shown.stdout.splitlines()[-5:]   # the same series, replayed
+
+
+def test_compare_refuses_a_guest_against_another_machine(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    env = {"OPCOST_QEMU": str(FAKE)}
+    fake = ["--fake-clock", "10", "-n", "3", "-w", "1", "--target-ms", "1", "-p", "2"]
+    assert run_cli("run", "syscall.null", *fake, env=env).returncode == 0
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "--accel", "tcg", "--vm-cpus", "1", *fake, env=env)
+    assert cp.returncode == 0, cp.stderr
+    line = one_error_line(run_cli("compare", "1", "2", env=env))
+    assert "different machines" in line and "guest_cpu_model" in line
+
+
+def test_vcpu_threads_pinned_through_qmp(run_cli, tmp_path):
+    """The KVM path's pinning (forced under TCG by OPCOST_VM_PIN=1; the stand-in
+    QEMU names its own thread as vCPU 0): vCPU 0 on the last CPU opcost may use."""
+    own = sorted(os.sched_getaffinity(0))
+    if len(own) < 2:
+        pytest.skip("pinning needs a CPU for the vCPU and one for the rest")
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "1", *FAST, "--json", str(out),
+                 env={"OPCOST_QEMU": str(FAKE), "OPCOST_VM_PIN": "1"})
+    assert cp.returncode == 0, cp.stderr
+    (p,) = json.loads(out.read_text())["results"][0]["processes"]
+    assert p["header"]["vm"]["vcpus"]["0"]["host_cpu"] == own[-1]
+    assert p["header"]["vm"]["guest"]["affinity"] == [own[-1]]   # where the stand-in's vCPU thread really ran
+
+
+def test_open_vm_spec(tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    t = vm.open_vm_spec(f"vm:{k}?cpus=3&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
+    assert t.allowed_cpus() == [0, 1, 2] and t.default.kernel == k.resolve()
+    assert t.default.cmdline == "mitigations=off nosmt" and t.cfg.accel == "tcg"
+    for bad in ("vm:", f"vm:{k}?cpus=x", f"vm:{k}?disk=1", f"vm:{tmp_path}/nope"):
+        with pytest.raises(UsageError):
+            vm.open_vm_spec(bad)
+
+
+def test_garbage_while_measuring_fails_the_variant_and_keeps_nothing_as_measured(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out),
+                 env={"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_MODE": "garbage_run",
+                      "XDG_STATE_HOME": str(tmp_path / "state")})
+    assert cp.returncode == 1, cp.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["status"] == "failed" and "garbled" in r["reason"] and r["processes"] == []
+    assert "Traceback" not in cp.stderr
+
+
+def test_several_processes_per_boot_make_one_figure(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    cp = run_cli("run", "syscall.null", "signal.install", "--kernel", str(k), "-p", "2", "--vm-procs", "3", *FAST,
+                 "--json", str(out), env={"OPCOST_QEMU": str(FAKE)})
+    assert cp.returncode == 0, cp.stderr
+    for r in json.loads(out.read_text())["results"]:
+        assert len(r["processes"]) == 2   # one record per boot
+        for p in r["processes"]:
+            v = p["header"]["vm"]
+            assert v["processes_in_boot"] == 6 and len(v["processes"]) == 3
+            # interleaved in the boot: this variant's processes are every other one
+            pos = [q["position_in_boot"] for q in v["processes"]]
+            assert pos[1] - pos[0] == 2 and pos[2] - pos[1] == 2
+            assert len({q["pad_bytes"] for q in v["processes"]}) == 3
+            assert len(p["samples"]) == 9 and [s["i"] for s in p["samples"]] == list(range(9))

@@ -1,0 +1,174 @@
+"""Real boots: Debian's cloud kernels 6.1.0-50 and 6.1.0-56 (fetched by
+tests/kernels.py into a cache outside the repository) boot in QEMU under
+TCG with opcost's own initramfs and run the probe. Under TCG the timings
+are QEMU's, so every figure asserted here comes from the fake clock (with
+an injected spin=), never from this CPU: the boots, the guest's facts, the
+interleaving and the verdicts are what is tested.
+
+Skipped when QEMU or the kernels are not here, unless OPCOST_REQUIRE_VM=1
+(test.sh sets it: then they fail instead)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import kernels
+
+FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1",
+        "--vm-mem", "256"]
+
+
+@pytest.fixture(scope="module")
+def kernel_pair():
+    have = kernels.cached()
+    why = None if shutil.which("qemu-system-x86_64") else "qemu-system-x86_64 is not installed"
+    why = why or (None if have else "the test kernels are not fetched (python3 tests/kernels.py)")
+    if why:
+        if os.environ.get("OPCOST_REQUIRE_VM") == "1":
+            pytest.fail(why + " (OPCOST_REQUIRE_VM=1)")
+        pytest.skip(why)
+    return have
+
+
+def no_run_stored(data_home) -> bool:
+    import sqlite3
+
+    db = data_home / "opcost" / "opcost.db"
+    if not db.exists():
+        return True
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def releases():
+    return [(kernels.kernel_path(p).parent / "release").read_text().strip() for p in kernels.PACKAGES]
+
+
+def test_each_kernel_boots_and_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path, kernel_pair):
+    k1, k2 = kernel_pair
+    out = tmp_path / "r.json"
+    ks = f"{k1}|{k2}"
+    cp = run_cli("run", f"syscall.null:kernel={ks}", f"ctx.pipe:kernel={ks}", "-p", "1", *FAKE, "--json", str(out),
+                 timeout=900)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    seen = {}
+    for r in doc["results"]:
+        assert r["status"] == "ok", r
+        (p,) = r["processes"]
+        v = p["header"]["vm"]
+        assert v["accel"] == "tcg" and v["machine"] == "pc" and v["processes_in_boot"] == 2
+        assert v["kernel"] == r["params"]["kernel"] and len(v["kernel_sha256"]) == 64
+        assert v["guest"]["proc_version"].startswith("Linux version " + v["guest"]["release"])
+        assert v["guest"]["clocksource"] and v["guest"]["vulnerabilities"]
+        assert v["cpuid"]["arch"] == "x86_64" and "xcr0" in v["cpuid"]
+        assert v["boot_s"] > 0 and v["vcpus"]["0"]["thread"] > 0 and v["host_kernel"] == os.uname().release
+        assert p["header"]["emulator"].endswith("(TCG)")
+        assert any(f["flag"] == "emulated" for f in r["summary"]["flags"])
+        assert r["summary"]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
+        seen.setdefault(v["guest"]["release"], set()).add(r["bench"])
+    assert seen == {rel: {"syscall.null", "ctx.pipe"} for rel in releases()}
+    machines = doc["env"]["vm"]["value"]["machines"]
+    assert sorted(m["guest"]["release"] for m in machines) == sorted(releases())
+    assert "emulated" in cp.stdout
+
+
+def test_ab_kernel_against_kernel_finds_the_injected_cost(run_cli, tmp_path, kernel_pair):
+    k1, k2 = kernel_pair
+    out = tmp_path / "ab.json"
+    # B: the other kernel, and 20 fake ticks (10 ns of 100) more per operation
+    cp = run_cli("ab", "syscall.null", "--a", f"kernel={k1}", "--b", f"kernel={k2},spin=20", "-p", "5", *FAKE,
+                 "--allow-emulated", "--bisect", "--json", str(out), timeout=900)
+    assert cp.returncode == 1, cp.stdout + cp.stderr    # --bisect: B is slower: bad
+    doc = json.loads(out.read_text())
+    (e,) = doc["comparisons"]
+    assert e["verdict"] == "slower" and e["ratio"] == pytest.approx(1.1, rel=0.02)
+    # the same run without --allow-emulated: the figures, no verdict on cost
+    from opcost.targets.vm import withhold_emulated
+
+    held = withhold_emulated(json.loads(out.read_text()), False)
+    assert held["comparisons"][0]["verdict"] is None and "withheld" in held["comparisons"][0]
+
+
+AA_BENCHES = ["syscall.null", "syscall.read", "syscall.write", "syscall.stat", "syscall.fstat", "syscall.open",
+              "ctx.pipe", "ctx.yield", "signal.catch", "signal.install", "ctx.unix", "ctx.futex", "ctx.eventfd",
+              "proc.fork", "proc.vfork", "thread.create", "mem.pagefault", "timer.nanosleep", "insn.div",
+              "insn.chain"]
+
+
+def test_aa_of_one_kernel_gives_no_false_verdict(run_cli, tmp_path, kernel_pair):
+    """20 comparisons of one kernel against itself, 5 boots per arm (the
+    fewest with which a verdict is possible at all): no slower, no faster
+    (fake clock). One path in both arms, so each round's A and B processes
+    share its boot (6 boots in all, not 12: the test's time; the kernel
+    against kernel test boots each arm on its own)."""
+    k1 = kernel_pair[0]
+    out = tmp_path / "aa.json"
+    cp = run_cli("ab", *AA_BENCHES, "--a", f"kernel={k1}", "--b", f"kernel={k1}", "-p", "5", *FAKE,
+                 "--allow-emulated", "--json", str(out), timeout=1800)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["comparisons"]) == 20
+    verdicts = [e["verdict"] for e in doc["comparisons"]]
+    assert all(v in ("same", "negligible", "inconclusive") for v in verdicts), verdicts
+
+
+def _qemu_with(marker: str) -> list[int]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(int(pid))
+            except OSError:
+                pass
+    return [p for p in out if p != os.getpid()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_pair, sig):
+    from conftest import cli_argv
+
+    kernel = tmp_path / f"vmlinuz-{sig}"     # a path of its own: its QEMU is found by it
+    shutil.copyfile(kernel_pair[0], kernel)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(kernel), *FAKE), cwd=tmp_path,
+                            env=cli_environ(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        t0 = time.monotonic()
+        while not any(p != proc.pid for p in _qemu_with(str(kernel))) and time.monotonic() - t0 < 60:
+            time.sleep(0.1)
+        qemu = [p for p in _qemu_with(str(kernel)) if p != proc.pid]
+        assert qemu, "QEMU did not start"
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        t0 = time.monotonic()
+        while [p for p in _qemu_with(str(kernel)) if p != proc.pid] and time.monotonic() - t0 < 5:
+            time.sleep(0.1)
+        assert not [p for p in _qemu_with(str(kernel)) if p != proc.pid], "a QEMU outlived opcost"
+        assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_kernel_that_panics_is_one_line_and_keeps_its_console(run_cli, tmp_path, kernel_pair):
+    state = tmp_path / "state"
+    cp = run_cli("run", "syscall.null", "--kernel", str(kernel_pair[0]), "--kernel-cmdline", "rdinit=/nonexistent",
+                 *FAKE, env={"XDG_STATE_HOME": str(state)}, timeout=600)
+    err = cp.stderr.strip().splitlines()
+    assert cp.returncode == 2 and len(err) == 1 and "did not boot" in err[0], cp.stderr
+    (saved,) = (state / "opcost" / "vm-console").glob("*.log")
+    assert str(saved) in err[0] and "Kernel panic" in saved.read_text()
+    assert no_run_stored(tmp_path)
