@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from opcost import counters
+from opcost import counters, summaries
 from opcost.errors import UsageError
 
 FAST = ["-p", "2", "-n", "5", "-w", "1", "--no-store"]
@@ -184,7 +184,7 @@ def test_multiplexed_counter_is_flagged_with_its_running_share():
 
     procs = [{"header": None, "samples": [sample(100.0, 0.5), sample(100.0, 0.5), sample(100.0, 0.25)]}]
     s = summarize(procs)
-    s["counters_running"] = counters.running_fractions(procs)
+    s["counters_running"] = summaries.running_fractions(procs)
     assert s["counters_running"] == {"cycles": 0.5}
     assert any(f["flag"] == "multiplexed" for f in s["flags"])
     text = format_counters("x", s)

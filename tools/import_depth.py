@@ -3,7 +3,9 @@
 imported): its longest chain of imports and its cycles.
 
 Every `import` and `from ... import` counts, at module level or inside a
-function (a lazy import is still a dependency; import-linter counts it too).
+function (a lazy import is still a dependency; import-linter counts it too),
+except those under `if TYPE_CHECKING:`, which only the type checker reads
+(they never run, so they order nothing at import time).
 `from pkg import name` is an import of `pkg.name` when that is a module of
 the package, else of `pkg`; an import names the module itself, not the
 packages above it (as import-linter's graph does).
@@ -40,13 +42,24 @@ def _resolve(name: str, level: int, module: str, is_package: bool) -> str:
     return ".".join(base + ([name] if name else []))
 
 
+def _type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def graph(src: Path, package: str) -> dict[str, set[str]]:
     """module -> the modules of the package it imports."""
     mods = modules(src, package)
     out: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {id(n) for top in ast.walk(tree) if isinstance(top, ast.If) and _type_checking(top.test)
+                       for stmt in top.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             found: list[str] = []
             if isinstance(node, ast.Import):
                 found = [a.name for a in node.names]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .errors import UsageError
 from .model import Comparison, Summary, process_median, result_key
+from .text import printable
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
@@ -445,3 +446,23 @@ def stored_document(run_a: dict, run_b: dict, *, delta: float, switches: dict[st
         b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
         env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
         env_a=run_a.get("env"), env_b=run_b.get("env"), **({"system_wide": sw} if sw else {}))
+
+
+def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
+    """The opcost.comparison/1 document of two stored runs (`opcost compare`,
+    `opcost report --compare`): refused when they are the same run, or ran on
+    different machines unless `force` (the option that says so: `force_flag`).
+    Switches per operation come from the runs' plans (A's first)."""
+    from .env import differences
+    from .model import plan_of, same_machine, switches_of
+
+    id_a, id_b = store.resolve(ref_a), store.resolve(ref_b)
+    if id_a == id_b:
+        raise UsageError(f"{printable(ref_a)} and {printable(ref_b)} are the same stored run ({id_a}); "
+                         "compare two different runs, or measure noise with an interleaved "
+                         "`opcost ab BENCH --a P --b P`")
+    run_a, run_b = store.load_run(id_a, summaries=True), store.load_run(id_b, summaries=True)
+    same_machine([(id_a, run_a.get("env") or {}), (id_b, run_b.get("env") or {})], force=force,
+                 anyway=f"{force_flag} to compare anyway")
+    return stored_document(run_a, run_b, delta=delta, switches=switches_of(plan_of(run_a), plan_of(run_b)),
+                           diffs=differences(run_a.get("env") or {}, run_b.get("env") or {}))

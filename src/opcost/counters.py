@@ -268,53 +268,6 @@ def _unknown(item: str, base: str, known: list[str], profiles: set, cat) -> str:
             + "; " + _valid_text(known) + (f"; {cat.summary()}" if cat is not None else ""))
 
 
-def derive(processes: list[dict], derived: list[Derived]) -> dict:
-    """summary["derived"]: per metric, the median over processes of the
-    metric computed from that process's per-op counter medians (and its median
-    ns per op). A metric whose inputs were not counted says which ones."""
-    from .stats import median, process_stats
-
-    per_proc = []
-    for p in processes:
-        if p.get("samples"):
-            st = process_stats(p["samples"])
-            per_proc.append((st.get("counters", {}), st["median_ns"]))
-    out = {}
-    for d in derived:
-        vals = []
-        for counters, ns in per_proc:
-            env = {ident: counters.get(ev) for ident, ev in d.events.items()}
-            env["ns"] = ns
-            v = evaluate(d.expr, env)
-            if v is not None:
-                vals.append(v)
-        entry: dict = {"expr": d.shown_expr(), "profile": d.profile}
-        if d.help:
-            entry["help"] = d.help
-        if vals:
-            entry["value"] = median(vals)
-        else:
-            missing = [ev for ident, ev in d.events.items() if ident in _names(d.expr, d.name)
-                       and not any(isinstance(c.get(ev), (int, float)) for c, _ in per_proc)]
-            entry["value"] = None
-            entry["reason"] = ("not counted here: " + ", ".join(missing)) if missing else "undefined (division by zero)"
-        out[d.name] = entry
-    return out
-
-
-def running_fractions(processes: list[dict]) -> dict:
-    """summary["counters_running"]: for each counter that was multiplexed in
-    any measured batch, the median share of the batch it was counting."""
-    from .stats import median
-
-    acc: dict[str, list[float]] = {}
-    for p in processes:
-        for s in p.get("samples", []):
-            for name, fr in (s.get("counters_running") or {}).items():
-                acc.setdefault(name, []).append(fr)
-    return {k: median(v) for k, v in acc.items()}
-
-
 def split_name(event: str) -> tuple[str, str]:
     """`cycles:u` -> (`cycles`, `u`); `cycles` -> (`cycles`, ``); `:uk` is
     both; a helper's event is its own row: `cycles:u:helper` -> (`cycles

@@ -116,3 +116,10 @@ def store_name(url: str | None) -> str:
     text = str(default_store_path()) if url is None else redact(url)
     home = os.path.expanduser("~")
     return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
+
+
+def results_table(results: list[dict], *, color: bool, width: int | None) -> str:
+    """The results table of `run` and of each host of `fleet run` (no colour in it)."""
+    from .report import format_results
+
+    return format_results(results, width=width)

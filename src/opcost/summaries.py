@@ -19,16 +19,12 @@ def summarize_variant(processes: list[dict], derived: list | None = None, parall
 
     summary = with_facts(summarize(processes), [p for p in processes if p.get("samples")])
     if summary.get("n_processes"):
-        from .counters import derive, running_fractions
-
         if derived:
             summary["derived"] = derive(processes, derived)
         running = running_fractions(processes)
         if running:
             summary["counters_running"] = running
         if parallel_rounds:
-            from .parallel import summarize_parallel
-
             summary["parallel"] = summarize_parallel(parallel_rounds, processes, copies)
     return summary
 
@@ -48,4 +44,106 @@ def fill_summaries(doc: dict) -> dict:
                 if keep in s:
                     fresh[keep] = s[keep]
             r["summary"] = fresh
+    return doc
+
+
+def derive(processes: list[dict], derived: list) -> dict:
+    """summary["derived"]: per metric, the median over processes of the
+    metric computed from that process's per-op counter medians (and its median
+    ns per op). A metric whose inputs were not counted says which ones."""
+    from .counters import _names, evaluate
+    from .stats import median, process_stats
+
+    per_proc = []
+    for p in processes:
+        if p.get("samples"):
+            st = process_stats(p["samples"])
+            per_proc.append((st.get("counters", {}), st["median_ns"]))
+    out = {}
+    for d in derived:
+        vals = []
+        for counters, ns in per_proc:
+            env = {ident: counters.get(ev) for ident, ev in d.events.items()}
+            env["ns"] = ns
+            v = evaluate(d.expr, env)
+            if v is not None:
+                vals.append(v)
+        entry: dict = {"expr": d.shown_expr(), "profile": d.profile}
+        if d.help:
+            entry["help"] = d.help
+        if vals:
+            entry["value"] = median(vals)
+        else:
+            missing = [ev for ident, ev in d.events.items() if ident in _names(d.expr, d.name)
+                       and not any(isinstance(c.get(ev), (int, float)) for c, _ in per_proc)]
+            entry["value"] = None
+            entry["reason"] = ("not counted here: " + ", ".join(missing)) if missing else "undefined (division by zero)"
+        out[d.name] = entry
+    return out
+
+
+def running_fractions(processes: list[dict]) -> dict:
+    """summary["counters_running"]: for each counter that was multiplexed in
+    any measured batch, the median share of the batch it was counting."""
+    from .stats import median
+
+    acc: dict[str, list[float]] = {}
+    for p in processes:
+        for s in p.get("samples", []):
+            for name, fr in (s.get("counters_running") or {}).items():
+                acc.setdefault(name, []).append(fr)
+    return {k: median(v) for k, v in acc.items()}
+
+
+def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dict:
+    """summary["parallel"] (and result["parallel"]) of opcost.result/1."""
+    from .parallel import LOW_OVERLAP, overlap, rate
+    from .stats import median
+
+    single_rate = {p["index"]: rate(p["samples"], p.get("header")) for p in processes if p.get("samples")}
+    out_rounds = []
+    for r in rounds:
+        ops = [c["ops_per_s"] for c in r["copies"] if c["ops_per_s"]]
+        if len(ops) != len(r["copies"]):
+            continue
+        per_copy = sum(ops) / len(ops)
+        single = single_rate.get(r.get("single_process"))
+        out_rounds.append({"round": r["round"], "seq": r["seq"], "single_process": r.get("single_process"),
+                           "single_ops_per_s": single, "per_copy_ops_per_s": per_copy,
+                           "total_ops_per_s": sum(ops), "min_copy_ops_per_s": min(ops),
+                           "efficiency": per_copy / single if single else None,
+                           "overlap": overlap(r["copies"]), "copies": r["copies"]})
+    cpus = [c["cpu"] for c in rounds[0]["copies"]] if rounds else []
+    doc = {"copies": n, "cpus": cpus, "wrapped": bool(rounds and rounds[0].get("wrapped")),
+           "n_rounds": len(out_rounds),
+           "method": "throughput = operations / wall time from the first to the last batch used (batches "
+                     "while all copies measured); per round: per-copy = mean over the copies, efficiency = "
+                     "per-copy / the round's single process; medians over rounds",
+           "rounds": out_rounds}
+
+    def med(key):
+        xs = [r[key] for r in out_rounds if r.get(key) is not None]
+        return median(xs) if xs else None
+
+    for key in ("single_ops_per_s", "per_copy_ops_per_s", "total_ops_per_s", "min_copy_ops_per_s",
+                "efficiency", "overlap"):
+        doc[key] = med(key)
+    effs = [r["efficiency"] for r in out_rounds if r.get("efficiency") is not None]
+    doc["efficiency_range"] = [min(effs), max(effs)] if effs else None
+    flags = []
+    if doc["wrapped"]:
+        flags.append(f"{n} copies on {len(set(cpus))} CPU(s): copies share CPUs, so per-copy throughput "
+                     "includes time-sharing")
+    ov = [r["overlap"] for r in out_rounds if r.get("overlap") is not None]
+    if ov and min(ov) < LOW_OVERLAP:
+        flags.append(f"copies measured concurrently only {min(ov):.0%} of their span in the worst round "
+                     "(calibration skew); only batches inside the common span are used")
+    alone = sum(1 for r in rounds for c in r["copies"] if not c.get("concurrent", True))
+    if alone:
+        flags.append(f"{alone} copy run(s) had no batch while all copies were measuring: their throughput is "
+                     "over all their batches, not a concurrent one; raise --samples")
+    mig = sum(c["migrated_batches"] for r in rounds for c in r["copies"])
+    if mig:
+        flags.append(f"{mig} batch(es) of the copies ran off their pinned CPU")
+    doc["flags"] = flags
     return doc

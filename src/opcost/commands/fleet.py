@@ -72,8 +72,7 @@ def run(args, argv) -> int:
             warn(str(e))
         raise unknown[-1]
     f.run()
-    from ..present import present_fleet
-    from .run import results_table
+    from ..present import present_fleet, results_table
 
     return present_fleet(f, settings, results_table)
 

@@ -107,7 +107,7 @@ def run(args, argv) -> int:
             docs.append(stored_document(store, args.series, args.by.strip(), order=order, order_how=how,
                                         delta=args.delta, force=args.any_machine))
         elif kind == "comparison":
-            from .compare import compare_stored
+            from ..comparison import compare_stored
 
             docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta,
                                        force=args.any_machine, force_flag="--any-machine"))

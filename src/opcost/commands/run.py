@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     from .. import session
-    from ..present import present
+    from ..present import present, results_table
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
@@ -45,10 +45,3 @@ def run(args, argv) -> int:
     m = session.measure(settings, variants, target)
     # the result's exports were written by the recorder during the run
     return present(m.results, results_table, settings.exports, measured=m)
-
-
-def results_table(results: list[dict], *, color: bool, width: int | None) -> str:
-    """The results table (no colour in it)."""
-    from ..report import format_results
-
-    return format_results(results, width=width)

@@ -110,7 +110,7 @@ def _v4(db: Any) -> None:
 
 # Version 5 (issue 24): the plan of a run, older runs' recovered from their argv.
 def _v5(db: Any) -> None:
-    from .recover import recovered_plans
+    from .rows import recovered_plans
 
     db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
     db.cursor().executemany("UPDATE runs SET plan = %s WHERE id = %s",

@@ -138,23 +138,3 @@ def plan_or_recovered(doc: dict) -> dict | None:
         return plan
     got = recover_plan(doc.get("argv"), doc.get("kind"), doc.get("results"))
     return None if got is None else got.to_dict()
-
-
-def recovered_plans(query: Callable[[str], list]) -> list[tuple[str, int]]:
-    """(plan JSON, run id) of every run of a store migrating to schema 5
-    (`query(sql)` gives the rows of a SELECT): recovered from its argv, the
-    JSON null when it cannot be."""
-    from .rows import decode, encode
-
-    results: dict[int, dict[int, dict]] = {}
-    for run_id, result_id, bench, meta in query(
-            "SELECT r.run_id, r.id, r.bench, p.meta FROM results r LEFT JOIN processes p ON p.result_id = r.id"
-            " ORDER BY r.run_id, r.position, p.idx"):
-        res = results.setdefault(run_id, {}).setdefault(result_id, {"bench": bench, "processes": []})
-        if meta:
-            res["processes"].append(decode(meta))
-    out = []
-    for run_id, kind, argv in query("SELECT id, kind, argv FROM runs"):
-        plan = recover_plan(decode(argv), kind, list(results.get(run_id, {}).values()))
-        out.append((encode(None if plan is None else plan.to_dict()), run_id))
-    return out

@@ -12,7 +12,7 @@ into a model object without touching the queries.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Callable, Any, Iterable, Sequence
 
 from ..model import Plan, Process, Result, Run
 from .owner import shown_status
@@ -110,3 +110,23 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
                shown_status(status, decode(owner)), run_id, label, version,
                stored={"created": created, "finished": finished, "kind": kind},
                labels={k: v for k, v in labels}, uuid=ident, plan=got).to_json()
+
+
+def recovered_plans(query: Callable[[str], list]) -> list[tuple[str, int]]:
+    """(plan JSON, run id) of every run of a store migrating to schema 5
+    (`query(sql)` gives the rows of a SELECT): recovered from its argv, the
+    JSON null when it cannot be."""
+    from .recover import recover_plan
+
+    results: dict[int, dict[int, dict]] = {}
+    for run_id, result_id, bench, meta in query(
+            "SELECT r.run_id, r.id, r.bench, p.meta FROM results r LEFT JOIN processes p ON p.result_id = r.id"
+            " ORDER BY r.run_id, r.position, p.idx"):
+        res = results.setdefault(run_id, {}).setdefault(result_id, {"bench": bench, "processes": []})
+        if meta:
+            res["processes"].append(decode(meta))
+    out = []
+    for run_id, kind, argv in query("SELECT id, kind, argv FROM runs"):
+        plan = recover_plan(decode(argv), kind, list(results.get(run_id, {}).values()))
+        out.append((encode(None if plan is None else plan.to_dict()), run_id))
+    return out

@@ -34,13 +34,12 @@ _SPEC = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 _OPEN: list[Any] = []   # targets open_target opened that hold something: closed by close_all
 
 
-@functools.cache
 def local_target() -> Target:
     """This machine (targets.local.LocalTarget), one per process, so its
     probe's table and CPU placements are asked once."""
-    from .local import LocalTarget
+    from .local import local_target
 
-    return LocalTarget()
+    return local_target()
 
 
 def held(target):

@@ -12,6 +12,7 @@ OPCOST_QUIET=0 turns both off (the validation compares with and without)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import dataclasses
 import os
 from typing import Iterator
@@ -128,3 +129,10 @@ class LocalTarget:
             if isinstance(r, probe.ProcessResult):
                 r.front_end = how
         return out
+
+
+@functools.cache
+def local_target() -> LocalTarget:
+    """This machine, one per process, so its probe's table and CPU
+    placements are asked once (targets.local_target)."""
+    return LocalTarget()

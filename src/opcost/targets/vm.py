@@ -570,7 +570,7 @@ class VmTarget:
     @property
     def local(self):
         if self._local is None:
-            from . import local_target
+            from .local import local_target
 
             self._local = local_target()
         return self._local
