@@ -935,7 +935,8 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
                              "--allow-emulated gives one")
             e["verdict"] = None
             changed = True
-    counts = (doc.get("summary") or {}).get("counts")
+    summary = doc.get("summary")   # the comparison's counts of each verdict
+    counts = summary.get("counts") if isinstance(summary, dict) else None
     if changed and counts is not None:
         for k in counts:
             counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
