@@ -63,6 +63,19 @@ class Build:
     arch: str = ""                   # what the builds are for (from their ELF header)
     emulator: str | None = None      # they run under this qemu, or natively (None)
     cached: list[str] = field(default_factory=list)   # the builds taken from the build cache
+    pending: list = field(default_factory=list)       # cache writes, made by store_in_cache()
+    cache: buildcache.Cache | None = None
+    log: object = None
+
+    def store_in_cache(self) -> None:
+        """Store the new builds in the build cache: called once the study got
+        past every check and measured (bad input stores nothing)."""
+        for put, *put_args in self.pending:
+            if put:
+                put(*put_args)
+        self.pending = []
+        if self.cache and self.cache.unwritable and callable(self.log):
+            self.log(f"the build cache cannot be written ({self.cache.unwritable}): the next run builds again")
 
 
 def check_arch(arch: str | None) -> str | None:
@@ -296,8 +309,9 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     keys: dict[str, str] = {}
     srcs: dict[str, list[Path]] = {}
     cached: list[str] = []
-    # stored only once every build is made: bad input (a variant that does not
-    # compile, a mode SOURCE does not fit) leaves nothing in the cache
+    # stored by Build.store_in_cache once the study has measured: bad input (a
+    # variant that does not compile, an option of the other mode, a bad store)
+    # leaves nothing in the cache
     pending: list = []
 
     def compile_obj(i: int, d: str) -> Path:
@@ -410,12 +424,7 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
             for cpu in cpus:
                 out.append(Variant("user.op", {**extra, **common}, cpu, got, ("define",), "opcost_op call",
                                    name=named(name, cpu), exe=str(exe), emulator=emu or ""))
-    for put, *put_args in pending:
-        if put:
-            put(*put_args)
-    if cache and cache.unwritable:
-        log(f"the build cache cannot be written ({cache.unwritable}): the next run builds again")
-    return Build(mode, out, cc, cflags, source, got, emu, cached)
+    return Build(mode, out, cc, cflags, source, got, emu, cached, pending, cache, log)
 
 
 def _make_safe(source: Path, workdir: Path) -> Path:

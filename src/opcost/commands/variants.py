@@ -111,6 +111,7 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
             samples=ds if given["samples"] is None else given["samples"],
             warmup=dw if given["warmup"] is None else given["warmup"])
         m = session.measure(settings, b.variants, target)
+        b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results
     doc = variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env)
     return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width), settings.exports,
