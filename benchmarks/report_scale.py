@@ -44,7 +44,7 @@ import resource, sys, time
 sys.path.insert(0, {src!r})
 t0 = time.perf_counter()
 from opcost.store import open_store
-from opcost.export import html
+from opcost.formats import html
 from opcost import output
 with open_store({store!r}, readonly=True) as store:
     ids = sorted(r["id"] for r in store.list_runs())

@@ -7,7 +7,7 @@ step at c060), then times, interleaved over a few repetitions:
 
 - the reference: reading the same sample rows from the store with one query;
 - `series`: the library call the command makes (stored_document: find,
-  load, match, analyse) plus the table (report.format_series);
+  load, match, analyse) plus the table (tables.format_series);
 - the whole command, `python -m opcost series syscall.null --by commit`,
   as a user waits for it (interpreter start and imports included), and
   that start alone (python -c "import opcost.changepoint, ruptures").
@@ -74,7 +74,7 @@ def one_query(path: str) -> float:
 
 
 def library(path: str) -> float:
-    from opcost.report import format_series
+    from opcost.tables import format_series
     from opcost.series import stored_document
     from opcost.store import open_store
 

@@ -101,7 +101,7 @@ def capture() -> dict[str, str]:
     # machine's environment. Byte-exact for the matplotlib of the test extra
     # (pyproject.toml pins it; the page's last line names the version).
     sys.path.insert(0, str(ROOT / "src"))
-    from opcost.export import html
+    from opcost.formats import html
 
     for name in HTML_PAGES:
         out[f"{name}.html"] = html.serialize(json.loads(out[f"{name}.json"])).decode("ascii")

@@ -12,7 +12,7 @@ import pytest
 from opcost.runner import summarize_variant  # a summary: statistics and the facts of its processes
 from opcost import spec, stats
 from opcost.errors import UsageError
-from opcost.report import format_results
+from opcost.tables import format_results
 from opcost.targets.replay import ReplayTarget
 
 FAST = ["--fake-clock", "100", "-p", "2", "-n", "3", "-w", "1", "--target-ms", "1", "--no-store"]

@@ -207,30 +207,30 @@ def test_helper_modifier_names_and_rows():
 
 
 def test_counter_ratio_uses_the_time_ratios_resampling():
-    from opcost import compare
+    from opcost import abtest
 
     a, b = [10.0, 11.0, 9.5, 10.2, 10.8], [12.0, 12.5, 11.9, 13.0, 12.2]
-    c = compare.counter_ratio(a, b)
-    r, ci = compare.ratio_ci(a, b)
+    c = abtest.counter_ratio(a, b)
+    r, ci = abtest.ratio_ci(a, b)
     assert c["ratio"] == pytest.approx(r) and c["ci95_ratio"] == pytest.approx(ci)
     assert c["differs"] is True and c["difference"] == pytest.approx(12.2 - 10.2)
     assert c["ci95_difference"][0] > 0
-    same = compare.counter_ratio([1.0] * 4, [1.0] * 4)
+    same = abtest.counter_ratio([1.0] * 4, [1.0] * 4)
     assert same["ratio"] == 1.0 and same["ci95_ratio"] == [1.0, 1.0] and same["differs"] is False
 
 
 def test_counter_ratio_with_zero_counts():
-    from opcost import compare
+    from opcost import abtest
 
-    none = compare.counter_ratio([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    none = abtest.counter_ratio([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     assert none["ratio"] is None and none["note"] == "zero in both arms" and none["differs"] is False
-    new = compare.counter_ratio([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    new = abtest.counter_ratio([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
     assert new["ratio"] is None and new["difference"] == 1.0 and new["differs"] is True
     # A's median is positive but some resamples of A are all zeros: the upper bound is unbounded
-    some = compare.counter_ratio([0.0, 0.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0])
+    some = abtest.counter_ratio([0.0, 0.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0])
     assert some["ratio"] == 1.0 and some["ci95_ratio"][1] is None
     with pytest.raises(ValueError):
-        compare.counter_ratio([-1.0], [1.0])
+        abtest.counter_ratio([-1.0], [1.0])
 
 
 # ------------------------------------------------------------------ end to end

@@ -171,7 +171,7 @@ def test_event_that_does_not_fit_the_group_is_counted_alone(probe_bin):
 
 
 def test_multiplexed_counter_is_flagged_with_its_running_share():
-    from opcost.report import format_counters
+    from opcost.tables import format_counters
     from opcost.stats import summarize
 
     def sample(v, frac):

@@ -1,4 +1,4 @@
-"""The html format (export/html.py) without a browser: the page is
+"""The html format (formats/html.py) without a browser: the page is
 self-contained and deterministic, escapes what it shows, aggregates many
 runs, reads series tolerantly, is reachable from `--export html:FILE` and
 says in one line (exit 2, before measuring) when matplotlib is missing.
@@ -18,7 +18,7 @@ import pytest
 
 import html_docs as H
 from conftest import ROOT, cli_argv, cli_env
-from opcost.export import FORMATS, html
+from opcost.formats import FORMATS, html
 
 FAST = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress"]
 
@@ -77,7 +77,7 @@ def test_output_is_deterministic_across_processes():
     doc = H.ab_doc()
     here = html.serialize(doc)
     assert here == html.serialize(doc)
-    code = ("import json, sys; sys.path[:0] = [%r, %r]; import html_docs as H; from opcost.export import html; "
+    code = ("import json, sys; sys.path[:0] = [%r, %r]; import html_docs as H; from opcost.formats import html; "
             "sys.stdout.buffer.write(html.serialize(H.ab_doc()))") % (str(ROOT / "src"), str(ROOT / "tests"))
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
                         env={**os.environ, "PYTHONHASHSEED": "12345"})
@@ -257,7 +257,7 @@ def test_without_matplotlib_one_line_exit_2_before_measuring(tmp_path, probe_bin
         in lines[0], cp.stderr
     assert "Traceback" not in cp.stderr and cp.stdout == ""
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "opcost").exists()   # no store: nothing ran
-    code = ("import sys; sys.path.insert(0, %r)\nfrom opcost.errors import UsageError\nfrom opcost.export import html\n"
+    code = ("import sys; sys.path.insert(0, %r)\nfrom opcost.errors import UsageError\nfrom opcost.formats import html\n"
             "assert html.available() == html.MISSING\ntry:\n    html.serialize({'results': []})\nexcept UsageError as e:\n"
             "    print(e)\n") % str(ROOT / "src")
     cp = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
@@ -269,7 +269,7 @@ def test_help_does_not_import_matplotlib_even_with_html_registered(tmp_path):
                         env=cli_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0 and "html" in cp.stdout
     mods = {ln.rsplit("|", 1)[1].strip() for ln in cp.stderr.splitlines() if ln.startswith("import time:")}
-    assert "opcost.export.html" in mods
+    assert "opcost.formats.html" in mods
     assert not [m for m in mods if m.split(".")[0] in ("matplotlib", "numpy")]
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 import html_docs as H
-from opcost.export import html
-from opcost.text import printable
+from opcost.formats import html
+from opcost.safetext import printable
 
 REQUIRED = os.environ.get("OPCOST_REQUIRE_BROWSER") == "1"
 

@@ -132,7 +132,7 @@ def test_present_chooses_the_stream_colour_and_width(monkeypatch, tmp_path):
     assert out.getvalue().endswith("table of 2 color=False width=120\n")
     # an export to stdout: the table goes to stderr (not a terminal: no colour, full width) ...
     written = []
-    monkeypatch.setattr("opcost.export.write", lambda exports, doc: written.append((exports, doc)))
+    monkeypatch.setattr("opcost.formats.write", lambda exports, doc: written.append((exports, doc)))
     P.present({"x": 3}, _table, [("json", "-")])
     assert written == [([("json", "-")], {"x": 3})]
     assert err.getvalue() == "table of 3 color=False width=None\n"
@@ -152,7 +152,7 @@ def _measured(exports, *, recorded: bool, code: int = 0):
 
 def test_present_after_measuring_says_where_and_gives_the_exit_code(monkeypatch, capsys):
     written = []
-    monkeypatch.setattr("opcost.export.write", lambda exports, doc: written.append(exports))
+    monkeypatch.setattr("opcost.formats.write", lambda exports, doc: written.append(exports))
     m = _measured([("json", "r.json")], recorded=True)
     # a result: the recorder wrote its exports during the run, not again here
     assert P.present({"x": 1}, _table, m.settings.exports, measured=m) == 0

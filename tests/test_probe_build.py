@@ -34,7 +34,7 @@ def test_build_aarch64_into_the_user_dir_and_run_it_emulated(run_cli, tmp_path):
     assert cp.returncode == 0, cp.stderr
     built = tmp_path / "opcost" / "probes" / "opcost-probe-aarch64"
     assert built.is_file() and f"built {built}" in cp.stdout and "qemu-aarch64" in cp.stdout
-    from opcost.probe_build import elf_arch
+    from opcost.crossprobe import elf_arch
     assert elf_arch(built) == "aarch64"
     rows = json.loads(run_cli("probe", "list", "--json").stdout)["probes"]
     row = next(r for r in rows if r["arch"] == "aarch64")
@@ -59,7 +59,7 @@ def test_build_arm_and_run_seed_004s_division_under_qemu(run_cli, tmp_path):
     cp = run_cli("probe", "build", "--arch", "arm", timeout=300)
     assert cp.returncode == 0, cp.stderr
     built = tmp_path / "opcost" / "probes" / "opcost-probe-arm"
-    from opcost.probe_build import elf_arch
+    from opcost.crossprobe import elf_arch
     assert elf_arch(built) == "arm" and "qemu-arm" in cp.stdout
     cp = run_cli("run", "insn.div:arch=arm,variant=inline|libgcc", "-p", "2", "-n", "2", "-w", "0",
                  "--target-ms", "1", "--json", "div.json", "--no-store", timeout=300)
@@ -107,7 +107,7 @@ def test_wrong_compiler_for_the_arch_is_refused(run_cli):
 
 
 def test_elf_arch_reads_the_header(tmp_path):
-    from opcost.probe_build import elf_arch
+    from opcost.crossprobe import elf_arch
     assert elf_arch(Path(sys.executable).resolve()) == "x86_64" or os.uname().machine != "x86_64"
     f = tmp_path / "x"
     f.write_bytes(b"not an elf file at all")
@@ -122,22 +122,22 @@ def test_elf_arch_reads_the_header(tmp_path):
 def test_out_path_is_checked_before_building(tmp_path, monkeypatch, out, words):
     """A file where a directory should be is one line, before the build's
     seconds are spent (the compiler is never started)."""
-    from opcost import probe_build
+    from opcost import crossprobe
     from opcost.errors import UsageError
 
     (tmp_path / "afile").write_text("x")
-    monkeypatch.setattr(probe_build.subprocess, "run", lambda *a, **k: pytest.fail(f"started {a[0]}"))
-    monkeypatch.setattr(probe_build, "default_cc", lambda arch: ["cc"])
-    monkeypatch.setattr(probe_build.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(crossprobe.subprocess, "run", lambda *a, **k: pytest.fail(f"started {a[0]}"))
+    monkeypatch.setattr(crossprobe, "default_cc", lambda arch: ["cc"])
+    monkeypatch.setattr(crossprobe.shutil, "which", lambda name: f"/usr/bin/{name}")
     with pytest.raises(UsageError) as e:
-        probe_build.build("x86_64", None, True, Path(out.replace("{tmp}", str(tmp_path))))
+        crossprobe.build("x86_64", None, True, Path(out.replace("{tmp}", str(tmp_path))))
     assert all(w in str(e.value) for w in words), str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
 def test_unbalanced_cc_quote_is_a_usage_error():
-    from opcost import probe_build
+    from opcost import crossprobe
     from opcost.errors import UsageError
 
     with pytest.raises(UsageError, match="No closing quotation"):
-        probe_build.build("x86_64", "'gcc -m32", True, None)
+        crossprobe.build("x86_64", "'gcc -m32", True, None)

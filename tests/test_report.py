@@ -160,7 +160,7 @@ def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
 # --- markdown ---------------------------------------------------------------------
 
 def test_markdown_escapes_what_would_be_markup():
-    from opcost.export.markdown import escape
+    from opcost.formats.markdown import escape
 
     assert escape("a|b") == "a\\|b"
     assert escape("<script>alert(1)</script>") == "&lt;script>alert(1)&lt;/script>"
@@ -258,7 +258,7 @@ def test_tables_fit_the_terminal_and_say_what_they_left_out(run_cli, tmp_path, p
 
 
 def test_report_help_and_formats_import_nothing_heavy():
-    """`opcost --help` builds report's parser, which lists export.FORMATS:
+    """`opcost --help` builds report's parser, which lists formats.FORMATS:
     no format module may import numpy, scipy or matplotlib at module level."""
     code = ("import sys, contextlib, io\n"
             "from opcost.cli import main\n"
@@ -267,7 +267,7 @@ def test_report_help_and_formats_import_nothing_heavy():
             "        rc = main(['report', '--help'])\n"
             "    except SystemExit as e:\n"
             "        rc = e.code\n"
-            "import opcost.export\n"
+            "import opcost.formats\n"
             "heavy = sorted(m for m in ('numpy', 'scipy', 'matplotlib') if m in sys.modules)\n"
             "print(rc, '--format' in out.getvalue(), heavy)\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

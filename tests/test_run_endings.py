@@ -113,7 +113,7 @@ def _result(name, meds, rounds):
 
 
 def test_outliers_only_where_they_matter_and_disturbed_rounds_once():
-    from opcost.report import format_results
+    from opcost.tables import format_results
 
     tight = [100.0, 100.1, 99.9, 100.05, 99.95, 100.0, 100.02, 99.98, 100.01, 101.0]   # #9 is 1% off
     res = [_result("tight", tight, range(10))]

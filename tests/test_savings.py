@@ -14,8 +14,8 @@ import json
 import numpy as np
 import pytest
 
-from opcost import compare, comparison, stats
-from opcost.report import format_comparison
+from opcost import abtest, comparison, stats
+from opcost.tables import format_comparison
 
 
 def _procs(user, sys_, tsc_hz=3e9, elapsed=None, helper=False):
@@ -41,9 +41,9 @@ def test_saving_ci_spans_zero_for_noise_and_not_for_a_real_saving():
     rng = np.random.default_rng(1)
     a = rng.normal(100, 10, 10)
     b = rng.permutation(a) + rng.normal(0, 1, 10)  # the same processes, another order, a little noise
-    noise = compare.saving_ci([(a, b)])
+    noise = abtest.saving_ci([(a, b)])
     assert noise["spans_zero"] and noise["ci95"][0] < 0 < noise["ci95"][1]
-    real = compare.saving_ci([(a + 50, b)])
+    real = abtest.saving_ci([(a + 50, b)])
     assert not real["spans_zero"] and real["ci95"][0] > 0
     assert real["improvement"] == pytest.approx(real["saving"] / np.median(a + 50))
     lo, hi = real["ci95_improvement"]
@@ -51,7 +51,7 @@ def test_saving_ci_spans_zero_for_noise_and_not_for_a_real_saving():
 
 
 def test_saving_ci_needs_two_processes_per_arm():
-    one = compare.saving_ci([([100.0], [90.0, 91.0])])
+    one = abtest.saving_ci([([100.0], [90.0, 91.0])])
     assert one["saving"] == pytest.approx(9.5) and one["ci95"] is None and one["spans_zero"] is None
 
 

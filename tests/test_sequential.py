@@ -127,7 +127,7 @@ def test_the_boundaries_hold_alpha_for_the_rank_statistic(boundary):
     Monte-Carlo error (the boundaries assume the canonical joint
     distribution, which a rank statistic on accumulating data has
     asymptotically), and not far under it (the rule spends its alpha)."""
-    from opcost import compare
+    from opcost import abtest
 
     rng = np.random.default_rng(20261125)
     levels = [lk.p_level for lk in sequential.looks((10, 20, 40), boundary=boundary)]
@@ -135,7 +135,7 @@ def test_the_boundaries_hold_alpha_for_the_rank_statistic(boundary):
     crossed = 0
     for _ in range(n):
         a, b = 100 + rng.standard_normal(40), 100 + rng.standard_normal(40)
-        crossed += any(compare.p_value(a[:k], b[:k])["mannwhitney"] < lv for k, lv in zip((10, 20, 40), levels))
+        crossed += any(abtest.p_value(a[:k], b[:k])["mannwhitney"] < lv for k, lv in zip((10, 20, 40), levels))
     rate = crossed / n
     assert 0.03 < rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / n), rate
 
@@ -161,11 +161,11 @@ def test_type_i_error_of_the_sequential_rule_on_null_data(boundary):
 def test_the_plain_smaller_p_would_not_be_a_p_value():
     """Why the looks double it: at 20 per arm the smaller of Mann-Whitney's
     and KS's p falls under 0.05 well over 5% of the time under the null."""
-    from opcost import compare
+    from opcost import abtest
 
     rng = np.random.default_rng(5)
     n = 1500
-    ps = [compare.p_value(100 + rng.standard_normal(20), 100 + rng.standard_normal(20)) for _ in range(n)]
+    ps = [abtest.p_value(100 + rng.standard_normal(20), 100 + rng.standard_normal(20)) for _ in range(n)]
     hits = sum(min(p["mannwhitney"], p["ks"]) < 0.05 for p in ps)
     assert hits / n > 0.05 + 0.5 * math.sqrt(0.05 * 0.95 / n), hits / n
 

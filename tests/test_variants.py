@@ -294,7 +294,7 @@ def test_installed_package_ships_the_probe_sources(tmp_path, src):
     assert (shipped / "Makefile").is_file() and (shipped / "user_op.c").is_file()
     env = {k: v for k, v in os.environ.items() if k != "OPCOST_PROBE"}
     env.update(PYTHONPATH=str(lib), XDG_DATA_HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    cp = subprocess.run([sys.executable, "-c", "import opcost.build as v; print(v.probe_source_dir())"],
+    cp = subprocess.run([sys.executable, "-c", "import opcost.variantbuild as v; print(v.probe_source_dir())"],
                         env=env, capture_output=True, text=True, cwd=tmp_path)
     assert cp.stdout.strip() == str(shipped), cp.stderr
     cp = subprocess.run([sys.executable, "-m", "opcost", "variants", str(src(OPERATION)), "-DFAST", "-p", "2",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from opcost import buildcache  # noqa: E402
+from opcost import variantcache  # noqa: E402
 
 FAST = ["-p", "2", "-n", "2", "--fake-clock", "50", "--no-store", "--no-progress"]
 OP = '#include <stdint.h>\n#include "k.h"\nuint64_t opcost_op(uint64_t x) { return x * K + 1; }\n'
@@ -126,7 +126,7 @@ def test_bad_cflags_for_is_one_line_exit_2_before_compiling(run_cli, src, tmp_pa
 
 
 def test_cache_writes_whole_files_and_evicts_the_least_recently_used(tmp_path, monkeypatch):
-    c = buildcache.Cache(tmp_path / "builds")
+    c = variantcache.Cache(tmp_path / "builds")
     exe = tmp_path / "exe"
     for i, k in enumerate(("a" * 40, "b" * 40, "c" * 40)):
         exe.write_bytes(bytes([i]) * 100_000)
@@ -149,7 +149,7 @@ def test_cache_key_covers_source_includes_compiler_flags_and_probe(tmp_path):
     (probe_dir / "main.c").write_text("int main(void){return 0;}\n")
 
     def k(flags=("-O2",)):
-        return buildcache.key(what="probe", sources=buildcache.source_files(s, list(flags)), cc=["cc"],
+        return variantcache.key(what="probe", sources=variantcache.source_files(s, list(flags)), cc=["cc"],
                               flags=list(flags), probe_dir=probe_dir)
     base = k()
     assert k() == base

@@ -9,7 +9,7 @@ import sys
 import time
 
 from opcost.cli import _glue_flag_values
-from opcost.build import WORKDIR_PREFIX, sweep_stale_workdirs
+from opcost.variantbuild import WORKDIR_PREFIX, sweep_stale_workdirs
 
 
 def dead_pid() -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opcost import build, probe
+from opcost import variantbuild, probe
 
 REQUIRED = set(filter(None, os.environ.get("OPCOST_REQUIRE_ARCHES", "").split(",")))
 
@@ -129,24 +129,24 @@ def test_a_build_nothing_here_runs_is_refused_in_one_line(run_cli, src, tmp_path
 
 def test_runner_for(monkeypatch):
     host = probe.host_arch()
-    assert build.runner_for(host, "x") is None
+    assert variantbuild.runner_for(host, "x") is None
     monkeypatch.setattr(probe, "emulator", lambda arch: None)
     other = "arm" if host != "arm" else "x86_64"
     with pytest.raises(Exception) as e:
-        build.runner_for(other, "variant -DA")
+        variantbuild.runner_for(other, "variant -DA")
     assert f"variant -DA: built for {other}, this machine is {host} and qemu-{other} is not installed" in str(e.value)
 
 
 def test_arch_of_build_names_what_the_compiler_built(tmp_path):
     exe = Path(sys.executable).resolve()
-    assert build.arch_of_build(exe, "v", None, ["cc"]) == probe.host_arch()
+    assert variantbuild.arch_of_build(exe, "v", None, ["cc"]) == probe.host_arch()
     with pytest.raises(Exception, match="builds .* files, not arm"):
-        build.arch_of_build(exe, "v", "arm" if probe.host_arch() != "arm" else "x86_64", ["cc"])
+        variantbuild.arch_of_build(exe, "v", "arm" if probe.host_arch() != "arm" else "x86_64", ["cc"])
     riscv = tmp_path / "r"
     riscv.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 9 + (2).to_bytes(2, "little") + (243).to_bytes(2, "little")
                       + b"\0" * 40)
     with pytest.raises(Exception, match="built for riscv 64-bit by cc, this machine is"):
-        build.arch_of_build(riscv, "variant -DA", None, ["cc"])
+        variantbuild.arch_of_build(riscv, "variant -DA", None, ["cc"])
 
 
 def test_emulated_requests_start_the_right_thing():

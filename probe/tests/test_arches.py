@@ -56,7 +56,7 @@ def _run(arch_probe, *args):
 def test_binary_is_static_and_for_its_arch(arch_probe):
     arch, exe, _ = arch_probe
     sys.path.insert(0, str(ROOT / "src"))
-    from opcost.probe_build import elf_arch
+    from opcost.crossprobe import elf_arch
     assert elf_arch(exe) == arch
     cp = subprocess.run(["file", str(exe)], capture_output=True, text=True)
     if cp.returncode == 0 and cp.stdout:

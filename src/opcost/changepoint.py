@@ -1,6 +1,6 @@
 """Where in an ordered series of labels (commits, kernels, parameter values)
 did the cost change: pure functions over per-process medians, like
-compare.py, whose statistics confirm every step found here.
+abtest.py, whose statistics confirm every step found here.
 
 Input: the labels in series order, each with the per-process medians (ns per
 op, > 0) of its processes. Method (docs/statistics.md, "Series"):
@@ -15,7 +15,7 @@ op, > 0) of its processes. Method (docs/statistics.md, "Series"):
    more than noise would; a candidate lands on a label boundary (segments
    are at least one label long, breakpoints snapped to the nearest
    boundary);
-4. each candidate is compared, with compare.compare_arms, between the
+4. each candidate is compared, with abtest.compare_arms, between the
    segments on its two sides (bounded by its neighbouring candidates):
    steps smaller than delta are dropped, the p-values are Holm-adjusted
    over the candidates and the verdict is compare's (slower/faster
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from . import compare
+from . import abtest
 
 import numpy as np  # noqa: E402
 
@@ -72,12 +72,12 @@ def noise(groups: list[np.ndarray]) -> dict:
     res = np.concatenate([np.abs(lg[:, None] - lg[None, :])[np.triu_indices(lg.size, 1)] / math.sqrt(2)
                           for lg in logs if lg.size > 1] or [np.empty(0)])
     if res.size >= 2:
-        sigma = float(compare.MAD_SCALE * np.median(np.abs(res)))
+        sigma = float(abtest.MAD_SCALE * np.median(np.abs(res)))
         how = f"within-label spread pooled over {sum(lg.size > 1 for lg in logs)} label(s)"
     else:
         meds = np.array([np.median(lg) for lg in logs])
         d = np.diff(meds)
-        sigma = float(compare.MAD_SCALE * np.median(np.abs(d)) / math.sqrt(2)) if d.size else 0.0
+        sigma = float(abtest.MAD_SCALE * np.median(np.abs(d)) / math.sqrt(2)) if d.size else 0.0
         how = "successive label medians (no label has 2 processes)"
     return {"sigma": max(sigma, MIN_SIGMA), "sigma_measured": sigma, "method": how}
 
@@ -128,16 +128,16 @@ def _resamples(n: int, full: int) -> int:
 def _test(groups: list[np.ndarray], j: int, left: tuple[int, int], right: tuple[int, int], *, delta: float,
           resamples: int, seed: int) -> dict:
     a, b = _pool(groups, *left), _pool(groups, *right)
-    c = compare.compare_arms(a, b, delta=delta, resamples=min(resamples, _resamples(max(a.size, b.size), resamples)),
+    c = abtest.compare_arms(a, b, delta=delta, resamples=min(resamples, _resamples(max(a.size, b.size), resamples)),
                              seed=seed)
     return dict(c, index=j, left=list(left), right=list(right))
 
 
-def confirm(groups: list[np.ndarray], found: list[int], *, delta: float = compare.DELTA,
-            alpha: float = compare.ALPHA, resamples: int = BOOTSTRAP_RESAMPLES,
+def confirm(groups: list[np.ndarray], found: list[int], *, delta: float = abtest.DELTA,
+            alpha: float = abtest.ALPHA, resamples: int = BOOTSTRAP_RESAMPLES,
             seed: int = BOOTSTRAP_SEED) -> tuple[list[dict], list[dict]]:
     """Each candidate tested between the segments on its two sides: returns
-    (confirmed, rejected), each a list of compare.decide() entries with
+    (confirmed, rejected), each a list of abtest.decide() entries with
     "index" (the label where the new level begins), "left" and "right"
     ([first, end) labels of the segments) and, for a rejected one, "why".
     Steps below `delta` go first (smallest first), then the unconfirmed one
@@ -159,7 +159,7 @@ def confirm(groups: list[np.ndarray], found: list[int], *, delta: float = compar
             rejected.append(dict(worst, why=f"step below delta ({delta:.1%})"))
             cps.remove(worst["index"])
             continue
-        decided = compare.decide(tests, alpha=alpha)
+        decided = abtest.decide(tests, alpha=alpha)
         bad = [t for t in decided if t["verdict"] not in CONFIRMING]
         if not bad:
             break
@@ -172,7 +172,7 @@ def confirm(groups: list[np.ndarray], found: list[int], *, delta: float = compar
                       seed=seed)
         out = dict(t, ci95_ratio=again["ci95_ratio"])
         if "p_adjusted" in t:
-            out["verdict"] = compare.verdict(t["ratio"], out["ci95_ratio"], t["p_adjusted"], t["delta"], alpha)
+            out["verdict"] = abtest.verdict(t["ratio"], out["ci95_ratio"], t["p_adjusted"], t["delta"], alpha)
         return out
 
     return [full(t) for t in decided], [full(t) for t in rejected]
@@ -186,7 +186,7 @@ def labels_table(groups: list[np.ndarray], resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> list[dict]:
     """Per label: processes, median with 95% bootstrap CI, and the change
     (ratio - 1, with the CI of the ratio) against the previous label and
-    against the first. compare.ratio_ci's method (percentile bootstrap of
+    against the first. abtest.ratio_ci's method (percentile bootstrap of
     the ratio of medians, each label resampled independently), with each
     label's bootstrap medians drawn once and used for its own CI and both
     its ratios: 100 labels cost 100 bootstraps, not 300."""
@@ -212,7 +212,7 @@ def labels_table(groups: list[np.ndarray], resamples: int = BOOTSTRAP_RESAMPLES,
     return out
 
 
-def analyse(labels: list, *, delta: float = compare.DELTA, alpha: float = compare.ALPHA,
+def analyse(labels: list, *, delta: float = abtest.DELTA, alpha: float = abtest.ALPHA,
             factor: float = PENALTY_FACTOR, resamples: int = BOOTSTRAP_RESAMPLES,
             seed: int = BOOTSTRAP_SEED, table: bool = True) -> dict:
     """The whole analysis of one series: {"labels" (labels_table, unless
@@ -230,7 +230,7 @@ def analyse(labels: list, *, delta: float = compare.DELTA, alpha: float = compar
     for t in kept:
         j = t["index"]
         a, b = groups[j - 1], groups[j]
-        t["neighbours"] = (compare.decide([compare.compare_arms(a, b, delta=delta, resamples=resamples, seed=seed)],
+        t["neighbours"] = (abtest.decide([abtest.compare_arms(a, b, delta=delta, resamples=resamples, seed=seed)],
                                           alpha=alpha)[0] if a.size > 1 and b.size > 1 else None)
     return {"labels": labels_table(groups, resamples, seed) if table else None, "noise": nz,
             "candidates": cand, "change_points": kept,

@@ -1,6 +1,6 @@
 """Builds `opcost.comparison/1` documents from pairs of results (measured
 interleaved by `ab`, or loaded from the store by `compare`): the statistics
-come from compare.py, this module only pairs, labels and tabulates. It
+come from abtest.py, this module only pairs, labels and tabulates. It
 imports compare (numpy, scipy) only when it compares, so commands can pair
 and check their input first."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import UsageError
 from .model import Comparison, Summary, process_median, result_key
-from .text import printable
+from .safetext import printable
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
@@ -52,7 +52,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
     cycles; per switch for switching benchmarks; and the whole system (both
     sides) where a helper takes part. With the processes of both arms, every
     figure is the median over processes with a 95% bootstrap CI of the
-    difference and of the improvement (compare.saving_ci: each arm resampled
+    difference and of the improvement (abtest.saving_ci: each arm resampled
     over its processes), "spans_zero" where the difference's CI contains 0;
     and "seed": the seed's own headline, the user+system saving per switch in
     ns and in cycles (at the TSC rate), with its CI."""
@@ -85,7 +85,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
     out: dict = {"A": a, "B": b, "difference": diff, "improvement": pct}
     if not per_process:
         return out
-    from . import compare
+    from . import abtest
 
     ci_d: dict = {}
     ci_i: dict = {}
@@ -95,7 +95,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
         if not ca.get(base) or not cb.get(base):
             ci_d[k] = ci_i[k] = span[k] = None
             continue
-        sv = compare.saving_ci([(ca[base], cb[base])])
+        sv = abtest.saving_ci([(ca[base], cb[base])])
         ci_d[k] = [x / scale for x in sv["ci95"]] if sv["ci95"] else None
         ci_i[k] = sv["ci95_improvement"]
         span[k] = sv["spans_zero"]
@@ -103,7 +103,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
     hz = _tsc_hz((procs_a or []) + (procs_b or []))
     if ca["user+system"] and cb["user+system"]:
         n = switches or 1
-        sv = compare.saving_ci([(ca["user+system"], cb["user+system"])])
+        sv = abtest.saving_ci([(ca["user+system"], cb["user+system"])])
         out["seed"] = _seed_figure(sv, n, hz, per="switch" if switches else "op")
     return out
 
@@ -132,7 +132,7 @@ def system_wide(triples: list[tuple[dict, dict, dict]], switches: dict[str, int]
     share of B's user+system over both (the seed's 5.8%: 5.52 s / 95.24 s)
     and of A's, each with its bootstrap CI over the four arms' processes.
     triples: (entry, result A, result B) of the compared benchmarks."""
-    from . import compare
+    from . import abtest
 
     groups: dict[tuple, dict] = {}
     for e, ra, rb in triples:
@@ -154,7 +154,7 @@ def system_wide(triples: list[tuple[dict, dict, dict]], switches: dict[str, int]
             pairs.append((ca["user+system"], cb["user+system"]))
         if any(not x for pair in pairs for x in pair):
             continue
-        sv = compare.saving_ci(pairs)
+        sv = abtest.saving_ci(pairs)
         sw = switches.get(bench, 0)
         # two variants' operations: the saving per operation of both is half the summed per-op saving
         per_op = {"saving": sv["saving"] / 2, "ci95": [x / 2 for x in sv["ci95"]] if sv["ci95"] else None,
@@ -183,13 +183,13 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
                for arm, r, m in (("A", res_a, ma), ("B", res_b, mb)) if len(m) < 2]
         e.update(verdict=None, status="not compared: fewer than 2 processes in " + "; ".join(why))
         return e
-    from . import compare
+    from . import abtest
 
-    e.update(compare.compare_arms(ma, mb, delta=delta))
+    e.update(abtest.compare_arms(ma, mb, delta=delta))
     counted = counters_compared(res_a, res_b)
     if counted:
         e["counters"] = counted
-    e["flags"] = compare.arm_flags(sa.raw, sb.raw)
+    e["flags"] = abtest.arm_flags(sa.raw, sb.raw)
     e["savings"] = savings(sa.raw, sb.raw, switches, res_a.get("processes"), res_b.get("processes"))
     return e
 
@@ -198,10 +198,10 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
     """Seed 001's counters, A against B: per event either arm counted (in
     the arms' order), per op, the medians over processes, the ratio B/A and
     the difference B-A with bootstrap CIs over processes
-    (compare.counter_ratio: the resampling of the time ratio's CI); an
+    (abtest.counter_ratio: the resampling of the time ratio's CI); an
     event this machine could not count says so (status unsupported or not
     counted, with the probe's reason). {} when no counters were asked for."""
-    from . import compare
+    from . import abtest
     from .counters import is_helper
     from .stats import process_stats
 
@@ -234,7 +234,7 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
         else:
             xa, xb = numbers(pa, n), numbers(pb, n)
             if xa and xb:
-                d.update(status="ok", **compare.counter_ratio(xa, xb))
+                d.update(status="ok", **abtest.counter_ratio(xa, xb))
                 short = [arm for arm, x, procs in (("A", xa, pa), ("B", xb, pb)) if len(x) < len(procs)]
                 if short:
                     d["partial"] = f"not counted in every process of {' and '.join(short)}"
@@ -249,14 +249,14 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
 
 def finish(entries: list[dict]) -> tuple[list[dict], dict]:
     """Holm across the compared benchmarks, verdicts, and the report summary."""
-    from . import compare
+    from . import abtest
 
     idx = [i for i, e in enumerate(entries) if "ratio" in e]
-    decided = compare.decide([entries[i] for i in idx]) if idx else []
+    decided = abtest.decide([entries[i] for i in idx]) if idx else []
     out = list(entries)
     for i, d in zip(idx, decided):
         out[i] = d
-    return out, compare.summary(decided)
+    return out, abtest.summary(decided)
 
 
 def document(*, kind: str, interleaved: bool, entries: list[dict], summary: dict, delta: float,
@@ -331,7 +331,7 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     look that settled it (in a run that measured it no more after that,
     which is how `ab` runs, the same processes as its summaries). Returns
     the entries, the summary and the design record."""
-    from . import compare, sequential
+    from . import abtest, sequential
 
     got = [arms(ra.get("processes") or [], rb.get("processes") or []) if "ratio" in e else None
            for e, (ra, rb) in zip(entries, pairs)]
@@ -348,7 +348,7 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
               "stopped": {"look": last.number if last else None,
                           "processes_per_arm": last.processes if last else 0,
                           "reason": sequential.stop_reason(decided, done)}}
-    return out, compare.summary([e for e in out if "ratio" in e]), design
+    return out, abtest.summary([e for e in out if "ratio" in e]), design
 
 
 def _host_arch() -> str:

@@ -24,7 +24,7 @@ from . import interrupts, session
 from .console import warn
 from .errors import HostLost, OpcostError, UsageError
 from .targets.ssh import HostKeyUnknown, SshTarget, check_host
-from .text import printable
+from .safetext import printable
 
 
 def parse_hosts(text: str) -> list[str]:

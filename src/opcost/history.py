@@ -5,7 +5,7 @@ the terminal."""
 
 from __future__ import annotations
 
-from .text import printable
+from .safetext import printable
 
 EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from .errors import UsageError
-from .text import printable
+from .safetext import printable
 
 NAME = "name"
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

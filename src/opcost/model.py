@@ -129,7 +129,7 @@ def kind_of(doc: dict) -> str:
 
 # --- the plan of a run: what was asked, as data ---------------------------------
 
-# The level of every test opcost makes (compare.ALPHA, which imports numpy).
+# The level of every test opcost makes (abtest.ALPHA, which imports numpy).
 ALPHA = 0.05
 
 
@@ -465,14 +465,14 @@ class Run:
 # --- opcost.comparison/1 --------------------------------------------------------
 
 # The reference build of `opcost variants` (op mode): its name in the builds
-# of the document and in the table (build.py builds it, report.py prints it).
+# of the document and in the table (variantbuild.py builds it, tables.py prints it).
 REFERENCE_NAME = "(empty opcost_op)"
 
 
 @dataclass
 class Comparison:
     """What `ab`, `compare` and `variants` decided: one entry per benchmark
-    (statistics from compare.py), the summary over them, and what was
+    (statistics from abtest.py), the summary over them, and what was
     compared with what. `context` holds the kind's own fields (env, or
     env_a/env_b/env_differences/unmatched, variants), in their order."""
     kind: str

@@ -40,14 +40,14 @@ def present(doc: Any, formatter: Formatter, exports: list[tuple[str, str]], *, m
     code. `doc` None: nothing to export or print (a measured series too
     short to analyse), only the end of the run. `alone`: when an export goes
     to standard output, the document is the whole answer (no table)."""
-    from . import export
+    from . import formats
 
     if doc is not None:
         written = measured.recorder.exports if measured is not None else []
         todo = [e for e in exports if e not in written]
         if todo:
-            export.write(todo, doc)
-        if not (alone and export.to_stdout(exports)):
+            formats.write(todo, doc)
+        if not (alone and formats.to_stdout(exports)):
             out = table_stream(exports)
             emit([formatter(doc, color=use_color(out), width=terminal_width(out))], out)
     return finish(measured) if measured is not None else 0
@@ -120,6 +120,6 @@ def store_name(url: str | None) -> str:
 
 def results_table(results: list[dict], *, color: bool, width: int | None) -> str:
     """The results table of `run` and of each host of `fleet run` (no colour in it)."""
-    from .report import format_results
+    from .tables import format_results
 
     return format_results(results, width=width)

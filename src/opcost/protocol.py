@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from .errors import UsageError
-from .text import printable
+from .safetext import printable
 
 
 def _num(x: float) -> str:

@@ -22,7 +22,7 @@ import uuid
 
 from . import __version__, output
 from .errors import OpcostError
-from . import export
+from . import formats
 from .model import META, Plan, Run
 
 # A regular export is rewritten when the time since the last write is at
@@ -125,7 +125,7 @@ class Recorder:
         # Before the end: regular files only, and only formats cheap enough to
         # rewrite during the run (html draws its plots once, at the end).
         return targets if final else [(f, p) for f, p in targets
-                                      if not output.is_stream(p) and getattr(export.FORMATS[f], "LIVE", True)]
+                                      if not output.is_stream(p) and getattr(formats.FORMATS[f], "LIVE", True)]
 
     @property
     def full_copy(self) -> str | None:
@@ -143,7 +143,7 @@ class Recorder:
         doc = self.document()
         for fmt, path in targets:
             try:
-                output.write(path, export.serialize(fmt, doc))
+                output.write(path, formats.serialize(fmt, doc))
             except OSError as e:
                 if final:
                     raise OpcostError(f"cannot write {path} ({e.strerror or e})") from None

@@ -1,6 +1,6 @@
 """The sequential A/B of `opcost ab` (without -p): the declared schedule (10,
 20, 40 processes per arm) run as a group-sequential design. Pure functions;
-the statistics of each look are compare.py's.
+the statistics of each look are abtest.py's.
 
 - Looks after 10, 20 and 40 processes per arm: information fractions 1/4,
   1/2, 1 (the variance of a rank statistic falls as 1/n).
@@ -39,15 +39,15 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import compare, protocol
+from . import abtest, protocol
 
 import numpy as np  # noqa: E402  (after compare: it keeps BLAS threads off the measured CPUs)
 from scipy import optimize, stats  # noqa: E402
 
 norm = stats.norm
 
-STAGES = compare.SCHEDULE
-ALPHA = compare.ALPHA
+STAGES = abtest.SCHEDULE
+ALPHA = abtest.ALPHA
 TEST = "twice the smaller p of Mann-Whitney U and Kolmogorov-Smirnov (Bonferroni), Holm across benchmarks"
 _GRID = 1201        # integration points per look (odd: Simpson); levels to ~1e-9
 Z95 = float(norm.ppf(0.975))
@@ -178,7 +178,7 @@ def widened(ratio: float, ci: list[float] | None, z: float) -> list[float] | Non
 
 
 def combined_p(c: dict) -> float:
-    """The p a look tests: compare.combined_p, twice the smaller of
+    """The p a look tests: abtest.combined_p, twice the smaller of
     Mann-Whitney's and KS's (Bonferroni for taking the smaller of two), the
     p_value compare_arms already gives (the fixed design tests the same).
     The plain smaller p is not a p-value: under the null it falls under 0.05
@@ -186,7 +186,7 @@ def combined_p(c: dict) -> float:
     the exact tests are coarse), and the sequential rule's false claims
     reached 5.3-5.6%; doubled, 2.4-3.0%, with the same power for
     slower/faster (delta gates those, not p)."""
-    return compare.combined_p(c["p_mannwhitney"], c["p_ks"])
+    return abtest.combined_p(c["p_mannwhitney"], c["p_ks"])
 
 
 # Arms of one benchmark: the rounds and per-process medians of A, then of B.
@@ -208,7 +208,7 @@ def plan(rounds: int, stages: tuple[int, ...] = STAGES) -> tuple[int, ...]:
 
 
 def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, stages: tuple[int, ...] = STAGES,
-           alpha: float = ALPHA, resamples: int = compare.BOOTSTRAP_RESAMPLES,
+           alpha: float = ALPHA, resamples: int = abtest.BOOTSTRAP_RESAMPLES,
            boundary: str = DEFAULT_BOUNDARY) -> tuple[list[dict | None], list[Look]]:
     """Replays the looks of a run of `rounds` rounds over every benchmark's
     arms (None: not compared). Returns, per benchmark, the compare_arms()
@@ -233,17 +233,17 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
             a, b = _at(g, lk.processes)
             if len(a) < 2 or len(b) < 2:
                 continue
-            c = compare.compare_arms(a, b, delta=delta, resamples=resamples)
+            c = abtest.compare_arms(a, b, delta=delta, resamples=resamples)
             c["p_value"] = combined_p(c)
             fresh[i] = c
         family = [i for i in range(len(arms)) if i in fresh or state[i] is not None]
-        padj = compare.holm([(fresh[i] if i in fresh else state[i])["p_value"] for i in family])   # type: ignore[index]
+        padj = abtest.holm([(fresh[i] if i in fresh else state[i])["p_value"] for i in family])   # type: ignore[index]
         for i, pa in zip(family, padj):
             if i not in fresh:
                 continue
             c = dict(fresh[i], p_adjusted=pa)
             wide = widened(c["ratio"], c["ci95_ratio"], lk.z)
-            c["verdict"] = compare.verdict(c["ratio"], wide, pa, c["delta"], lk.p_level)
+            c["verdict"] = abtest.verdict(c["ratio"], wide, pa, c["delta"], lk.p_level)
             inside = wide is not None and 1 - c["delta"] <= wide[0] and wide[1] <= 1 + c["delta"]
             why = ("significant at the look's level and beyond delta" if c["verdict"] in ("slower", "faster")
                    else "its CI at the look's level lies inside +/- delta" if inside
@@ -256,7 +256,7 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
             state[i] = c
     for e in state:
         if e is not None and e["verdict"] == "inconclusive":
-            e.update(compare.advice(e))
+            e.update(abtest.advice(e))
     return state, list(done)
 
 

@@ -4,7 +4,7 @@ of one benchmark, walked for the label where the cost changed. The labels
 come from stored runs labelled KEY=VALUE (`opcost series BENCH --by KEY`) or
 from one interleaved run that measured them all (`opcost series --run SPEC
 --over PARAM=V1|V2|...`). The statistics are changepoint.py's (and
-compare.py's through it); this module only gathers, orders, checks and
+abtest.py's through it); this module only gathers, orders, checks and
 tabulates, like comparison.py for two arms.
 
 numpy, scipy and ruptures are imported only when a series is analysed, so
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError
 from .model import SERIES_SCHEMA, process_medians, result_key, same_machine
-from .text import printable
+from .safetext import printable
 from . import __version__
 
 MIN_LABELS = 3   # changepoint.MIN_LABELS, without importing numpy to check input

@@ -80,11 +80,11 @@ class Settings:
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""
-        from . import export
+        from . import formats
 
         if self.no_store and self.store:
             raise UsageError("--store and --no-store contradict each other; give one")
-        export.check(self.exports, self.document)
+        formats.check(self.exports, self.document)
 
 
 def plan_of(args, kind: str) -> Plan:
@@ -117,15 +117,15 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
     """--json FILE (an alias of --export json:FILE) and every --export
     FORMAT:FILE, each checked (format known, path writable; with `document`,
     the format takes that kind of document)."""
-    from . import export, output
+    from . import formats, output
 
     out = []
     if getattr(args, "json", None) is not None:
         output.check_target(args.json)
         out.append(("json", args.json))
-    out += [export.parse(text) for text in getattr(args, "export", None) or []]
+    out += [formats.parse(text) for text in getattr(args, "export", None) or []]
     if document is not None:
-        export.check(out, document)
+        formats.check(out, document)
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import UsageError
 from .model import COMPARISON_SCHEMA, RESULT_SCHEMA
-from .text import printable
+from .safetext import printable
 
 
 def serialize(docs: list[dict]) -> bytes:

@@ -4,7 +4,7 @@ Decided by simulation, not by taste: `sequential.decide` itself (the rule
 `ab` replays: twice the smaller p of Mann-Whitney and KS, the look's level,
 delta, the equivalence stop) on simulated per-process medians, with each
 boundary (Lan-DeMets O'Brien-Fleming and Pocock spending) on the very same
-data, and the fixed design at 20 per arm (compare.decide) for reference.
+data, and the fixed design at 20 per arm (abtest.decide) for reference.
 
 Noise: log-normal per-process medians at CVs 0.5%, 1%, 2%, 3%, and
 resampled from real per-process medians (data/aa_pool.json: 88 real A/A
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from opcost import compare, sequential  # noqa: E402
+from opcost import abtest, sequential  # noqa: E402
 
 POOL = Path(__file__).resolve().parent / "data" / "aa_pool.json"
 FIXED = 20
@@ -88,7 +88,7 @@ def main() -> int:
                                                     final=True, resamples=args.resamples, boundary=bd)
                         lo, hi = e["ci95_ratio"]
                         rows[bd].append((e["verdict"], e["sequential"]["processes_per_arm"], lo <= truth <= hi))
-                    [f] = compare.decide([compare.compare_arms(a[:FIXED], b[:FIXED], delta=delta / 100,
+                    [f] = abtest.decide([abtest.compare_arms(a[:FIXED], b[:FIXED], delta=delta / 100,
                                                                resamples=args.resamples)])
                     lo, hi = f["ci95_ratio"]
                     rows["fixed20"].append((f["verdict"], FIXED, lo <= truth <= hi))

@@ -12,7 +12,7 @@ multiplies B by a known ratio r. --design sequential (default): 40 per arm
 in rounds, the sequential rule of `ab` (looks at 10, 20, 40, delta 2%,
 --boundary: `ab`'s default unless given)
 decides where it stops, and the 95% CI it reports there is checked;
---design fixed: --n per arm, compare.ratio_ci (--ci bootstrap) or, to set
+--design fixed: --n per arm, abtest.ratio_ci (--ci bootstrap) or, to set
 it beside, the Hodges-Lehmann interval of log B - log A (--ci moses: the
 Mann-Whitney test inverted, exact under a shift; docs/statistics.md's other
 effect, not opcost's: its contract's ratio is of medians), or Price &
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from opcost import compare, sequential  # noqa: E402
+from opcost import abtest, sequential  # noqa: E402
 
 
 def u_cdf(m: int, n: int) -> np.ndarray:
@@ -90,7 +90,7 @@ def trial(arr: np.ndarray, r: float, args, rng, t: int) -> tuple[bool, int]:
         if args.ci != "bootstrap":
             lo, hi = (moses if args.ci == "moses" else price_bonett)(a, b)
             return bool(lo <= r <= hi), n
-        _, (lo, hi) = compare.ratio_ci(a, b, resamples=args.resamples, seed=t)
+        _, (lo, hi) = abtest.ratio_ci(a, b, resamples=args.resamples, seed=t)
         return bool(lo <= r <= hi), n
     rounds = list(range(n))
     (e,), _ = sequential.decide([(rounds, list(a), rounds, list(b))], delta=args.delta / 100, rounds=n,

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Is the fixed design's p a p-value? Null data (A and B drawn from one
-distribution), the two tests of compare.p_value (Mann-Whitney U and KS) on
+distribution), the two tests of abtest.p_value (Mann-Whitney U and KS) on
 every simulated comparison, and how often each candidate p falls under
 alpha (0.05):
 
 - plain: the smaller of the two p (what the fixed design, `ab -p N` and
   `compare`, tested before issue 13's seq2 work);
-- doubled: twice the smaller, capped at 1 (compare.combined_p, what every
+- doubled: twice the smaller, capped at 1 (abtest.combined_p, what every
   design tests now).
 
 A valid p-value falls under alpha at most alpha of the time on null data.
 Seeded; the distribution of the per-process medians is normal or log-normal
 (CV --cv), which does not matter to rank tests without ties, and is printed
-for both to show it. Also: the fixed design's whole rule (compare.decide,
+for both to show it. Also: the fixed design's whole rule (abtest.decide,
 delta 2%) -- how often it says slower/faster or claims any difference."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from opcost import compare  # noqa: E402
+from opcost import abtest  # noqa: E402
 
 
 def main() -> int:
@@ -52,14 +52,14 @@ def main() -> int:
                     a, b = 100 * (1 + args.cv * rng.standard_normal((2, n)))
                 else:
                     a, b = 100 * np.exp(args.cv * rng.standard_normal((2, n)))
-                c = compare.compare_arms(a, b, resamples=200)
+                c = abtest.compare_arms(a, b, resamples=200)
                 p1, p2 = c["p_mannwhitney"], c["p_ks"]
                 mw += p1 < args.alpha
                 ks += p2 < args.alpha
                 plain += min(p1, p2) < args.alpha
                 doubled += c["p_value"] < args.alpha
                 for p, which in ((min(p1, p2), "p"), (c["p_value"], "d")):
-                    [d] = compare.decide([dict(c, p_value=p)], args.alpha)
+                    [d] = abtest.decide([dict(c, p_value=p)], args.alpha)
                     claim = d["verdict"] in ("slower", "faster", "negligible")
                     wrong = d["verdict"] in ("slower", "faster")
                     if which == "p":

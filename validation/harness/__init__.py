@@ -4,7 +4,7 @@
   checkout.py    opcost from this checkout (or on PATH), `opcost ab`, the probe's header
   cpushare.py    one program run timed, and how much of the CPU a side got
   interleave.py  interleaved opcost/other-tool pairs, run again while disturbed, in shuffled rounds
-  report.py      the aligned text table and the --json document
+  tables.py      the aligned text table and the --json document
   reference.py   a hand-written C reference and opcost at the same batch protocol
   refcompare.py  compare_main: the whole comparison against a reference (overhead/, instructions/)
 """

@@ -15,7 +15,7 @@ import importlib
 from .. import __version__, protocol
 from ..errors import UsageError
 from ..redact import redact
-from ..text import printable
+from ..safetext import printable
 
 COMMANDS = ("list", "env", "run", "ab", "variants", "compare", "series", "probe", "history", "show", "report",
             "export", "import", "store", "fleet", "completion")
@@ -95,7 +95,7 @@ def add_json_flag(g) -> None:
 def add_export_options(g, what: str) -> None:
     """--json FILE and the repeatable --export FORMAT:FILE (hyperfine's shape): where
     a command's document goes (present.present writes them)."""
-    from ..export import FORMATS
+    from ..formats import FORMATS
 
     g.add_argument("--json", metavar="FILE", help=f"write {what} ('-': stdout; the table then goes to stderr); "
                    "the same as --export json:FILE")

@@ -81,7 +81,7 @@ def _run(args, argv) -> int:
     from .. import session
     from ..comparison import ab_document
     from ..present import present
-    from ..report import format_comparison
+    from ..tables import format_comparison
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()

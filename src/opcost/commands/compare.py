@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
 def run(args, argv) -> int:
     from ..comparison import compare_stored
     from ..present import present
-    from ..report import format_comparison
+    from ..tables import format_comparison
     from ..session import exports_of
     from ..store import open_store
 

@@ -257,7 +257,7 @@ def script(shell: str, table: dict, arches: list[str]) -> str:
         raise UsageError("opcost completion needs shtab, which is not installed: pip install shtab "
                          "(or reinstall opcost, which depends on it)") from None
     from .. import counters
-    from ..export import FORMATS
+    from ..formats import FORMATS
     from . import build_parser
 
     parser = build_parser()

@@ -22,7 +22,7 @@ def run(args, argv) -> int:
 
     from .. import output
     from ..store import open_store
-    from ..text import printable
+    from ..safetext import printable
     from ..transfer import serialize
 
     output.check_target(args.output, "-o")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
-from ..text import printable
+from ..safetext import printable
 from . import Parser, add_measure_options
 
 

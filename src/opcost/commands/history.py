@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
 def where_of(texts: list[str] | None) -> dict[str, str]:
     """--where KEY=VALUE options as a dict (all must hold)."""
     from .. import labels
-    from ..text import printable
+    from ..safetext import printable
 
     out: dict[str, str] = {}
     for text in texts or []:

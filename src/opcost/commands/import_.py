@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 def run(args, argv) -> int:
     from ..console import warn
     from ..store import open_store
-    from ..text import printable
+    from ..safetext import printable
     from ..transfer import read_file
 
     files = [(path, read_file(path)) for path in args.files]   # all checked before storing any

@@ -26,17 +26,17 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import probe, probe_build
+    from .. import probe, crossprobe
 
     if args.probe_command == "build":
-        path = probe_build.build(args.arch, args.cc, args.static, args.out)
+        path = crossprobe.build(args.arch, args.cc, args.static, args.out)
         info = probe.find_probe(args.arch)
         how = ("runs natively" if probe.runs_natively(args.arch)
                else f"runs under {os.path.basename(info.emulator)} (correctness only)" if info and info.emulator
                else "cannot run here (install qemu-user to run it emulated)")
         print(f"built {path} ({args.arch}, {'static' if args.static else 'dynamic'}); {how}")
         return 0
-    rows = probe_build.probes()
+    rows = crossprobe.probes()
     if args.json:
         dump_json({"probes": rows})
         return 0

@@ -1,6 +1,6 @@
 """`opcost report [RUN... | --last | --compare A B | --series BENCH --by KEY]
 --format F [-o FILE]`: stored runs, comparisons and series in the formats
-people read and tools consume, one module per format in opcost.export
+people read and tools consume, one module per format in opcost.formats
 (FORMATS). A format with `serialize_runs(docs)` (html) takes several runs as
 one document, reading each run's plain sample columns only."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from .. import protocol
 from ..errors import UsageError
-from ..text import printable
+from ..safetext import printable
 from . import REFS, add_store_option
 
 
 def add_parser(sub) -> None:
-    from ..export import FORMATS
+    from ..formats import FORMATS
 
     s = sub.add_parser("report", help="write stored runs or a comparison as text, markdown, csv, json, "
                        "Go benchmark format (benchstat) or hyperfine JSON",
@@ -47,7 +47,7 @@ def check(args) -> str:
     """The arguments, before the store is opened: returns the kind of
     document the report is of."""
     from .. import output
-    from ..export import FORMATS
+    from ..formats import FORMATS
 
     fmt = args.format
     if fmt not in FORMATS:
@@ -90,7 +90,7 @@ def check(args) -> str:
 
 def run(args, argv) -> int:
     from .. import output
-    from ..export import FORMATS
+    from ..formats import FORMATS
     from ..store import open_store
 
     kind = check(args)

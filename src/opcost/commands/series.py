@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import protocol
 from ..console import warn
 from ..errors import UsageError
-from ..text import printable
+from ..safetext import printable
 from . import add_measure_options
 
 
@@ -67,7 +67,7 @@ def run(args, argv) -> int:
 
 def series_table(doc: dict, *, color: bool, width: int | None) -> str:
     """The series table (its width is its own)."""
-    from ..report import format_series
+    from ..tables import format_series
 
     return format_series(doc, color=color)
 

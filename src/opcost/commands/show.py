@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..text import printable
+from ..safetext import printable
 from . import REFS, add_export_options, add_store_option
 
 
@@ -42,7 +42,7 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
     plan is not known, as the results table."""
     from ..comparison import ab_document, variants_document
     from ..model import plan_of
-    from ..report import format_comparison, format_results, format_variants
+    from ..tables import format_comparison, format_results, format_variants
 
     plan = plan_of(doc)
     if plan is not None and plan.kind != doc.get("kind"):
@@ -60,7 +60,7 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
         return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
                                [r for r in res if r["params"].get("reference")], color=color, width=width)
     if plan is not None and plan.kind == "series" and plan.over is not None and plan.delta is not None:
-        from ..report import format_series
+        from ..tables import format_series
         from ..series import measured_document
 
         values = plan.over["values"]

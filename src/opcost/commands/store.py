@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 def _check(name: str, value: str) -> None:
     from ..redact import redact
-    from ..text import printable
+    from ..safetext import printable
 
     if not value.strip():
         raise UsageError(f"{name} is empty; give a store path or URL (e.g. ~/.local/share/opcost/opcost.db "

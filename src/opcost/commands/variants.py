@@ -1,6 +1,6 @@
 """`opcost variants SOURCE -D NAME...`: one build per -D, measured interleaved,
 each compared with the first (seed 004's `gcc -DX; time ./x` loop as one
-command). The builds are build.py's; measuring is the session's."""
+command). The builds are variantbuild.py's; measuring is the session's."""
 
 from __future__ import annotations
 
@@ -54,20 +54,20 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import build, session
+    from .. import variantbuild, session
 
-    source = build.check_source(args.source)
-    defines = build.check_defines(args.defines)
-    arch = build.check_arch(args.arch)
+    source = variantbuild.check_source(args.source)
+    defines = variantbuild.check_defines(args.defines)
+    arch = variantbuild.check_arch(args.arch)
     ops = args.ops or 0   # range-checked with the other numbers (protocol.BOUNDS)
     if args.mode == "op" and ops:
         raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
                          "opcost_op call is the operation")
     if arch is not None:
-        build.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
-    cc = build.compiler_for(args.cc, arch)
-    cflags = build.join_cflags(args.cflags)
-    extra_flags = build.variant_flags(args.cflags_for, defines)
+        variantbuild.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
+    cc = variantbuild.compiler_for(args.cc, arch)
+    cflags = variantbuild.join_cflags(args.cflags)
+    extra_flags = variantbuild.variant_flags(args.cflags_for, defines)
     given = {k: getattr(args, k) for k in ("samples", "warmup", "target_ms")}
     # provisional protocol (every range is checked before compiling anything)
     settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
@@ -92,21 +92,21 @@ def run(args, argv) -> int:
 
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
                        extra_flags) -> int:
-    from .. import build, buildcache, session
+    from .. import variantbuild, variantcache, session
     from ..comparison import variants_document
     from ..present import present
-    from ..report import format_variants
+    from ..tables import format_variants
 
-    with build.make_workdir() as tmp:
-        b = build.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
+    with variantbuild.make_workdir() as tmp:
+        b = variantbuild.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
-                        cache=buildcache.Cache() if args.build_cache else None)
+                        cache=variantcache.Cache() if args.build_cache else None)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):
                 if val is not None:
                     raise UsageError(f"{opt} applies to --mode op; in program mode one sample is one whole run")
-        ds, dw = build.default_samples(b.mode)
+        ds, dw = variantbuild.default_samples(b.mode)
         settings.protocol = settings.protocol.with_(
             samples=ds if given["samples"] is None else given["samples"],
             warmup=dw if given["warmup"] is None else given["warmup"])

@@ -29,7 +29,7 @@ from .. import interrupts
 from .. import labels as _labels
 from ..errors import StoreError, StoreLocked, UnknownRun
 from ..redact import redact_argv
-from ..text import printable
+from ..safetext import printable
 from . import rows
 from .owner import owner_here, shown_status
 

@@ -19,7 +19,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..text import printable
+from ..safetext import printable
 from .base import Target
 
 __all__ = ["TARGETS", "Target", "open_target", "close_all", "held", "local_target", "parse_ssh"]

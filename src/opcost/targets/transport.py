@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from ..errors import HostLost, UsageError
-from ..text import printable
+from ..safetext import printable
 
 CONNECT_TIMEOUT_S = 20.0      # the master's connection and authentication
 PERSIST_S = 10                # the master ends this long after its last session

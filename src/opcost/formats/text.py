@@ -1,4 +1,4 @@
-"""`text`: what the terminal shows (opcost.report's tables), as plain text
+"""`text`: what the terminal shows (opcost.tables's tables), as plain text
 for an email or a mailing-list post: no colour, every column at full width.
 A run (result document) as `opcost show` prints it, its first line saying
 which run; a comparison as `opcost compare` prints it."""
@@ -11,7 +11,7 @@ MANY = b"\n"   # several documents: one after the other, a blank line between
 
 
 def run_line(doc: dict) -> str:
-    from ..text import printable
+    from ..safetext import printable
 
     if doc.get("run_id") is None:
         return "run (not stored)" + (f" ({printable(doc['label'])})" if doc.get("label") else "")
@@ -21,9 +21,9 @@ def run_line(doc: dict) -> str:
 
 
 def serialize(doc: dict) -> bytes:
-    # The renderers live in opcost.report (above export in the layers); imported
+    # The renderers live in opcost.tables (above export in the layers); imported
     # here, when a text report is made, so export does not load them otherwise.
-    from ..report import format_comparison, format_results
+    from ..tables import format_comparison, format_results
 
     if "comparisons" in doc:
         text = format_comparison(doc, color=False)

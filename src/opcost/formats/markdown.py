@@ -23,7 +23,7 @@ _SPECIALS = "\\`*_[]|~"
 
 def escape(text) -> str:
     """Text as it reads, inside a markdown table cell or paragraph."""
-    from ..text import printable
+    from ..safetext import printable
 
     t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;")
     return "".join("\\" + c if c in _SPECIALS else c for c in t)
@@ -46,7 +46,7 @@ def _run_title(doc: dict) -> str:
 
 def _result(doc: dict) -> list[str]:
     from ..model import result_key
-    from ..report import fmt_ns, fmt_pct
+    from ..tables import fmt_ns, fmt_pct
 
     rows = [["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "n"]]
     notes = []
@@ -75,7 +75,7 @@ def _result(doc: dict) -> list[str]:
 
 
 def _comparison(doc: dict) -> list[str]:
-    from ..report import fmt_ns, fmt_pct
+    from ..tables import fmt_ns, fmt_pct
 
     def who(x: dict) -> str:
         if doc.get("interleaved"):

@@ -39,7 +39,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import buildcache, probe
+from . import variantcache, probe
 from .arches import describe_elf, elf_arch
 from .errors import UsageError
 from .model import REFERENCE_NAME
@@ -64,7 +64,7 @@ class Build:
     emulator: str | None = None      # they run under this qemu, or natively (None)
     cached: list[str] = field(default_factory=list)   # the builds taken from the build cache
     pending: list = field(default_factory=list)       # cache writes, made by store_in_cache()
-    cache: buildcache.Cache | None = None
+    cache: variantcache.Cache | None = None
     log: object = None
 
     def store_in_cache(self) -> None:
@@ -96,7 +96,7 @@ def compiler_for(cc: str | None, arch: str | None) -> list[str]:
         return check_compiler(cc)
     if arch is None:
         return check_compiler("cc")
-    from .probe_build import default_cc
+    from .crossprobe import default_cc
 
     try:
         words = default_cc(arch)
@@ -288,7 +288,7 @@ def choose_mode(mode: str, syms: dict[str, set[str]]) -> str:
 
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
           workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None,
-          extra_flags: dict[str, list[str]] | None = None, cache: buildcache.Cache | None = None) -> Build:
+          extra_flags: dict[str, list[str]] | None = None, cache: variantcache.Cache | None = None) -> Build:
     """Compile every variant into workdir; raise UsageError naming the first
     variant that does not compile or link, or that cannot run here, before
     anything is measured. `arch`: --arch (the builds must be for it), or None
@@ -296,7 +296,7 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     (named `-DNAME cpu=C` when there are several). `extra_flags`: the flags
     of --cflags-for, per define, after `cflags`. `cache`: builds found there
     are used as they are (nothing compiled; said on `log`), builds made are
-    stored there (buildcache.py)."""
+    stored there (variantcache.py)."""
     log = log or (lambda msg: None)
     extra_flags = extra_flags or {}
 
@@ -322,8 +322,8 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
         return obj
 
     for i, d in enumerate(defines):
-        srcs[d] = buildcache.source_files(source, flags_of(d))
-        keys[d] = buildcache.key(what="variant", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
+        srcs[d] = variantcache.source_files(source, flags_of(d))
+        keys[d] = variantcache.key(what="variant", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
                                  probe_dir=None)
         meta = cache.meta(keys[d]) if cache else None
         if meta is not None and isinstance(meta.get("symbols"), list):
@@ -367,7 +367,7 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
             return None
         cached.append(what)
         log(f"{what}: using the cached build {hit.parent} (nothing compiled)")
-        return buildcache.link_or_copy(hit, dst)
+        return variantcache.link_or_copy(hit, dst)
 
     out = []
     if mode == "program":
@@ -399,11 +399,11 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
         ref = workdir / "reference.c"
         ref.write_text(REFERENCE_SOURCE)
         jobs = [(f"-D{d}", user_src, [*flags_of(d), *iquote, f"-D{d}"], _file_name(d, i), own(d),
-                 buildcache.key(what="probe", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
+                 variantcache.key(what="probe", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
                                 probe_dir=src_dir))
                 for i, d in enumerate(defines)]
         jobs.append((REFERENCE_NAME, ref, list(cflags), "reference", {"define": "", "reference": "empty opcost_op"},
-                     buildcache.key(what="reference", sources=[], cc=cc, flags=list(cflags), probe_dir=src_dir,
+                     variantcache.key(what="reference", sources=[], cc=cc, flags=list(cflags), probe_dir=src_dir,
                                     extra=REFERENCE_SOURCE)))
         make = None
         for name, src, flags, fname, extra, k in jobs:

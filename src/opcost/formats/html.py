@@ -44,8 +44,8 @@ from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
 from ..model import SERIES_SCHEMA, Summary, process_medians, result_key
-from ..report import fmt_ns
-from ..text import printable
+from ..tables import fmt_ns
+from ..safetext import printable
 
 NAME = "html"
 KINDS = ("result", "comparison", "series")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 import re
 
-from .text import printable
+from .safetext import printable
 from .model import Summary, result_key
 
 
