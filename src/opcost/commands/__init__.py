@@ -59,8 +59,10 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
     protocol.add_options(s, defaults)
     g = [a for a in s._action_groups if a.title == "measurement"][0]
     if target:
-        g.add_argument("--target", metavar="SPEC", help="where the probe runs: local (this machine, the default) "
-                       "or ssh://[USER@]HOST[:PORT] (a host reached with your OpenSSH client and its known key)")
+        g.add_argument("--target", metavar="SPEC", help="where the probe runs: local (this machine, the default), "
+                       "ssh://[USER@]HOST[:PORT] (a host reached with your OpenSSH client and its known key) or "
+                       "vm:KERNEL[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS] (a kernel booted in QEMU; "
+                       "--kernel and kernel= say the same)")
     g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
                    "(default: the last CPU; a second CPU is the helper's)")
     g.add_argument("--counters", metavar="LIST", help="perf events and profiles per op, e.g. "
