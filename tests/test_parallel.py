@@ -80,13 +80,23 @@ def test_two_copies_on_one_cpu_halve_the_per_copy_throughput(tmp_path, probe_bin
     """Restricted to one CPU, both copies land on it and time-share it: per
     copy they get about half of what one copy alone gets. Were the copies not
     pinned as placed (or not concurrent), efficiency would be near 1."""
+    # A real-timing check: up to 5 independent attempts, any one in the band
+    # passes. An attempt failed 2 of 4 times at a load average above 20 (the
+    # single process slowed by others' work: 0.84) and passed in two whole-suite
+    # runs at load 2-17: 5 attempts all fail with probability about 0.5**5 = 3%
+    # under such load, far less on a quiet machine (not yet measured finer).
     cpu = str(sorted(os.sched_getaffinity(0))[0])
-    out = tmp_path / "p.json"
-    cp = subprocess.run(["taskset", "-c", cpu, *cli_argv("run", "syscall.null", "-p", "3", "-n", "10", "-w", "2",
-                                                         "--parallel", "2", "--json", out, "--no-store")],
-                        env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert cp.returncode == 0, cp.stderr
-    assert "copies share CPUs" in cp.stderr
-    p = json.loads(out.read_text())["results"][0]["parallel"]
-    assert p["cpus"] == [int(cpu), int(cpu)] and p["wrapped"]
-    assert 0.2 < p["efficiency"] < 0.8, p["efficiency_range"]
+    seen = []
+    for attempt in range(5):
+        out = tmp_path / f"p{attempt}.json"
+        cp = subprocess.run(["taskset", "-c", cpu, *cli_argv("run", "syscall.null", "-p", "3", "-n", "10", "-w", "2",
+                                                             "--parallel", "2", "--json", out, "--no-store")],
+                            env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert cp.returncode == 0, cp.stderr
+        assert "copies share CPUs" in cp.stderr
+        p = json.loads(out.read_text())["results"][0]["parallel"]
+        assert p["cpus"] == [int(cpu), int(cpu)] and p["wrapped"]
+        seen.append(p["efficiency"])
+        if 0.2 < p["efficiency"] < 0.8:
+            break
+    assert 0.2 < seen[-1] < 0.8, seen
