@@ -94,11 +94,21 @@ def write(path: str, data: bytes) -> None:
         with open(real, "wb") as f:   # in place: a device or FIFO stays what it is
             f.write(data)
         return
+    replace(real, data, st=st)
+
+
+def replace(real: str, data: bytes, *, st: os.stat_result | None = None, mode: int | None = None) -> None:
+    """Write `data` as the regular file `real`, whole or not at all: a
+    temporary file beside it, renamed over it (a reader sees the old file or
+    the new one). Its mode: `mode`, else the replaced file's (`st`, whose
+    owner is kept where we may), else the umask's default."""
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", dir=os.path.dirname(real) or ".")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            if st is not None:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            elif st is not None:
                 os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
                 try:
                     os.fchown(f.fileno(), st.st_uid, st.st_gid)

@@ -25,9 +25,10 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
+
+from .output import replace
 
 FORMAT = "opcost-build-cache/1"
 DEFAULT_MB = 512
@@ -174,18 +175,7 @@ class Cache:
         d = self.entry(k)
         try:
             d.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=d)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.chmod(tmp, mode)
-                os.replace(tmp, d / name)   # atomic: a reader sees the whole file or none
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            replace(str(d / name), data, mode=mode)   # a reader sees the whole file or none
         except OSError as e:
             self.unwritable = f"{self.dir}: {e.strerror or e}"
             return
@@ -206,7 +196,7 @@ class Cache:
             try:
                 for f in d.iterdir():
                     st = f.stat()
-                    if f.name.endswith(".tmp") and now - st.st_mtime > 3600:
+                    if f.name.startswith(".") and now - st.st_mtime > 3600:
                         f.unlink()
                         continue
                     size += st.st_size
