@@ -197,3 +197,16 @@ LogLevel VERBOSE
         hosts.stop()
         raise
     return hosts
+
+
+def start_or_skip(d: Path) -> Hosts:
+    """start(d) for a pytest test: a host that cannot start skips it, or fails
+    it where the hosts are required (OPCOST_REQUIRE_SSHD=1, as test.sh sets)."""
+    import pytest
+
+    try:
+        return start(d)
+    except Unavailable as e:
+        if os.environ.get("OPCOST_REQUIRE_SSHD") == "1":
+            pytest.fail(f"sshd hosts are required here (OPCOST_REQUIRE_SSHD=1) but cannot start: {e}")
+        pytest.skip(f"no sshd hosts: {e}")

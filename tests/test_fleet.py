@@ -37,12 +37,7 @@ FAST = ["-p", "2", "-n", "5", "-w", "1", "--target-ms", "2"]
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory, probe_bin):
     d = tmp_path_factory.mktemp("fleet-hosts")
-    try:
-        hosts = sshd_hosts.start(d)
-    except sshd_hosts.Unavailable as e:
-        if os.environ.get("OPCOST_REQUIRE_SSHD") == "1":
-            pytest.fail(f"sshd hosts are required here (OPCOST_REQUIRE_SSHD=1) but cannot start: {e}")
-        pytest.skip(f"no sshd hosts: {e}")
+    hosts = sshd_hosts.start_or_skip(d)
     with open(hosts.ssh_config, "a") as f:   # any other name: loopback, nothing listening
         f.write("\nHost *\n  HostName 127.0.0.5\n  ConnectTimeout 5\n")
     yield hosts

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -157,12 +156,7 @@ def test_tour_fleet(tmp_path, probe_bin):
     assert steps
     d = tmp_path / "hosts"
     d.mkdir()
-    try:
-        hosts = sshd_hosts.start(d)
-    except sshd_hosts.Unavailable as e:
-        if os.environ.get("OPCOST_REQUIRE_SSHD") == "1":
-            pytest.fail(f"sshd hosts are required here (OPCOST_REQUIRE_SSHD=1) but cannot start: {e}")
-        pytest.skip(f"no sshd hosts: {e}")
+    hosts = sshd_hosts.start_or_skip(d)
     try:
         run_steps(steps, tmp_path, {"fleet run": ["--ssh-config", str(hosts.ssh_config)]})
     finally:
