@@ -36,6 +36,29 @@ def cli_env(data_home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def on_tty(argv: list[str], env: dict, cwd: Path, timeout: float = 120) -> str:
+    """Run `argv` with stdout on a pseudo-terminal (colour, width); its output.
+    It must exit 0 (its stderr in the failure)."""
+    import pty
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout=timeout)
+    os.close(master)
+    assert p.returncode == 0, p.stderr.read() if p.stderr else ""
+    return b"".join(chunks).decode()
+
+
 def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "opcost", *map(str, args)]
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
-import os
-import pty
 import re
-import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,7 +19,7 @@ from opcost import present as P
 from opcost.commands import build_parser, check_args
 from opcost.protocol import DEFAULT_DELTA
 
-from conftest import ROOT, cli_argv, cli_env
+from conftest import ROOT, cli_argv, cli_env, on_tty
 
 SRC = ROOT / "src" / "opcost"
 FAST = ["-p", "3", "-n", "3", "-w", "1", "--target-ms", "1", "--no-progress"]
@@ -188,26 +184,6 @@ def test_fleet_table_leaves_stdout_to_a_json_document(capsys):
 
 # --- the bug: series ignored NO_COLOR -----------------------------------------------
 
-def _on_tty(argv: list[str], env: dict, cwd: Path) -> str:
-    """Run with stdout on a pseudo-terminal; its output."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait(timeout=120)
-    os.close(master)
-    assert p.returncode == 0, p.stderr.read() if p.stderr else ""
-    return b"".join(chunks).decode()
-
-
 def test_series_honours_no_color(run_cli, tmp_path):
     """A step of 30% (fake clock) between commits c and d: on a terminal the
     verdict is red, and with NO_COLOR set not coloured at all (no-color.org:
@@ -218,9 +194,9 @@ def test_series_honours_no_color(run_cli, tmp_path):
     env = cli_env(tmp_path, COLUMNS="200")
     env.pop("NO_COLOR", None)
     argv = cli_argv("series", "syscall.null", "--by", "commit")
-    coloured = _on_tty(argv, env, tmp_path)
+    coloured = on_tty(argv, env, tmp_path)
     assert "\x1b[31mslower\x1b[0m" in coloured and "> d (label 4, after c)" in coloured
-    assert "\x1b[" not in _on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
-    assert "\x1b[31mslower" in _on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)
+    assert "\x1b[" not in on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
+    assert "\x1b[31mslower" in on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)
     piped = run_cli("series", "syscall.null", "--by", "commit", env={"NO_COLOR": ""})
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout and " slower" in piped.stdout

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_argv, cli_env
+from conftest import cli_argv, cli_env, on_tty
 
 REQUIRED = set(filter(None, os.environ.get("OPCOST_REQUIRE_TOOLS", "").split(",")))
 TINY = ["-n", "3", "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress"]
@@ -208,35 +207,15 @@ def test_several_runs_concatenate_where_the_format_allows(run_cli):
 
 # --- terminal: colour and width ---------------------------------------------------
 
-def _on_tty(argv: list[str], env: dict, cwd: Path) -> str:
-    """Run with stdout on a pseudo-terminal; its output."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait(timeout=60)
-    os.close(master)
-    assert p.returncode == 0, p.stderr.read() if p.stderr else ""
-    return b"".join(chunks).decode()
-
-
 def test_colour_only_on_a_tty_and_never_with_no_color(run_cli, tmp_path, probe_bin):
     for label, ns in (("a", "100"), ("b", "120")):
         ok(run_cli("run", "syscall.null", "--fake-clock", ns, "-p", "6", *TINY, "--label", label))
     env = cli_env(tmp_path, COLUMNS="200")
     env.pop("NO_COLOR", None)
     argv = cli_argv("compare", "a", "b")
-    assert "\x1b[31mslower\x1b[0m" in _on_tty(argv, env, tmp_path)
-    assert "\x1b[" not in _on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
-    assert "\x1b[" in _on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)   # no-color.org: empty is unset
+    assert "\x1b[31mslower\x1b[0m" in on_tty(argv, env, tmp_path)
+    assert "\x1b[" not in on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
+    assert "\x1b[" in on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)   # no-color.org: empty is unset
     piped = ok(run_cli("compare", "a", "b", env={"NO_COLOR": ""}))
     assert "\x1b[" not in piped.stdout and " slower" in piped.stdout
     assert "\x1b[" not in ok(run_cli("report", "--compare", "a", "b")).stdout
@@ -247,13 +226,13 @@ def test_tables_fit_the_terminal_and_say_what_they_left_out(run_cli, tmp_path, p
                "--label", "a"))
     wide = ok(run_cli("show", "a", env={"COLUMNS": "60"})).stdout   # not a terminal: full width
     assert "not shown" not in wide and max(len(ln) for ln in wide.splitlines()) > 100
-    out = _on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="80"), tmp_path).replace("\r\n", "\n")
+    out = on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="80"), tmp_path).replace("\r\n", "\n")
     table = out.split("\n\n")[0].splitlines()[1:]
     assert all(len(ln) <= 80 for ln in table[:4]), out
     hidden = next(ln for ln in out.splitlines() if ln.startswith("(not shown, to fit 80 columns: "))
     assert "cpus" in hidden and "p90" in hidden and "median" not in hidden
     assert "median" in table[0] and "95% CI" in table[0]
-    narrow = _on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="40"), tmp_path).replace("\r\n", "\n")
+    narrow = on_tty(cli_argv("show", "a"), cli_env(tmp_path, COLUMNS="40"), tmp_path).replace("\r\n", "\n")
     assert "..." in narrow.split("\n\n")[0]   # the benchmark column shortened at last
 
 
