@@ -86,4 +86,4 @@ PYTHONPATH=src lint-imports
 # The documentation: every page in mkdocs.yml's nav, no broken link; the CLI
 # reference is generated from the parsers at build time (docs/hooks/cli_reference.py).
 python3 -m mkdocs build --strict --site-dir build/site   # not --quiet: it hides the warnings --strict counts
-python3 -m pytest -q "$@"
+python3 -m pytest -q --durations=25 "$@"
