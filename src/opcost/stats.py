@@ -49,6 +49,9 @@ CONTENDED_BATCHES = 0.10
 LEVEL_ALPHA = 0.01
 LEVEL_MIN_PROCESSES = 2
 LEVEL_MIN_REL = 0.02
+# outliers inside one of two levels: only in a level of at least this many
+# processes (the MAD of fewer, set by one or two of them, would flag its own members)
+OWN_FENCE_MIN = 10
 # The 99% point of the statistic for n values of one normal level (the logs
 # of log-normal medians): validation/stats/bimodal.py --table prints this
 # (200,000 seeded samples per n; tests/test_bimodal.py recomputes some).
@@ -93,30 +96,39 @@ def bootstrap_ci_median(xs, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAM
     return [float(lo), float(hi)]
 
 
-def mad_outliers(xs, k: float = OUTLIER_MADS) -> list[int]:
-    """Indices of the lone values further than k scaled MADs from the median.
+def mad_outliers(xs, k: float = OUTLIER_MADS, min_rel: float = 0.0) -> list[int]:
+    """Indices of the lone values further than k scaled MADs from the median
+    of their level, and further than min_rel of it.
 
-    Values beyond the same fence that stand together (each within k MADs of
-    the next, at least LEVEL_MIN_PROCESSES of them) are a level, not
-    outliers: processes that landed on another level of cost (a layout, a
-    frequency) are the distribution, and flagging them would tell the
-    reader to discard a share of the data (docs/statistics.md)."""
+    A level is never outliers: processes that landed on another level of
+    cost (a layout, a frequency) are the distribution, and flagging them
+    would tell the reader to discard a share of the data
+    (docs/statistics.md). So where the values have two levels (levels()),
+    each level is taken on its own, with its own median and MAD, if it holds
+    OWN_FENCE_MIN values (fewer say nothing about their own spread); and
+    values beyond the same fence that stand together (each within k MADs of
+    the next, at least LEVEL_MIN_PROCESSES of them) are a level the test
+    could not confirm, not outliers."""
     a = np.asarray(xs, dtype=float)
     if a.size < 3:
         return []
-    med = np.median(a)
-    mad = 1.4826 * np.median(np.abs(a - med))
-    if mad == 0:
-        return []
+    lv = levels(a)
+    groups = [np.asarray(d["processes"]) for d in lv["levels"]] if lv else [np.arange(a.size)]
     out: list[int] = []
-    for side in (-1.0, 1.0):
-        beyond = np.nonzero(side * (a - med) > k * mad)[0]
-        beyond = beyond[np.argsort(a[beyond], kind="stable")]
-        # chains of values within k MADs of their neighbour: a chain of one is an outlier
-        cuts = np.nonzero(np.diff(a[beyond]) > k * mad)[0] + 1
-        for chain in np.split(beyond, cuts):
-            if 0 < chain.size < LEVEL_MIN_PROCESSES:
-                out += [int(i) for i in chain]
+    for g in groups:
+        if lv and g.size < OWN_FENCE_MIN:
+            continue
+        med = np.median(a[g])
+        mad = 1.4826 * np.median(np.abs(a[g] - med))
+        if mad == 0:
+            continue
+        for side in (-1.0, 1.0):
+            dev = side * (a[g] - med)
+            beyond = g[(dev > k * mad) & (dev > min_rel * abs(med))]
+            beyond = beyond[np.argsort(a[beyond], kind="stable")]
+            # chains of values within k MADs of their neighbour: a chain of one is an outlier
+            cuts = np.nonzero(np.diff(a[beyond]) > k * mad)[0] + 1
+            out += [int(i) for c in np.split(beyond, cuts) if c.size < LEVEL_MIN_PROCESSES for i in c]
     return sorted(out)
 
 
@@ -379,11 +391,13 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
                     "levels": [{k: d[k] for k in ("share", "median_ns", "of_median", "n", "processes")}
                                for d in lv["levels"]],
                     "cv_within": lv["cv_within"], "statistic": lv["statistic"], "critical": lv["critical"]})
-    outl = [i for i in mad_outliers(meds) if mid and abs(meds[i] / mid - 1) > OUTLIER_MIN_REL]
+    outl = mad_outliers(meds, min_rel=OUTLIER_MIN_REL)
     if outl:
+        # each from the median of its level (the median of all when one level)
+        centre = {i: d["median_ns"] for d in (lv["levels"] if lv else []) for i in d["processes"]}
         out.append({"flag": "outliers", "detail": f"{len(outl)} process(es) beyond {OUTLIER_MADS:g} MADs and "
-                    f"{OUTLIER_MIN_REL:.0%} off the median: " + ", ".join(
-                        f"#{i} ({meds[i] / mid - 1:+.1%})" for i in outl),
+                    f"{OUTLIER_MIN_REL:.0%} off the median{' of their level' if lv else ''}: " + ", ".join(
+                        f"#{i} ({meds[i] / centre.get(i, mid) - 1:+.1%})" for i in outl),
                     "processes": outl, "rounds": [procs[i].get("round") for i in outl]})
     slow = [bool(s.get("slow_start")) for s in stats if "slow_start" in s]
     if slow and sum(slow) * 2 > len(slow):
