@@ -209,8 +209,8 @@ def levels(xs) -> dict | None:
         return None
     mid = float(np.median(a))
     within = sum(float(((y[s] - y[s].mean()) ** 2).sum()) for s in (slice(0, k), slice(k, n)))
-    lv = [{"n": int(g.size), "share": g.size / n, "median_ns": m, "of_median": m / mid,
-           "processes": sorted(int(i) for i in g)} for g, m in zip(groups, meds)]
+    lv: list[dict] = [{"n": int(g.size), "share": g.size / n, "median_ns": m, "of_median": m / mid,
+                       "processes": sorted(int(i) for i in g)} for g, m in zip(groups, meds)]
     lv.sort(key=lambda d: (-d["n"], -d["median_ns"]))
     return {"levels": lv, "statistic": stat if np.isfinite(stat) else None, "critical": crit,
             "alpha": LEVEL_ALPHA, "cv_within": float(np.sqrt(within / (n - 2)))}
