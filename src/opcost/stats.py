@@ -38,6 +38,33 @@ CONTENDED_BATCH_SHARE = 0.01
 # batches inflated the median is the 56th percentile of the clean ones, a
 # shift inside the batch-to-batch spread; past that, the figure moves.
 CONTENDED_BATCHES = 0.10
+# `bimodal` (docs/statistics.md, "Bimodal processes"): process medians on two
+# levels. The test is Engelman & Hartigan's for two clusters: the best split
+# of the sorted log medians into two groups, its between-group over
+# within-group sum of squares, against that statistic's 99% point for n
+# normal values (LEVEL_CRITICAL, seeded simulation). A level holds at least
+# LEVEL_MIN_PROCESSES processes (one alone is an outlier), and the levels
+# must lie LEVEL_MIN_REL apart (the default delta): closer levels cannot
+# move a figure by what a reader would act on.
+LEVEL_ALPHA = 0.01
+LEVEL_MIN_PROCESSES = 2
+LEVEL_MIN_REL = 0.02
+# outliers inside one of two levels: only in a level of at least this many
+# processes (the MAD of fewer, set by one or two of them, would flag its own members)
+OWN_FENCE_MIN = 10
+# The 99% point of the statistic for n values of one normal level (the logs
+# of log-normal medians): validation/stats/bimodal.py --table prints this
+# (200,000 seeded samples per n; tests/test_bimodal.py recomputes some).
+LEVEL_CRITICAL: dict[int, float] = {
+    4: 147.1, 5: 55.49, 6: 30.01, 7: 19.63, 8: 14.83, 9: 11.71, 10: 9.927, 11: 8.687, 12: 7.776,
+    13: 7.107, 14: 6.601, 15: 6.144, 16: 5.86, 17: 5.562, 18: 5.27, 19: 5.094, 20: 4.877, 21: 4.755,
+    22: 4.586, 23: 4.482, 24: 4.342, 25: 4.26, 26: 4.158, 27: 4.067, 28: 3.992, 29: 3.923, 30: 3.882,
+    31: 3.795, 32: 3.734, 33: 3.693, 34: 3.625, 35: 3.592, 36: 3.54, 37: 3.479, 38: 3.473, 39: 3.438,
+    40: 3.39, 41: 3.36, 42: 3.338, 43: 3.303, 44: 3.264, 45: 3.252, 46: 3.222, 47: 3.195, 48: 3.169,
+    49: 3.143, 50: 3.124, 51: 3.096, 52: 3.085, 53: 3.06, 54: 3.044, 55: 3.03, 56: 3.013, 57: 2.992,
+    58: 2.975, 59: 2.96, 60: 2.947, 70: 2.81, 80: 2.721, 90: 2.644, 100: 2.584, 120: 2.487, 150: 2.387,
+    200: 2.283, 250: 2.217, 300: 2.167, 400: 2.102, 500: 2.059, 700: 2.006, 1000: 1.96
+}
 
 
 def median(xs) -> float:
@@ -69,16 +96,124 @@ def bootstrap_ci_median(xs, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAM
     return [float(lo), float(hi)]
 
 
-def mad_outliers(xs, k: float = OUTLIER_MADS) -> list[int]:
-    """Indices further than k scaled MADs from the median."""
+def mad_outliers(xs, k: float = OUTLIER_MADS, min_rel: float = 0.0) -> list[int]:
+    """Indices of the lone values further than k scaled MADs from the median
+    of their level, and further than min_rel of it.
+
+    A level is never outliers: processes that landed on another level of
+    cost (a layout, a frequency) are the distribution, and flagging them
+    would tell the reader to discard a share of the data
+    (docs/statistics.md). So where the values have two levels (levels()),
+    each level is taken on its own, with its own median and MAD, if it holds
+    OWN_FENCE_MIN values (fewer say nothing about their own spread); and
+    values beyond the same fence that stand together (each within k MADs of
+    the next, at least LEVEL_MIN_PROCESSES of them) are a level the test
+    could not confirm, not outliers."""
     a = np.asarray(xs, dtype=float)
     if a.size < 3:
         return []
-    med = np.median(a)
-    mad = 1.4826 * np.median(np.abs(a - med))
-    if mad == 0:
-        return []
-    return [int(i) for i in np.nonzero(np.abs(a - med) > k * mad)[0]]
+    lv = levels(a)
+    groups = [np.asarray(d["processes"]) for d in lv["levels"]] if lv else [np.arange(a.size)]
+    out: list[int] = []
+    for g in groups:
+        if lv and g.size < OWN_FENCE_MIN:
+            continue
+        med = np.median(a[g])
+        mad = 1.4826 * np.median(np.abs(a[g] - med))
+        if mad == 0:
+            continue
+        for side in (-1.0, 1.0):
+            dev = side * (a[g] - med)
+            beyond = g[(dev > k * mad) & (dev > min_rel * abs(med))]
+            beyond = beyond[np.argsort(a[beyond], kind="stable")]
+            # chains of values within k MADs of their neighbour: a chain of one is an outlier
+            cuts = np.nonzero(np.diff(a[beyond]) > k * mad)[0] + 1
+            out += [int(i) for c in np.split(beyond, cuts) if c.size < LEVEL_MIN_PROCESSES for i in c]
+    return sorted(out)
+
+
+def _level_split(y: np.ndarray, min_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Engelman & Hartigan's statistic for each row of y (rows sorted): the
+    largest between-group over within-group sum of squares over the splits
+    of a row into its k smallest and n - k largest values, each group at
+    least min_size; and that k. A row without spread has statistic 0; a
+    split into groups without spread, infinity."""
+    r, n = y.shape
+    y = y - y.mean(axis=1, keepdims=True)   # centred: the sums below lose no digits
+    c1, c2 = np.cumsum(y, axis=1), np.cumsum(y * y, axis=1)
+    ks = np.arange(min_size, n - min_size + 1)
+    w = (c2[:, ks - 1] - c1[:, ks - 1] ** 2 / ks
+         + (c2[:, -1:] - c2[:, ks - 1]) - (c1[:, -1:] - c1[:, ks - 1]) ** 2 / (n - ks))
+    total = c2[:, -1:] - c1[:, -1:] ** 2 / n
+    w = np.maximum(w, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(total > 0, (total - w) / w, 0.0)
+    best = np.argmax(f, axis=1)
+    return f[np.arange(r), best], ks[best]
+
+
+def level_null(n: int, q: float, reps: int, seed: int, min_size: int = LEVEL_MIN_PROCESSES) -> float:
+    """The q quantile of the statistic for n normal values (its null: one
+    level with normal spread), by seeded simulation; LEVEL_CRITICAL holds
+    its values at q = 1 - LEVEL_ALPHA (validation/stats/bimodal.py --table)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, reps, max(1, 2_000_000 // n)):
+        m = min(reps - start, max(1, 2_000_000 // n))
+        out.append(_level_split(np.sort(rng.standard_normal((m, n)), axis=1), min_size)[0])
+    return float(np.quantile(np.concatenate(out), q))
+
+
+def level_critical(n: int) -> float | None:
+    """The 99% point of the statistic for n values of one level (None below
+    two levels of LEVEL_MIN_PROCESSES); between the tabulated sizes, linear
+    in log n; beyond the largest, the largest's (the point falls with n, so
+    that errs towards no flag)."""
+    if n < 2 * LEVEL_MIN_PROCESSES:
+        return None
+    if n in LEVEL_CRITICAL:
+        return LEVEL_CRITICAL[n]
+    ns = sorted(LEVEL_CRITICAL)
+    if n >= ns[-1]:
+        return LEVEL_CRITICAL[ns[-1]]
+    hi = next(m for m in ns if m > n)
+    lo = max(m for m in ns if m < n)
+    t = (np.log(n) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return float(LEVEL_CRITICAL[lo] + t * (LEVEL_CRITICAL[hi] - LEVEL_CRITICAL[lo]))
+
+
+def levels(xs) -> dict | None:
+    """Two levels of cost among the values (process medians), or None.
+
+    The best split of the sorted log values into two groups of at least
+    LEVEL_MIN_PROCESSES, kept when its between/within sum-of-squares ratio
+    is beyond the 99% point for one normal level (level_critical) and the
+    two groups' medians lie at least LEVEL_MIN_REL apart. Levels are listed
+    by share, the larger first: {"n", "share", "median_ns", "of_median",
+    "processes" (indices)}; `cv_within` is the pooled spread of the logs
+    inside the levels (what `cv` would be without them)."""
+    a = np.asarray(xs, dtype=float)
+    n = a.size
+    crit = level_critical(n)
+    if crit is None or not np.all(np.isfinite(a)) or a.min() <= 0:
+        return None
+    order = np.argsort(a, kind="stable")
+    y = np.log(a[order])
+    stat, k = (float(v[0]) for v in _level_split(y[None, :], LEVEL_MIN_PROCESSES))
+    if not stat > crit:
+        return None
+    k = int(k)
+    groups = [order[:k], order[k:]]
+    meds = [float(np.median(a[g])) for g in groups]
+    if meds[1] < (1 + LEVEL_MIN_REL) * meds[0]:
+        return None
+    mid = float(np.median(a))
+    within = sum(float(((y[s] - y[s].mean()) ** 2).sum()) for s in (slice(0, k), slice(k, n)))
+    lv: list[dict] = [{"n": int(g.size), "share": g.size / n, "median_ns": m, "of_median": m / mid,
+                       "processes": sorted(int(i) for i in g)} for g, m in zip(groups, meds)]
+    lv.sort(key=lambda d: (-d["n"], -d["median_ns"]))
+    return {"levels": lv, "statistic": stat if np.isfinite(stat) else None, "critical": crit,
+            "alpha": LEVEL_ALPHA, "cv_within": float(np.sqrt(within / (n - 2)))}
 
 
 def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | None:
@@ -248,11 +383,21 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
         out.append({"flag": "unstable", "detail": f"CV of process medians {c:.1%} > {UNSTABLE_CV:.0%}"})
     meds = summary["process_medians_ns"]
     mid = summary["median_ns"]
-    outl = [i for i in mad_outliers(meds) if mid and abs(meds[i] / mid - 1) > OUTLIER_MIN_REL]
+    lv = levels(meds)
+    if lv:
+        out.append({"flag": "bimodal", "detail": f"{len(lv['levels'])} levels, " + ", ".join(
+                        f"{d['share']:.0%} at {d['of_median']:.2f}x" for d in lv["levels"])
+                    + f" of the median (spread within the levels {lv['cv_within']:.1%}; the CV counts both)",
+                    "levels": [{k: d[k] for k in ("share", "median_ns", "of_median", "n", "processes")}
+                               for d in lv["levels"]],
+                    "cv_within": lv["cv_within"], "statistic": lv["statistic"], "critical": lv["critical"]})
+    outl = mad_outliers(meds, min_rel=OUTLIER_MIN_REL)
     if outl:
+        # each from the median of its level (the median of all when one level)
+        centre = {i: d["median_ns"] for d in (lv["levels"] if lv else []) for i in d["processes"]}
         out.append({"flag": "outliers", "detail": f"{len(outl)} process(es) beyond {OUTLIER_MADS:g} MADs and "
-                    f"{OUTLIER_MIN_REL:.0%} off the median: " + ", ".join(
-                        f"#{i} ({meds[i] / mid - 1:+.1%})" for i in outl),
+                    f"{OUTLIER_MIN_REL:.0%} off the median{' of their level' if lv else ''}: " + ", ".join(
+                        f"#{i} ({meds[i] / centre.get(i, mid) - 1:+.1%})" for i in outl),
                     "processes": outl, "rounds": [procs[i].get("round") for i in outl]})
     slow = [bool(s.get("slow_start")) for s in stats if "slow_start" in s]
     if slow and sum(slow) * 2 > len(slow):
