@@ -56,8 +56,26 @@ import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+
+
+def _src() -> Path:
+    """The opcost source tree audited: this checkout's src/, or --src DIR
+    (another checkout's, e.g. main's for the "before"). Read before the
+    import below, which the adapters need."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--src" and i + 1 < len(argv):
+            return Path(argv[i + 1]).resolve()
+        if arg.startswith("--src="):
+            return Path(arg.split("=", 1)[1]).resolve()
+    return HERE.parents[1] / "src"
+
+
+SRC = _src()
+if not (SRC / "opcost" / "abtest.py").is_file():
+    sys.exit(f"audit: {SRC} holds no opcost package (opcost/abtest.py); give --src an opcost checkout's src directory")
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "src"))
+sys.path.insert(0, str(SRC))
 import scenarios  # noqa: E402
 
 # ---------------------------------------------------------------------------
@@ -88,13 +106,14 @@ _SERIES_ARGS = _params(changepoint.analyse)
 
 
 def _ci_of(c: dict):
-    """The interval the verdict rests on: the estimate's when the rule
-    reports one (a newer `estimate` field), else the ratio's 95% CI."""
+    """The interval the verdict rests on and its estimate: a newer rule's
+    `estimate` with `ci95_estimate` (e.g. a Hodges-Lehmann ratio), else the
+    ratio of medians and its 95% CI."""
     est = c.get("estimate")
     if isinstance(est, dict):
-        for key in ("ci95", "ci95_ratio", "ci"):
-            if est.get(key) is not None:
-                return est[key], est.get("ratio", est.get("value", c.get("ratio")))
+        est = est.get("ratio", est.get("value"))
+    if isinstance(est, (int, float)) and "ci95_estimate" in c:
+        return c.get("ci95_estimate"), float(est)
     return c.get("ci95_ratio"), c.get("ratio")
 
 
@@ -132,30 +151,32 @@ def sequential_rule(a, b, rounds, delta: float, resamples: int) -> dict:
 
 
 def _stored_fn():
-    """A function of runs per side in opcost.replicates, if there is one."""
-    if _replicates is None:
-        return None
-    for name in ("compare_runs", "compare_replicates", "compare_stored_runs", "compare"):
-        fn = getattr(_replicates, name, None)
-        if callable(fn):
-            return fn
-    return None
+    """replicates.compare_runs (runs per side) if this opcost has it."""
+    fn = getattr(_replicates, "compare_runs", None) if _replicates is not None else None
+    return fn if callable(fn) else None
 
 
 def stored_rule(runs_a: list, runs_b: list, delta: float, resamples: int) -> dict:
-    """`compare` of stored runs. Today (no opcost.replicates): every
-    process of one side's runs pooled into one arm and compared as
-    independent, the statistics of comparison.entry + finish (one run per
-    side is exactly `opcost compare RUN_A RUN_B`; several are what `series`
-    does with runs of one label)."""
+    """`compare` of stored runs, each run its per-process medians.
+
+    With opcost.replicates: the runs are the replicates (compare_runs, then
+    replicates.decide); where it declines (too few runs to estimate a
+    run-to-run spread) the verdict is None, as `compare` then gives none.
+    Before: every process of one side's runs pooled into one arm and
+    compared as independent, the statistics of comparison.entry + finish
+    (one run per side is exactly `opcost compare RUN_A RUN_B`; several are
+    what `series` did with runs of one label)."""
     fn = _stored_fn()
     if fn is not None:
+        replicated = getattr(_replicates, "replicated", None)
+        if callable(replicated) and not replicated(len(runs_a), len(runs_b)):
+            return {"verdict": None, "ratio": None, "estimate": None, "ci": None, "p": None, "flags": []}
         kw: dict = {"delta": delta}
         if "resamples" in _params(fn):
             kw["resamples"] = resamples
         c = fn([list(r) for r in runs_a], [list(r) for r in runs_b], **kw)
-        if isinstance(c, dict) and "verdict" not in c and "ratio" in c:
-            [c] = abtest.decide([c])
+        decide = getattr(_replicates, "decide", abtest.decide)
+        [c] = decide([c])
         return _out(c)
     a, b = np.concatenate(runs_a), np.concatenate(runs_b)
     [c] = abtest.decide([abtest.compare_arms(list(a), list(b), delta=delta, resamples=resamples)])
@@ -505,15 +526,16 @@ def tasks(args) -> list:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a few hundred repetitions (under 2 minutes): the test's mode")
-    ap.add_argument("--reps", type=int, help="repetitions per fixed-design and stored cell (default 1000; quick 200)")
-    ap.add_argument("--seq-reps", type=int, help="repetitions per sequential cell (default 400; quick 60)")
-    ap.add_argument("--series-reps", type=int, help="series per series cell (default 400; quick 60)")
+    ap.add_argument("--reps", type=int, help="repetitions per fixed-design and stored cell (default 600; quick 100)")
+    ap.add_argument("--seq-reps", type=int, help="repetitions per sequential cell (default 300; quick 40)")
+    ap.add_argument("--series-reps", type=int, help="series per series cell (default 300; quick 40)")
     ap.add_argument("--resamples", type=int, help="bootstrap resamples per comparison (default 1000; quick 300)")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2, at most 2)")
     ap.add_argument("--pool", default="syscall.null", help="the real A/A pool: syscall.null, ctx.pipe, signal.catch or all")
     ap.add_argument("--seed", type=int, default=25)
+    ap.add_argument("--src", metavar="DIR", help="the opcost src/ directory to audit (default: this checkout's)")
     args = ap.parse_args()
-    for name, full, quick in (("reps", 1000, 200), ("seq_reps", 400, 60), ("series_reps", 400, 60),
+    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40),
                               ("resamples", 1000, 300)):
         val = getattr(args, name)
         if val is None:
@@ -527,6 +549,7 @@ def main() -> int:
     print(f"opcost statistical audit (issue 25): seed {args.seed}, {'quick' if args.quick else 'full'} mode, "
           f"{args.resamples} bootstrap resamples per comparison, pool {args.pool}")
     print(f"rules: {describe_rules()}")
+    print(f"opcost audited: {'this checkout' if SRC == HERE.parents[1] / 'src' else 'the src/ given by --src'}")
     print("scenarios: normal CV 2%; lognormal sigma 3%; bimodal 70% at 1.0 / 30% at 1.24, 0.6% within; pool "
           f"resampled; drift lognormal 1% x a {scenarios.DRIFT_TOTAL:.0%} trend over the rounds; stored runs "
           f"lognormal 2% x a per-run offset")
