@@ -71,9 +71,15 @@ def _src() -> Path:
     return HERE.parents[1] / "src"
 
 
+def _fail(msg: str) -> None:
+    """Bad input: one line, exit 2, nothing run."""
+    print(f"audit: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 SRC = _src()
 if not (SRC / "opcost" / "abtest.py").is_file():
-    sys.exit(f"audit: {SRC} holds no opcost package (opcost/abtest.py); give --src an opcost checkout's src directory")
+    _fail(f"{SRC} holds no opcost package (opcost/abtest.py); give --src an opcost checkout's src directory")
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(SRC))
 import scenarios  # noqa: E402
@@ -541,10 +547,13 @@ def main() -> int:
         if val is None:
             setattr(args, name, quick if args.quick else full)
         elif val < 2:
-            ap.error(f"--{name.replace('_', '-')} must be at least 2, not {val}")
+            _fail(f"--{name.replace('_', '-')} must be at least 2, not {val}")
     if not 1 <= args.workers <= 2:
-        ap.error(f"--workers must be 1 or 2 (a shared 2-CPU machine), not {args.workers}")
-    scenarios.load_pool(args.pool)   # a bad --pool is one line, before any work
+        _fail(f"--workers must be 1 or 2 (a shared 2-CPU machine), not {args.workers}")
+    try:
+        scenarios.load_pool(args.pool)   # a bad --pool is one line, before any work
+    except ValueError as e:
+        _fail(str(e))
     t0 = time.monotonic()
     print(f"opcost statistical audit (issue 25): seed {args.seed}, {'quick' if args.quick else 'full'} mode, "
           f"{args.resamples} bootstrap resamples per comparison, pool {args.pool}")

@@ -55,7 +55,7 @@ def load_pool(name: str = "syscall.null") -> np.ndarray:
     if name == "all":
         return np.concatenate([np.asarray(v, dtype=float) for v in pools.values()])
     if name not in pools:
-        raise SystemExit(f"audit: no pool {name!r} in {POOL.name}; one of {', '.join(pools)} or all")
+        raise ValueError(f"no pool {name!r} in {POOL.name}; one of {', '.join(pools)} or all")
     return np.asarray(pools[name], dtype=float)
 
 
