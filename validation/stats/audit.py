@@ -189,17 +189,36 @@ def stored_rule(runs_a: list, runs_b: list, delta: float, resamples: int) -> dic
     return _out(c)
 
 
+def _end_rule():
+    """series.unconfirmed (a change point at an end of the series is
+    `unconfirmed`), where this opcost has it."""
+    try:
+        from opcost import series
+    except ImportError:
+        return None
+    fn = getattr(series, "unconfirmed", None)
+    return fn if callable(fn) else None
+
+
 def series_rule(labels: list, delta: float, interleaved: bool) -> dict:
-    """`series`: the confirmed change points of changepoint.analyse, and
-    those it marks unconfirmed (a newer status) apart."""
+    """`series`: the change points of changepoint.analyse, those a newer
+    opcost marks `unconfirmed` (series.unconfirmed: at an end of the
+    series) apart. Labels from stored runs (interleaved False) go in as one
+    run each where analyse takes `runs` (the run as the unit)."""
     kw: dict = {"delta": delta, "resamples": 200, "table": False}
     if "interleaved" in _SERIES_ARGS:
         kw["interleaved"] = interleaved
+    if "runs" in _SERIES_ARGS and not interleaved:
+        kw["runs"] = [[list(x)] for x in labels]
     res = changepoint.analyse([list(x) for x in labels], **kw)
     cps = res.get("change_points") or []
+    end_rule = _end_rule()
+    named = [type("Label", (), {"value": str(i), "runs": [i]})() for i in range(len(labels))]
 
     def unconfirmed(cp: dict) -> bool:
-        return cp.get("status") == "unconfirmed" or cp.get("unconfirmed") is True or cp.get("confirmed") is False
+        if cp.get("unconfirmed") is True or cp.get("status") == "unconfirmed":
+            return True
+        return bool(end_rule is not None and end_rule(cp["index"], named, interleaved).get("unconfirmed"))
 
     return {"confirmed": [cp["index"] for cp in cps if not unconfirmed(cp)],
             "unconfirmed": [cp["index"] for cp in cps if unconfirmed(cp)]}
@@ -222,7 +241,8 @@ def describe_rules() -> str:
     bits = [f"compare_arms({', '.join(sorted(_COMPARE_ARGS))})"]
     bits.append("stored runs: opcost.replicates." + fn.__name__ if (fn := _stored_fn()) is not None
                 else "stored runs: processes pooled (no opcost.replicates)")
-    bits.append("series: analyse(" + ("interleaved=..." if "interleaved" in _SERIES_ARGS else "no interleaved flag") + ")")
+    bits.append("series: analyse(" + ", ".join(sorted(_SERIES_ARGS)) + ")"
+                + ("; ends unconfirmed (series.unconfirmed)" if _end_rule() is not None else ""))
     return "; ".join(bits)
 
 # ---------------------------------------------------------------------------
