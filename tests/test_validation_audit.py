@@ -6,6 +6,7 @@ timing either)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,10 @@ def test_audit_quick_runs_and_prints_its_tables():
         assert sum(r.split()[:1] == [off] for r in rows) == 4, off
     for case in ("offset:0.005", "offset:0.01", "offset:0.02", "bimodal"):
         assert any(r.startswith(case) and "flat" in r for r in rows), case
-    # the floor of a test that takes twice the smaller of two exact p-values at 4 per arm is 2 x 2/70
+    # the smallest p at 3-6 per arm is printed (its value is a finding, not asserted)
     floor = next(r for r in rows if r.lstrip().startswith("n=3:"))
     assert "n=4:" in floor and "n=6:" in floor
-    assert "targets hold" in out
+    assert re.search(r"^== Targets: \d+ of \d+ hold", out, re.M), out
 
 
 def test_audit_is_seeded():
