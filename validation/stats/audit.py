@@ -15,7 +15,8 @@ Printed, each rate with its Monte-Carlo standard error, and PASS/FAIL
 against the issue's targets:
 - A/A false `slower`/`faster` (target <= 5% in every scenario, stored runs
   included);
-- coverage of the 95% CI of the ratio (target 93-97%);
+- coverage of the 95% CI the verdict rests on (the rule's `estimate`
+  interval where it reports one, else the ratio's; target 93-97%);
 - `same`/`negligible` at a true effect of exactly delta (target <= 5%);
 - power for a true 2% at 20 processes per arm, interleaved, delta 1%:
   `slower`, against a Wilcoxon signed-rank test on the per-round log
@@ -31,9 +32,11 @@ against the issue's targets:
   the test can reach at 3-6 processes per arm.
 
 Seeded: the same seed gives the same output whatever the number of workers.
---quick (a few hundred repetitions, under 2 minutes) for the test suite;
-the full mode takes about 10-15 minutes on 2 CPUs. Run it with
-`nice -n 10`; --workers 2 at most on a shared machine.
+--quick (100 repetitions a cell, 40 for the sequential and series cells:
+about a minute) for the test suite; the full mode (600 and 300) is about
+160 s of CPU per worker, 15 minutes on a shared 2-CPU machine at a load
+of 10. Run it with `nice -n 10`; --workers 2 at most on a shared machine.
+--src DIR audits another checkout's opcost (e.g. main's, the "before").
 """
 
 from __future__ import annotations
