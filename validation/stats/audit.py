@@ -1,0 +1,611 @@
+#!/usr/bin/env python3
+"""The statistical audit of issue 25, re-runnable: opcost's own decision
+functions on simulated per-process medians where the truth is known.
+
+Scenarios (validation/stats/scenarios.py): normal, log-normal, bimodal 70/30,
+the real A/A pool resampled, interleaved drift, and stored runs with
+run-to-run offsets of 0.5/1/2%. Rules run on them (every call into opcost
+is in the ADAPTERS section below, the only place that knows opcost's
+interfaces): the fixed design (abtest.compare_arms + abtest.decide), the
+sequential design (sequential.decide over the schedule 10/20/40), compare of
+stored runs (the statistics under comparison.compare_stored) and series
+change points (changepoint.analyse).
+
+Printed, each rate with its Monte-Carlo standard error, and PASS/FAIL
+against the issue's targets:
+- A/A false `slower`/`faster` (target <= 5% in every scenario, stored runs
+  included);
+- coverage of the 95% CI the verdict rests on (the rule's `estimate`
+  interval where it reports one, else the ratio's; target 93-97%);
+- `same`/`negligible` at a true effect of exactly delta (target <= 5%);
+- power for a true 2% at 20 processes per arm, interleaved, delta 1%:
+  `slower`, against a Wilcoxon signed-rank test on the per-round log
+  ratios with the same delta gate (target: at least the reference, less
+  two standard errors of the paired difference);
+- false change points per flat series (target <= 0.05), including bimodal
+  labels and labels from stored runs with offsets;
+- information without a target: the ratio of medians more than 5% off in
+  A/A, the robust CV opcost reads against the true CV, `slower` at a true
+  delta (an unbiased rule sized for it says 50%; the sequential design's
+  against the fixed design's is Pocock's stop bias), a one-label
+  disturbance at an end of a series against one inside, and the smallest p
+  the test can reach at 3-6 processes per arm.
+
+Seeded: the same seed gives the same output whatever the number of workers.
+--quick (100 repetitions a cell, 40 for the sequential and series cells:
+about a minute) for the test suite; the full mode (600 and 300) is about
+160 s of CPU per worker, 15 minutes on a shared 2-CPU machine at a load
+of 10. Run it with `nice -n 10`; --workers 2 at most on a shared machine.
+--src DIR audits another checkout's opcost (e.g. main's, the "before").
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def _src() -> Path:
+    """The opcost source tree audited: this checkout's src/, or --src DIR
+    (another checkout's, e.g. main's for the "before"). Read before the
+    import below, which the adapters need."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--src" and i + 1 < len(argv):
+            return Path(argv[i + 1]).resolve()
+        if arg.startswith("--src="):
+            return Path(arg.split("=", 1)[1]).resolve()
+    return HERE.parents[1] / "src"
+
+
+def _fail(msg: str) -> None:
+    """Bad input: one line, exit 2, nothing run."""
+    print(f"audit: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+SRC = _src()
+if not (SRC / "opcost" / "abtest.py").is_file():
+    _fail(f"{SRC} holds no opcost package (opcost/abtest.py); give --src an opcost checkout's src directory")
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(SRC))
+import scenarios  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# ADAPTERS: every call into opcost. The rules' interfaces are changing
+# (paired rounds, runs as replicates, a bimodal flag); each adapter detects
+# what the installed code offers and uses it, so the same audit runs before
+# and after. Each returns plain values:
+#   {"verdict": str | None, "ratio": float | None, "ci": [lo, hi] | None, "p": float | None, ...}
+# verdict None: the rule declined to give one (e.g. one stored run per side).
+# ---------------------------------------------------------------------------
+from opcost import abtest, changepoint, sequential  # noqa: E402
+
+try:  # runs as replicates (stored runs): a newer module
+    from opcost import replicates as _replicates  # type: ignore[attr-defined]
+except ImportError:
+    _replicates = None
+
+
+def _params(fn) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+_COMPARE_ARGS = _params(abtest.compare_arms)
+_SERIES_ARGS = _params(changepoint.analyse)
+
+
+def _ci_of(c: dict):
+    """The interval the verdict rests on and its estimate: a newer rule's
+    `estimate` with `ci95_estimate` (e.g. a Hodges-Lehmann ratio), else the
+    ratio of medians and its 95% CI."""
+    est = c.get("estimate")
+    if isinstance(est, dict):
+        est = est.get("ratio", est.get("value"))
+    if isinstance(est, (int, float)) and "ci95_estimate" in c:
+        return c.get("ci95_estimate"), float(est)
+    return c.get("ci95_ratio"), c.get("ratio")
+
+
+def _out(c: dict) -> dict:
+    ci, est = _ci_of(c)
+    return {"verdict": c.get("verdict"), "ratio": c.get("ratio"), "estimate": est, "ci": ci,
+            "p": c.get("p_adjusted", c.get("p_value")), "flags": c.get("flags") or []}
+
+
+def _compare(a, b, rounds_a, rounds_b, delta: float, resamples: int) -> dict:
+    kw: dict = {"delta": delta, "resamples": resamples}
+    # Paired rounds: passed only where compare_arms accepts them.
+    if "rounds" in _COMPARE_ARGS:
+        kw["rounds"] = (list(map(int, rounds_a)), list(map(int, rounds_b)))
+    elif "rounds_a" in _COMPARE_ARGS and "rounds_b" in _COMPARE_ARGS:
+        kw["rounds_a"], kw["rounds_b"] = list(map(int, rounds_a)), list(map(int, rounds_b))
+    return abtest.compare_arms(list(a), list(b), **kw)
+
+
+def fixed_rule(a, b, rounds, delta: float, resamples: int) -> dict:
+    """`ab -p N`: one look, the fixed design."""
+    [c] = abtest.decide([_compare(a, b, rounds, rounds, delta, resamples)])
+    return _out(c)
+
+
+def sequential_rule(a, b, rounds, delta: float, resamples: int) -> dict:
+    """`ab` without -p: sequential.decide replaying the looks of a run of
+    len(rounds) rounds (the schedule's last stage), as ab does."""
+    r = [int(x) for x in rounds]
+    (c,), _ = sequential.decide([(r, list(a), r, list(b))], delta=delta, rounds=len(r), final=True,
+                                resamples=resamples)
+    o = _out(c)
+    o["n"] = (c.get("sequential") or {}).get("processes_per_arm", len(r))
+    return o
+
+
+def _stored_fn():
+    """replicates.compare_runs (runs per side) if this opcost has it."""
+    fn = getattr(_replicates, "compare_runs", None) if _replicates is not None else None
+    return fn if callable(fn) else None
+
+
+def stored_rule(runs_a: list, runs_b: list, delta: float, resamples: int) -> dict:
+    """`compare` of stored runs, each run its per-process medians.
+
+    With opcost.replicates: the runs are the replicates (compare_runs, then
+    replicates.decide); where it declines (too few runs to estimate a
+    run-to-run spread) the verdict is None, as `compare` then gives none.
+    Before: every process of one side's runs pooled into one arm and
+    compared as independent, the statistics of comparison.entry + finish
+    (one run per side is exactly `opcost compare RUN_A RUN_B`; several are
+    what `series` did with runs of one label)."""
+    fn = _stored_fn()
+    if fn is not None:
+        replicated = getattr(_replicates, "replicated", None)
+        if callable(replicated) and not replicated(len(runs_a), len(runs_b)):
+            return {"verdict": None, "ratio": None, "estimate": None, "ci": None, "p": None, "flags": []}
+        kw: dict = {"delta": delta}
+        if "resamples" in _params(fn):
+            kw["resamples"] = resamples
+        c = fn([list(r) for r in runs_a], [list(r) for r in runs_b], **kw)
+        decide = getattr(_replicates, "decide", abtest.decide)
+        [c] = decide([c])
+        return _out(c)
+    a, b = np.concatenate(runs_a), np.concatenate(runs_b)
+    [c] = abtest.decide([abtest.compare_arms(list(a), list(b), delta=delta, resamples=resamples)])
+    return _out(c)
+
+
+def _end_rule():
+    """series.unconfirmed (a change point at an end of the series is
+    `unconfirmed`), where this opcost has it."""
+    try:
+        from opcost import series
+    except ImportError:
+        return None
+    fn = getattr(series, "unconfirmed", None)
+    return fn if callable(fn) else None
+
+
+def series_rule(labels: list, delta: float, interleaved: bool) -> dict:
+    """`series`: the change points of changepoint.analyse, those a newer
+    opcost marks `unconfirmed` (series.unconfirmed: at an end of the
+    series) apart. Labels from stored runs (interleaved False) go in as one
+    run each where analyse takes `runs` (the run as the unit)."""
+    kw: dict = {"delta": delta, "resamples": 200, "table": False}
+    if "interleaved" in _SERIES_ARGS:
+        kw["interleaved"] = interleaved
+    if "runs" in _SERIES_ARGS and not interleaved:
+        kw["runs"] = [[list(x)] for x in labels]
+    res = changepoint.analyse([list(x) for x in labels], **kw)
+    cps = res.get("change_points") or []
+    end_rule = _end_rule()
+    named = [type("Label", (), {"value": str(i), "runs": [i]})() for i in range(len(labels))]
+
+    def unconfirmed(cp: dict) -> bool:
+        if cp.get("unconfirmed") is True or cp.get("status") == "unconfirmed":
+            return True
+        return bool(end_rule is not None and end_rule(cp["index"], named, interleaved).get("unconfirmed"))
+
+    return {"confirmed": [cp["index"] for cp in cps if not unconfirmed(cp)],
+            "unconfirmed": [cp["index"] for cp in cps if unconfirmed(cp)]}
+
+
+def read_cv(a, b) -> float:
+    """The noise opcost reads off the two arms (what sizes its delta)."""
+    return abtest.robust_cv(list(a), list(b))
+
+
+def smallest_p(n: int) -> float:
+    """The smallest p the fixed design's test can give at n per arm: arms
+    that do not overlap at all."""
+    a = np.linspace(1.0, 1.01, n)
+    out = fixed_rule(a, a * 1.5, np.arange(n), 0.02, 200)
+    return float(out["p"]) if out["p"] is not None else float("nan")
+
+
+def describe_rules() -> str:
+    bits = [f"compare_arms({', '.join(sorted(_COMPARE_ARGS))})"]
+    bits.append("stored runs: opcost.replicates." + fn.__name__ if (fn := _stored_fn()) is not None
+                else "stored runs: processes pooled (no opcost.replicates)")
+    bits.append("series: analyse(" + ", ".join(sorted(_SERIES_ARGS)) + ")"
+                + ("; ends unconfirmed (series.unconfirmed)" if _end_rule() is not None else ""))
+    return "; ".join(bits)
+
+# ---------------------------------------------------------------------------
+# END OF ADAPTERS
+# ---------------------------------------------------------------------------
+
+
+DELTA = 0.02
+POWER_EFFECT, POWER_DELTA, POWER_N = 0.02, 0.01, 20
+FIXED_NS = (6, 10, 20, 40)
+SEQ_ROUNDS = 40
+STORED = [(off, runs, per) for off in scenarios.OFFSETS for runs in (1, 3) for per in (10, 20)]
+SERIES_LABELS, SERIES_PER_LABEL = 10, 5
+SERIES_FLAT = ("normal", "lognormal", "bimodal", "pool", *(f"offset:{o}" for o in scenarios.OFFSETS))
+DISTURBANCE = 0.03
+
+_NOISE: scenarios.Noise | None = None
+
+
+def _noise(pool: str) -> scenarios.Noise:
+    global _NOISE
+    if _NOISE is None:
+        _NOISE = scenarios.Noise(scenarios.load_pool(pool))
+    return _NOISE
+
+
+def _rng(seed: int, key: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(key.encode())])
+
+
+def _covers(out: dict, truth: float) -> bool | None:
+    ci = out["ci"]
+    return None if ci is None else bool(ci[0] <= truth <= ci[1])
+
+
+def _signed_rank(a, b, gate: float) -> tuple[bool, bool]:
+    """The reference: Wilcoxon signed-rank on the per-round log ratios,
+    two-sided at 0.05; (significant, significant and its Hodges-Lehmann
+    estimate beyond the gate)."""
+    d = np.log(np.asarray(b) / np.asarray(a))
+    p = float(sps.wilcoxon(d, alternative="two-sided").pvalue)
+    walsh = (d[:, None] + d[None, :])[np.triu_indices(d.size)] / 2
+    hl = float(np.median(walsh))
+    return p < 0.05, p < 0.05 and hl >= math.log1p(gate)
+
+
+def cell_fixed(key: str, name: str, n: int, reps: int, seed: int, resamples: int, pool: str) -> dict:
+    rng, nz = _rng(seed, key), _noise(pool)
+    r: dict = {k: 0 for k in ("slower", "faster", "cov", "cov_n", "off5", "at_same", "at_slower",
+                              "pw", "pw_p", "ref", "ref_gated")}
+    r["cv"], r["pw_diff"] = [], []
+    for _ in range(reps):
+        a, b, rd = nz.interleaved(name, rng, n, 0.0)
+        o = fixed_rule(a, b, rd, DELTA, resamples)
+        r["slower"] += o["verdict"] == "slower"
+        r["faster"] += o["verdict"] == "faster"
+        r["off5"] += o["ratio"] is not None and abs(o["ratio"] - 1) > 0.05
+        r["cv"].append(read_cv(a, b))
+        if (c := _covers(o, 1.0)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+        a, b, rd = nz.interleaved(name, rng, n, DELTA)
+        o = fixed_rule(a, b, rd, DELTA, resamples)
+        r["at_same"] += o["verdict"] in ("same", "negligible")
+        r["at_slower"] += o["verdict"] == "slower"
+        if (c := _covers(o, 1 + DELTA)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+        if n == POWER_N:
+            a, b, rd = nz.interleaved(name, rng, n, POWER_EFFECT)
+            o = fixed_rule(a, b, rd, POWER_DELTA, resamples)
+            hit = o["verdict"] == "slower"
+            sig, gated = _signed_rank(a, b, POWER_DELTA)
+            r["pw"] += hit
+            r["pw_p"] += o["p"] is not None and o["p"] < 0.05
+            r["ref"] += sig
+            r["ref_gated"] += gated
+            r["pw_diff"].append(int(hit) - int(gated))
+    r["reps"] = reps
+    return r
+
+
+def cell_sequential(key: str, name: str, reps: int, seed: int, resamples: int, pool: str) -> dict:
+    rng, nz = _rng(seed, key), _noise(pool)
+    r: dict = {k: 0 for k in ("slower", "faster", "cov", "cov_n", "at_same", "at_slower")}
+    r["n_aa"], r["n_at"], r["est_at"] = [], [], []
+    for _ in range(reps):
+        a, b, rd = nz.interleaved(name, rng, SEQ_ROUNDS, 0.0)
+        o = sequential_rule(a, b, rd, DELTA, resamples)
+        r["slower"] += o["verdict"] == "slower"
+        r["faster"] += o["verdict"] == "faster"
+        r["n_aa"].append(o["n"])
+        if (c := _covers(o, 1.0)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+        a, b, rd = nz.interleaved(name, rng, SEQ_ROUNDS, DELTA)
+        o = sequential_rule(a, b, rd, DELTA, resamples)
+        r["at_same"] += o["verdict"] in ("same", "negligible")
+        r["at_slower"] += o["verdict"] == "slower"
+        r["n_at"].append(o["n"])
+        if o["estimate"] is not None:
+            r["est_at"].append(math.log(o["estimate"]))
+        if (c := _covers(o, 1 + DELTA)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+    r["reps"] = reps
+    return r
+
+
+def cell_stored(key: str, off: float, runs: int, per: int, reps: int, seed: int, resamples: int, pool: str) -> dict:
+    rng, nz = _rng(seed, key), _noise(pool)
+    r: dict = {k: 0 for k in ("slower", "faster", "none", "cov", "cov_n", "at_same", "at_slower")}
+    for _ in range(reps):
+        ra, rb = nz.stored(off, rng, runs, per, 0.0)
+        o = stored_rule(ra, rb, DELTA, resamples)
+        r["slower"] += o["verdict"] == "slower"
+        r["faster"] += o["verdict"] == "faster"
+        r["none"] += o["verdict"] is None
+        if (c := _covers(o, 1.0)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+        ra, rb = nz.stored(off, rng, runs, per, DELTA)
+        o = stored_rule(ra, rb, DELTA, resamples)
+        r["at_same"] += o["verdict"] in ("same", "negligible")
+        r["at_slower"] += o["verdict"] == "slower"
+        if (c := _covers(o, 1 + DELTA)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+    r["reps"] = reps
+    return r
+
+
+def cell_series(key: str, name: str, where: str, reps: int, seed: int, pool: str) -> dict:
+    """where: "flat", or "end"/"inside" for a one-label disturbance."""
+    rng, nz = _rng(seed, key), _noise(pool)
+    r: dict = {"cps": [], "unconf": [], "any": 0}
+    for _ in range(reps):
+        disturb = None
+        if where == "end":
+            disturb = (0 if rng.random() < 0.5 else SERIES_LABELS - 1, DISTURBANCE)
+        elif where == "inside":
+            disturb = (int(rng.integers(1, SERIES_LABELS - 1)), DISTURBANCE)
+        labels = nz.series(name, rng, SERIES_LABELS, SERIES_PER_LABEL, disturb)
+        o = series_rule(labels, DELTA, interleaved=not name.startswith("offset:"))
+        r["cps"].append(len(o["confirmed"]))
+        r["unconf"].append(len(o["unconfirmed"]))
+        r["any"] += bool(o["confirmed"])
+    r["reps"] = reps
+    return r
+
+
+def _run(task):
+    kind, args = task
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series}[kind](*args)
+
+
+# --- printing --------------------------------------------------------------
+
+def _rate(k: int, n: int) -> str:
+    if n == 0:
+        return "   n/a        "
+    p = k / n
+    return f"{p:6.1%} ±{math.sqrt(p * (1 - p) / n):4.1%}"
+
+
+def _mean(xs) -> str:
+    if not xs:
+        return "  n/a        "
+    m = float(np.mean(xs))
+    se = float(np.std(xs, ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else 0.0
+    return f"{m:5.3f} ±{se:5.3f}"
+
+
+class Verdicts:
+    def __init__(self):
+        self.rows: list[tuple[str, str, bool]] = []
+
+    def check(self, what: str, ok: bool, detail: str) -> str:
+        self.rows.append((what, detail, ok))
+        return "PASS" if ok else "FAIL"
+
+
+def _cov_ok(r: dict) -> bool | None:
+    return None if r["cov_n"] == 0 else 0.93 <= r["cov"] / r["cov_n"] <= 0.97
+
+
+def _mark(ok: bool | None) -> str:
+    return "  -  " if ok is None else ("PASS " if ok else "FAIL ")
+
+
+def report(results: dict, args, v: Verdicts) -> None:
+    se_note = "each rate ± its Monte-Carlo standard error"
+    print(f"\n== Fixed design (ab -p N): interleaved, delta {DELTA:.0%}, {args.reps} repetitions a cell; {se_note}")
+    print(f"{'scenario':<10} {'n':>3}  {'A/A slower+faster':>17} {'A/A':>4}  {'coverage':>14} {'':>4}  "
+          f"{'same/negl @delta':>16} {'':>4}  {'slower @delta':>14}  {'A/A |r-1|>5%':>14}  {'robust CV (true)':>17}")
+    for name in scenarios.INTERLEAVED:
+        for n in FIXED_NS:
+            r = results[("fixed", name, n)]
+            aa = r["slower"] + r["faster"]
+            ok_aa = aa / r["reps"] <= 0.05
+            ok_cov = _cov_ok(r)
+            ok_same = r["at_same"] / r["reps"] <= 0.05
+            v.check(f"fixed {name} n={n}: A/A <= 5%", ok_aa, f"{aa / r['reps']:.1%}")
+            if ok_cov is not None:
+                v.check(f"fixed {name} n={n}: coverage 93-97%", ok_cov, f"{r['cov'] / r['cov_n']:.1%}")
+            v.check(f"fixed {name} n={n}: same/negligible at delta <= 5%", ok_same, f"{r['at_same'] / r['reps']:.1%}")
+            cv = float(np.median(r["cv"]))
+            print(f"{name:<10} {n:>3}  {_rate(aa, r['reps']):>17} {_mark(ok_aa)[:4]}  {_rate(r['cov'], r['cov_n'])} "
+                  f"{_mark(ok_cov)[:4]}  {_rate(r['at_same'], r['reps']):>16} {_mark(ok_same)[:4]}  "
+                  f"{_rate(r['at_slower'], r['reps'])}  {_rate(r['off5'], r['reps'])}  "
+                  f"{cv:6.1%} ({scenarios.true_cv(name, _noise(args.pool).pool):5.1%})", flush=True)
+    print(f"\n== Power: a true {POWER_EFFECT:.0%} at n={POWER_N} per arm, interleaved, delta {POWER_DELTA:.0%}: "
+          f"opcost's `slower` against a Wilcoxon signed-rank on the per-round log ratios")
+    print(f"{'scenario':<10}  {'opcost slower':>14}  {'opcost p<0.05':>14}  {'signed-rank p<.05':>17}  "
+          f"{'s-r, est>=delta':>15}  target: slower >= s-r est>=delta - 2 SE(paired diff)")
+    for name in scenarios.INTERLEAVED:
+        r = results[("fixed", name, POWER_N)]
+        n = r["reps"]
+        d = np.asarray(r["pw_diff"], dtype=float)
+        se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+        ok = r["pw"] / n >= r["ref_gated"] / n - 2 * se
+        v.check(f"power {name}: slower >= signed-rank reference", ok,
+                f"{r['pw'] / n:.1%} vs {r['ref_gated'] / n:.1%} (ungated {r['ref'] / n:.1%})")
+        print(f"{name:<10}  {_rate(r['pw'], n)}  {_rate(r['pw_p'], n)}  {_rate(r['ref'], n):>17}  "
+              f"{_rate(r['ref_gated'], n)}  {_mark(ok)}(diff {(r['pw'] - r['ref_gated']) / n:+.1%} ±{se:.1%})")
+
+    print(f"\n== Sequential design (ab): looks at 10/20/40 rounds, delta {DELTA:.0%}, {args.seq_reps} repetitions a cell")
+    print(f"{'scenario':<10}  {'A/A slower+faster':>17} {'':>4}  {'coverage':>14} {'':>4}  {'same/negl @delta':>16} "
+          f"{'':>4}  {'slower @delta (fixed 20)':>26}  {'mean est/truth @delta':>21}  {'mean n A/A, @delta':>18}")
+    for name in scenarios.INTERLEAVED:
+        r = results[("seq", name)]
+        n = r["reps"]
+        aa = r["slower"] + r["faster"]
+        ok_aa, ok_cov, ok_same = aa / n <= 0.05, _cov_ok(r), r["at_same"] / n <= 0.05
+        v.check(f"sequential {name}: A/A <= 5%", ok_aa, f"{aa / n:.1%}")
+        if ok_cov is not None:
+            v.check(f"sequential {name}: coverage 93-97%", ok_cov, f"{r['cov'] / r['cov_n']:.1%}")
+        v.check(f"sequential {name}: same/negligible at delta <= 5%", ok_same, f"{r['at_same'] / n:.1%}")
+        f20 = results[("fixed", name, 20)]
+        bias = math.exp(float(np.mean(r["est_at"]))) / (1 + DELTA) if r["est_at"] else float("nan")
+        print(f"{name:<10}  {_rate(aa, n):>17} {_mark(ok_aa)[:4]}  {_rate(r['cov'], r['cov_n'])} {_mark(ok_cov)[:4]}  "
+              f"{_rate(r['at_same'], n):>16} {_mark(ok_same)[:4]}  {_rate(r['at_slower'], n)} ({f20['at_slower'] / f20['reps']:5.1%})"
+              f"  {bias:21.4f}  {np.mean(r['n_aa']):8.1f}, {np.mean(r['n_at']):8.1f}")
+
+    print(f"\n== Stored runs (compare): runs per side x processes per run, each run shifted by its own offset; "
+          f"{args.reps} repetitions a cell")
+    print(f"{'offset':>6} {'runs x procs':>12}  {'A/A slower+faster':>17} {'':>4}  {'no verdict':>14}  "
+          f"{'coverage':>14} {'':>4}  {'same/negl @delta':>16} {'':>4}  {'slower @delta':>14}")
+    for off, runs, per in STORED:
+        r = results[("stored", off, runs, per)]
+        n = r["reps"]
+        aa = r["slower"] + r["faster"]
+        ok_aa, ok_cov, ok_same = aa / n <= 0.05, _cov_ok(r), r["at_same"] / n <= 0.05
+        what = f"stored offset {off:.1%} {runs}x{per}"
+        v.check(f"{what}: A/A <= 5%", ok_aa, f"{aa / n:.1%}")
+        if ok_cov is not None:
+            v.check(f"{what}: coverage 93-97%", ok_cov, f"{r['cov'] / r['cov_n']:.1%}")
+        v.check(f"{what}: same/negligible at delta <= 5%", ok_same, f"{r['at_same'] / n:.1%}")
+        print(f"{off:>6.1%} {f'{runs} x {per}':>12}  {_rate(aa, n):>17} {_mark(ok_aa)[:4]}  {_rate(r['none'], n)}  "
+              f"{_rate(r['cov'], r['cov_n'])} {_mark(ok_cov)[:4]}  {_rate(r['at_same'], n):>16} {_mark(ok_same)[:4]}  "
+              f"{_rate(r['at_slower'], n)}")
+
+    print(f"\n== Series (series): {SERIES_LABELS} labels x {SERIES_PER_LABEL} processes, delta {DELTA:.0%}, "
+          f"{args.series_reps} series a cell")
+    print(f"{'labels':<13} {'case':<22}  {'change points / series':>22} {'':>4}  {'series with one':>15}  "
+          f"{'unconfirmed / series':>20}")
+    for name in SERIES_FLAT:
+        r = results[("series", name, "flat")]
+        m = float(np.mean(r["cps"]))
+        ok = m <= 0.05
+        v.check(f"series flat {name}: false change points <= 0.05", ok, f"{m:.3f}")
+        print(f"{name:<13} {'flat':<22}  {_mean(r['cps']):>22} {_mark(ok)[:4]}  {_rate(r['any'], r['reps'])}  "
+              f"{_mean(r['unconf']):>20}")
+    for where in ("end", "inside"):
+        r = results[("series", "offset:0.01", where)]
+        print(f"{'offset:0.01':<13} {f'+{DISTURBANCE:.0%} one label, {where}':<22}  {_mean(r['cps']):>22} {'':>4}  "
+              f"{_rate(r['any'], r['reps'])}  {_mean(r['unconf']):>20}")
+
+    print("\n== The smallest p the fixed design's test can reach (arms that do not overlap at all)")
+    print("  " + "; ".join(f"n={n}: {p:.3f}" + (" (never significant)" if p >= 0.05 else "")
+                           for n, p in results["floor"]))
+
+
+def tasks(args) -> list:
+    s, rs, pool = args.seed, args.resamples, args.pool
+    out: list = []
+    for name in scenarios.INTERLEAVED:
+        for n in FIXED_NS:
+            out.append((("fixed", name, n), ("fixed", (f"fixed/{name}/{n}", name, n, args.reps, s, rs, pool))))
+    for name in scenarios.INTERLEAVED:
+        out.append((("seq", name), ("seq", (f"seq/{name}", name, args.seq_reps, s, rs, pool))))
+    for off, runs, per in STORED:
+        out.append((("stored", off, runs, per),
+                    ("stored", (f"stored/{off}/{runs}/{per}", off, runs, per, args.reps, s, rs, pool))))
+    for name in SERIES_FLAT:
+        out.append((("series", name, "flat"), ("series", (f"series/{name}/flat", name, "flat", args.series_reps, s, pool))))
+    for where in ("end", "inside"):
+        out.append((("series", "offset:0.01", where),
+                    ("series", (f"series/offset:0.01/{where}", "offset:0.01", where, args.series_reps, s, pool))))
+    # The slow cells first: two workers then end together.
+    order = {"seq": 0, "fixed": 1, "stored": 2, "series": 3}
+    return sorted(out, key=lambda t: order[t[1][0]])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few hundred repetitions (under 2 minutes): the test's mode")
+    ap.add_argument("--reps", type=int, help="repetitions per fixed-design and stored cell (default 600; quick 100)")
+    ap.add_argument("--seq-reps", type=int, help="repetitions per sequential cell (default 300; quick 40)")
+    ap.add_argument("--series-reps", type=int, help="series per series cell (default 300; quick 40)")
+    ap.add_argument("--resamples", type=int, help="bootstrap resamples per comparison (default 1000; quick 300)")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2, at most 2)")
+    ap.add_argument("--pool", default="syscall.null", help="the real A/A pool: syscall.null, ctx.pipe, signal.catch or all")
+    ap.add_argument("--seed", type=int, default=25)
+    ap.add_argument("--src", metavar="DIR", help="the opcost src/ directory to audit (default: this checkout's)")
+    args = ap.parse_args()
+    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40),
+                              ("resamples", 1000, 300)):
+        val = getattr(args, name)
+        if val is None:
+            setattr(args, name, quick if args.quick else full)
+        elif val < 2:
+            _fail(f"--{name.replace('_', '-')} must be at least 2, not {val}")
+    if not 1 <= args.workers <= 2:
+        _fail(f"--workers must be 1 or 2 (a shared 2-CPU machine), not {args.workers}")
+    try:
+        scenarios.load_pool(args.pool)   # a bad --pool is one line, before any work
+    except ValueError as e:
+        _fail(str(e))
+    t0 = time.monotonic()
+    print(f"opcost statistical audit (issue 25): seed {args.seed}, {'quick' if args.quick else 'full'} mode, "
+          f"{args.resamples} bootstrap resamples per comparison, pool {args.pool}")
+    print(f"rules: {describe_rules()}")
+    print(f"opcost audited: {'this checkout' if SRC == HERE.parents[1] / 'src' else 'the src/ given by --src'}")
+    print("scenarios: normal CV 2%; lognormal sigma 3%; bimodal 70% at 1.0 / 30% at 1.24, 0.6% within; pool "
+          f"resampled; drift lognormal 1% x a {scenarios.DRIFT_TOTAL:.0%} trend over the rounds; stored runs "
+          f"lognormal 2% x a per-run offset")
+    work = tasks(args)
+    results: dict = {}
+    if args.workers == 1:
+        outs = [_run(t) for _, t in work]
+    else:
+        with multiprocessing.get_context("fork").Pool(args.workers) as p:
+            outs = p.map(_run, [t for _, t in work], chunksize=1)
+    for (key, _), out in zip(work, outs):
+        results[key] = out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results["floor"] = [(n, smallest_p(n)) for n in (3, 4, 5, 6)]
+    v = Verdicts()
+    report(results, args, v)
+    bad = [r for r in v.rows if not r[2]]
+    print(f"\n== Targets: {len(v.rows) - len(bad)} of {len(v.rows)} hold; FAIL:")
+    for what, detail, _ in bad:
+        print(f"  FAIL {what}: {detail}")
+    print(f"\n{time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
