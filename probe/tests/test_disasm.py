@@ -200,3 +200,48 @@ def test_div_arm_inline_is_udiv_sdiv_and_libgcc_is_a_call():
     lp = measured_loop(funcs, "insn_chain_loop", A32_BRANCH)
     assert len([o for _, m, o in lp if m == "add" and len(set(o.replace(" ", "").split(","))) == 1]) == 1024
     assert [m for _, m, _ in lp].count("bx") == 1
+
+
+# syscall.null:via=inline's loop, per architecture: (probe binary, objdump, branch pattern, the
+# instruction, what else the loop may hold besides the count down and its branch).
+SYSCALL_LOOPS = {
+    "x86_64": (PROBE, "objdump", X86_BRANCH, "syscall", {"mov"}),
+    "i386": (PROBE_DIR / "build" / "opcost-probe-i386", "objdump", X86_BRANCH, "int", {"mov"}),
+    "aarch64": (PROBE_DIR / "build" / "opcost-probe-aarch64", "aarch64-linux-gnu-objdump", A64_BRANCH, "svc",
+                set()),
+    "arm": (PROBE_DIR / "build" / "opcost-probe-arm", "arm-linux-gnueabihf-objdump", A32_BRANCH, "svc", set()),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(SYSCALL_LOOPS))
+def test_syscall_null_inline_loop_is_aligned_and_bare(funcs, arch):
+    """The loop a kernel developer writes by hand, and no slower: it starts on
+    a 64-byte boundary (so its place never depends on the code around it) and
+    holds the system call instruction, the number's load (x86: eax is the
+    return value), the count down and the branch: no memory operand, no call."""
+    binary, objdump, branch, insn, extra_ok = SYSCALL_LOOPS[arch]
+    if arch == "x86_64":
+        fs = funcs
+    else:
+        if not binary.exists() or shutil.which(objdump) is None:
+            pytest.skip(f"no {arch} build ({binary.name}) or {objdump}")
+        fs = disassemble(binary, objdump)
+    assert "syscall_null_inline_loop" in fs, f"{arch}: syscall_null_inline_loop not found (inlined or renamed?)"
+    # the innermost loop around the instruction (32-bit: an outer loop takes a batch in 2^30 chunks)
+    lp = min((lp for lp in loops(fs["syscall_null_inline_loop"], branch) if insn in [m for _, m, _ in lp]),
+             key=len, default=None)
+    assert lp, f"{arch}: no loop around {insn}"
+    start = lp[0][0]
+    assert start % 64 == 0, f"{arch}: the loop starts at {start:#x}, not on a 64-byte boundary\n{show(lp)}"
+    mn = [m for _, m, _ in lp]
+    assert mn.count(insn) == 1, f"{arch}: expected one {insn}\n{show(lp)}"
+    assert branch.match(mn[-1]) and len(mn) == 3 + len(extra_ok), f"{arch}: unexpected loop shape\n{show(lp)}"
+    body = [(m, o) for _, m, o in lp[:-1] if m != insn]
+    counting = [(m, o) for m, o in body if m.rstrip("ql") in ("sub", "subs", "dec")]
+    assert len(counting) == 1, f"{arch}: expected one count down\n{show(lp)}"
+    others = [(m, o) for m, o in body if (m, o) not in counting]
+    assert {m.rstrip("ql") for m, _ in others} == extra_ok, f"{arch}: unexpected instructions\n{show(lp)}"
+    assert all(reg_only(o) for _, o in body), f"{arch}: a memory operand in the loop\n{show(lp)}"
+    if arch in ("x86_64", "i386"):
+        nr = {"x86_64": 0x6e, "i386": 0x40}[arch]   # __NR_getppid
+        assert others[0][1].startswith(f"${nr:#x},"), f"{arch}: not getppid's number\n{show(lp)}"

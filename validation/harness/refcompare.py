@@ -13,9 +13,15 @@ order every round:
       last 20 batches (the first 3 are warm-up, as in opcost).
 
 and prints opcost/reference per operation: the median of the per-round
-ratios, their min-max, and PASS/FAIL against the band. It is a report: exit
-0 after printing, unless something crashed; with --check, exit 1 when a
-ratio is outside the band.
+ratios, their min-max, and PASS/FAIL against the band; then the two sides'
+per-process medians as distributions (distributions.py: the levels each
+side's processes fall on, the ratio at the 10/50/90% quantiles with
+bootstrap intervals, the Hodges-Lehmann ratio with its Moses interval,
+Mann-Whitney and Anderson-Darling p-values), so that a side which never
+reaches the other's fast level shows even when the medians agree. It is a
+report: exit 0 after printing, unless something crashed; with --check, exit
+1 when a ratio is outside the band or opcost is slower beyond noise at a
+quantile.
 
 What is done to keep the comparison about opcost and not about the setup:
   * same CPU for both (default: the last CPU we may run on), both pinned,
@@ -59,8 +65,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from validation.harness import interleave
-from validation.harness.checkout import Command
+from validation.harness import distributions, interleave
+from validation.harness.checkout import Command, build_probe, checkout_opcost
 from validation.harness.interleave import Interleave, Record
 from validation.harness.reference import SAMPLES, WARMUP, build_ref, run_opcost, run_ref
 from validation.harness.report import text_table, write_document
@@ -73,7 +79,7 @@ Op = tuple[str, str, str]
 def options(doc: str, ops: list[Op], band: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    ap.add_argument("--rounds", type=int, default=12, help="interleaved rounds (default 12: 12 processes a side)")
     ap.add_argument("--cpu", type=int, default=None,
                     help="CPU for opcost, the reference and their helpers (default: the last allowed CPU)")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON to OUT")
@@ -84,6 +90,9 @@ def options(doc: str, ops: list[Op], band: str) -> argparse.ArgumentParser:
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler for ref.c (default $CC or cc)")
     ap.add_argument("--ref-cflags", default="",
                     help="extra flags for building ref.c, e.g. -static (default: none, plain cc -O2)")
+    ap.add_argument("--checkout", action="store_true",
+                    help="measure this checkout (python -m opcost with src/ and probe/opcost-probe, built if "
+                         "missing) rather than the script's default opcost")
     interleave.add_options(ap, 0.8, "a process whose CPU time is under this fraction of its wall time was "
                                     "disturbed (default 0.8)")
     return ap
@@ -128,19 +137,20 @@ def attempt_record(aux_fields: bool) -> Record:
     return record
 
 
-def summarise(ops: list[Op], rounds: dict[str, list[dict]], lo: float, hi: float) -> list[dict]:
+def summarise(ops: list[Op], rounds: dict[str, list[dict]], lo: float, hi: float, seed: int = 0) -> list[dict]:
     rows = []
-    for name, spec, refop in ops:
+    for k, (name, spec, refop) in enumerate(ops):
         rs = rounds[name]
         ratios = [r["ratio"] for r in rs]
         med = statistics.median(ratios)
+        dist = distributions.compare([r["opcost_ns"] for r in rs], [r["ref_ns"] for r in rs], hi, seed + k)
         rows.append({
             "operation": name, "opcost_spec": spec, "ref_op": refop,
             "opcost_median_ns": statistics.median(r["opcost_ns"] for r in rs),
             "ref_median_ns": statistics.median(r["ref_ns"] for r in rs),
             "ratio": med, "ratio_min": min(ratios), "ratio_max": max(ratios),
             "pass": lo <= med <= hi, "reruns": sum(r["reruns"] for r in rs),
-            "disturbed_kept": sum(r["disturbed"] for r in rs), "rounds": rs,
+            "disturbed_kept": sum(r["disturbed"] for r in rs), "distribution": dist, "rounds": rs,
         })
     return rows
 
@@ -155,6 +165,28 @@ def table(rows: list[dict]) -> str:
                               f"{r['ratio']:.3f}", f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}",
                               f"{r['reruns']}" + (f" ({r['disturbed_kept']} kept)" if r["disturbed_kept"] else ""),
                               "PASS" if r["pass"] else "FAIL") for r in rows])
+
+
+def distribution_table(rows: list[dict]) -> str:
+    """Per operation: each side's levels (processes@median ns), opcost/ref at
+    matched quantiles [95% bootstrap], the Hodges-Lehmann ratio [Moses], the
+    two p-values, and where opcost is slower beyond noise."""
+    def q(d: dict, at: float) -> str:
+        x = next(x for x in d["quantiles"] if x["q"] == at)
+        return f"{x['ratio']:.3f} [{x['ci95'][0]:.3f},{x['ci95'][1]:.3f}]"
+
+    head = ("operation", "opcost levels", "reference levels", "q10", "q50", "q90", "HL ratio",
+            "p MWU", "p AD", "")
+    out = []
+    for r in rows:
+        d = r["distribution"]
+        out.append((r["operation"], distributions.fmt_levels(d["opcost_levels"]),
+                    distributions.fmt_levels(d["ref_levels"]), q(d, 0.1), q(d, 0.5), q(d, 0.9),
+                    f"{d['hl_ratio']:.3f} [{d['hl_ci95'][0]:.3f},{d['hl_ci95'][1]:.3f}]",
+                    f"{d['p_mannwhitney']:.3f}", f"{d['p_anderson']:.3f}",
+                    "slower at " + ",".join(f"{int(x * 100)}%" for x in d["slower_at"]) if d["slower_at"]
+                    else "no slower"))
+    return text_table(head, out)
 
 
 def compare_main(argv: list[str] | None, *, doc: str, here: Path, ops: list[Op], band: str, schema: str,
@@ -176,7 +208,11 @@ def compare_main(argv: list[str] | None, *, doc: str, here: Path, ops: list[Op],
     ops = choose_ops(ap, args.ops, ops)
     ref_cflags = args.ref_cflags.split()
 
-    cmd, env, cmd_desc = opcost_command()
+    if args.checkout:
+        build_probe()
+        cmd, env, cmd_desc = checkout_opcost(probe=True)
+    else:
+        cmd, env, cmd_desc = opcost_command()
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"opcost-{here.name}-") as tmp:
         work = Path(tmp)
@@ -197,10 +233,14 @@ def compare_main(argv: list[str] | None, *, doc: str, here: Path, ops: list[Op],
 
         rounds = il.rounds(args.rounds, list(by_name), sides, attempt_record(aux_fields))
 
-    rows = summarise(ops, rounds, lo, hi)
+    rows = summarise(ops, rounds, lo, hi, il.seed)
     print(table(rows))
     print(f"\nmedians over {args.rounds} rounds on CPU {cpu}; ratio = median of per-round "
           f"opcost/ref; band {lo:g}-{hi:g}; {time.monotonic() - t_start:.0f} s")
+    print("\nper-process medians as distributions (levels: processes@median ns, a new level past a "
+          f"{distributions.LEVEL_GAP:.0%} gap; q10/q50/q90: opcost/ref at matched quantiles [95% bootstrap]; "
+          "HL: Hodges-Lehmann ratio [Moses 95%]; slower: a quantile's whole interval above the band)")
+    print(distribution_table(rows))
     print(f"reruns: pairs run again because a side's CPU time was under {args.min_share:g} of its wall time "
           f"(another task on CPU {cpu}); 'kept': still disturbed after --retries {args.retries}")
     if args.json:
@@ -209,5 +249,5 @@ def compare_main(argv: list[str] | None, *, doc: str, here: Path, ops: list[Op],
             "cpu": cpu, "rounds": args.rounds, "seed": il.seed, "warmup": WARMUP, "samples": SAMPLES,
             "band": [lo, hi], "retries": args.retries, "min_share": args.min_share,
         }, rows)
-    failed = [r["operation"] for r in rows if not r["pass"]]
+    failed = [r["operation"] for r in rows if not r["pass"] or r["distribution"]["slower_at"]]
     return 1 if (args.check and failed) else 0

@@ -16,7 +16,7 @@ cold: each batch on the next of 16 such areas (pages), its flush-alone batch
 timed right after it on the same area and subtracted from it.
 x86_64 only.
 
-Usage: validation/instructions/run.py [--rounds 10] [--cpu N] [--json OUT] [--check]
+Usage: validation/instructions/run.py [--rounds 12] [--cpu N] [--json OUT] [--check]
 """
 
 from __future__ import annotations

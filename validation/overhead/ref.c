@@ -2,12 +2,16 @@
  *
  *   ref OP ITERS BATCHES CPU
  *
- * OP is getppid | pipe | yield | signal. Pins itself (and its child, if any)
+ * OP is getppid | getppid-inline | pipe | yield | signal. Pins itself (and its child, if any)
  * to CPU, then times BATCHES batches of ITERS operations each with
  * clock_gettime(CLOCK_MONOTONIC) and prints one line per batch: ns per
  * operation. Nothing is subtracted, nothing is clever.
  *
  *   getppid  syscall(SYS_getppid) through glibc
+ *   getppid-inline
+ *            the system call instruction written inline in the loop
+ *            (syscall / int $0x80 / svc #0), as a kernel developer's hand
+ *            loop does it; the compiler places the loop
  *   pipe     parent writes 1 byte, child echoes it back: one round trip
  *   yield    child calls sched_yield() forever; parent calls it ITERS times
  *   signal   kill(pid, SIGUSR1) to self, empty handler (pid = getpid() once)
@@ -45,6 +49,29 @@ static void handler(int sig)
 	(void)sig;
 }
 
+static inline long inline_getppid(void)
+{
+	long r;
+#if defined(__x86_64__)
+	__asm__ volatile("syscall" : "=a"(r) : "0"((long)SYS_getppid) : "rcx", "r11", "memory");
+#elif defined(__i386__)
+	__asm__ volatile("int $0x80" : "=a"(r) : "0"((long)SYS_getppid) : "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_getppid;
+	register long x0 __asm__("x0");
+	__asm__ volatile("svc #0" : "=r"(x0) : "r"(x8) : "memory");
+	r = x0;
+#elif defined(__arm__)
+	register long r7 __asm__("r7") = SYS_getppid;
+	register long r0 __asm__("r0");
+	__asm__ volatile("svc #0" : "=r"(r0) : "r"(r7) : "memory");
+	r = r0;
+#else
+	r = syscall(SYS_getppid);
+#endif
+	return r;
+}
+
 static long long now_ns(void)
 {
 	struct timespec ts;
@@ -80,7 +107,7 @@ static void start_child(int cpu, int echo)
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
-		fprintf(stderr, "usage: ref getppid|pipe|yield|signal ITERS BATCHES CPU\n");
+		fprintf(stderr, "usage: ref getppid|getppid-inline|pipe|yield|signal ITERS BATCHES CPU\n");
 		return 2;
 	}
 	const char *op = argv[1];
@@ -112,6 +139,8 @@ int main(int argc, char **argv)
 			perror("sigaction");
 			return 1;
 		}
+	} else if (strcmp(op, "getppid-inline") == 0) {
+		op = "i";
 	} else if (strcmp(op, "getppid") != 0) {
 		fprintf(stderr, "ref: unknown OP '%s'\n", op);
 		return 2;
@@ -123,6 +152,10 @@ int main(int argc, char **argv)
 		case 'g':
 			for (long i = 0; i < iters; i++)
 				syscall(SYS_getppid);
+			break;
+		case 'i':
+			for (long i = 0; i < iters; i++)
+				inline_getppid();
 			break;
 		case 'p':
 			for (long i = 0; i < iters; i++) {

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Accuracy check: opcost against hand-written C loops for the same operations.
 
-For each of four operations (null syscall, pipe round trip, sched_yield pair,
-self-signal) this runs one opcost process and one process of ref.c (the
-operation in a bare loop, built here with `cc -O2`) at the same batch
-length, interleaved in a freshly shuffled order every round, and prints
-opcost/reference per operation against the band (default 0.97-1.03). How
-(the two processes, what is kept alike and what deliberately not):
+For each of five operations (null syscall through glibc and with the
+instruction inline, pipe round trip, sched_yield pair, self-signal) this runs
+one opcost process and one process of ref.c (the operation in a bare loop,
+built here with `cc -O2`) at the same batch length, interleaved in a freshly
+shuffled order every round, and prints opcost/reference per operation
+against the band (default 0.97-1.03), then the two sides' process medians
+as distributions (levels, matched quantiles, two-sample tests). How (the two
+processes, what is kept alike and what deliberately not, the distributions):
 validation/harness/refcompare.py.
 
-Usage: validation/overhead/run.py [--rounds 10] [--cpu N] [--json OUT] [--check]
+Usage: validation/overhead/run.py [--rounds 12] [--cpu N] [--json OUT] [--check] [--checkout]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from validation.harness.script import script_main  # noqa: E402
 # (name shown, opcost spec, ref OP)
 OPS = [
     ("syscall.null", "syscall.null", "getppid"),
+    ("syscall.null inline", "syscall.null:via=inline", "getppid-inline"),
     ("ctx.pipe", "ctx.pipe", "pipe"),
     ("ctx.yield", "ctx.yield", "yield"),
     ("signal.catch", "signal.catch", "signal"),
