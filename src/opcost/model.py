@@ -45,6 +45,14 @@ opcost.result/1
     stored argv of a run made before plans were). `show` and `compare`
     rebuild from it. Absent: a document from before, whose argv tells nothing
     (not a measuring command line of 0.1.0).
+  issue 25: summary.figure (cpu | wall-less-waiting | wall | mixed): what
+    median_ns and the statistics over process_medians_ns are of (time on
+    the CPU for a benchmark that does not block, wall time less the waiting
+    for a CPU for one that does, wall time where the batches carry no run
+    delay or the header does not say; absent: wall, as before), and
+    summary.median_wall_ns beside it; the probe header's blocks (true: the
+    measuring thread waits inside the operation); a contended flag's
+    in_figure (false: the figure leaves the waiting out).
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
