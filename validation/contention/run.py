@@ -83,8 +83,9 @@ class Hog:
             self.proc.wait()
 
 
-def opcost(argv: list[str]) -> dict:
-    """One opcost command of this checkout (its probe too); its --json document."""
+def opcost(argv: list[str], keep: Path | None = None) -> dict:
+    """One opcost command of this checkout (its probe too); its --json
+    document (also written into `keep`, a directory, when given)."""
     cmd, env, _ = checkout_opcost(probe=True)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "doc.json"
@@ -95,6 +96,9 @@ def opcost(argv: list[str]) -> dict:
             raise Failure(f"opcost {' '.join(argv[:2])}: no answer within {RUN_TIMEOUT_S} s") from None
         if cp.returncode not in (0, 1) or not out.exists():
             raise Failure(f"opcost {' '.join(argv[:2])} failed ({cp.returncode}): {cp.stderr.strip()[-400:]}")
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{len(list(keep.iterdir())):03d}.json").write_text(out.read_text())
         return json.loads(out.read_text())
 
 
@@ -115,6 +119,7 @@ def main() -> int:
     ap.add_argument("-p", "--processes", type=int, default=8, help="processes per arm (default 8)")
     ap.add_argument("-n", "--samples", type=int, default=15, help="measured batches per process (default 15)")
     ap.add_argument("--spin", type=int, default=201, help="B's spin= against A's spin=1 (default 201)")
+    ap.add_argument("--keep", type=Path, help="a directory to keep every comparison document in")
     args = ap.parse_args()
     cpu = pick_cpu(ap, args.cpu)
     build_probe()
@@ -137,7 +142,7 @@ def main() -> int:
         for duty in order:
             with Hog(cpu, duty):
                 for name, argv in pairs.items():
-                    f = figures(opcost(argv))
+                    f = figures(opcost(argv, args.keep))
                     rows.append({"rep": rep, "duty": duty, "pair": name, **f})
                     log(f"rep {rep + 1}/{args.reps}, hog {duty:.0%}, {name}: ratio {f['ratio']:.4f} "
                         f"(wall {f['ratio_wall']:.4f}), lost {f['lost'] or 0:.1%}, {time.monotonic() - t0:.0f} s")
