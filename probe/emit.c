@@ -44,6 +44,7 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 	jb_int(&j, "pid", getpid());
 	jb_str(&j, "bench", ctx->b->name);
 	jb_str(&j, "op", ctx->b->op);
+	jb_bool(&j, "blocks", bench_blocks(ctx->b));
 	emit_params(&j, ctx);
 	jb_arr_begin(&j, "cpus");
 	jb_int(&j, NULL, ctx->cpus[0]);
@@ -465,6 +466,7 @@ void emit_list(void)
 		jb_str(&j, "summary", b->summary);
 		jb_str(&j, "op", b->op);
 		jb_bool(&j, "helper", (b->flags & BENCH_HAS_HELPER) != 0);
+		jb_bool(&j, "blocks", bench_blocks(b));
 		jb_int(&j, "switches_per_op", b->switches);
 		jb_arr_begin(&j, "params");
 		for (int k = 0; b->params && b->params[k].name; k++)

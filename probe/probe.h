@@ -102,6 +102,12 @@ enum { BENCH_OK = 0, BENCH_FAIL = 1, BENCH_UNSUPPORTED = 2, BENCH_BADPARAM = 3 }
  * (subtracting it under-reports a division by the ~1 cycle of the empty
  * loop; validation/instructions checks this against a hand-written loop). */
 #define BENCH_LOOP_HIDDEN 2u
+/* The measuring thread sleeps inside the operation (waits for a child, a
+ * thread, a timer, workers): its CPU time is not the operation's cost, so
+ * the front end's figure for it is wall time less the time lost waiting for
+ * a CPU, not CPU time (docs/statistics.md). A benchmark with a helper is
+ * taken to block as well. */
+#define BENCH_BLOCKS 4u
 
 struct bench {
 	const char *name;
@@ -132,6 +138,12 @@ struct bench {
 	 * stops with exit 1 (samples already printed stay valid). */
 	int (*prepare)(struct bench_ctx *ctx);
 };
+
+/* Whether the measuring thread waits inside the operation (BENCH_BLOCKS). */
+static inline int bench_blocks(const struct bench *b)
+{
+	return (b->flags & (BENCH_BLOCKS | BENCH_HAS_HELPER)) != 0;
+}
 
 /* bench/table.c: every benchmark, NULL-terminated. */
 extern const struct bench *const bench_table[];

@@ -426,6 +426,7 @@ static void teardown(struct bench_ctx *ctx)
 
 const struct bench bench_msg_hackbench = {
 	.name = "msg.hackbench",
+	.flags = BENCH_BLOCKS,
 	.summary = "hackbench: groups of senders and receivers exchanging messages over sockets or pipes (rt-tests)",
 	.op = "message delivered",
 	.params = params,

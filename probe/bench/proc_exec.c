@@ -132,6 +132,7 @@ static void teardown(struct bench_ctx *ctx)
 
 const struct bench bench_proc_exec = {
 	.name = "proc.exec",
+	.flags = BENCH_BLOCKS,
 	.summary = "fork (or vfork) + execve of a tiny static program + waitpid (lmbench lat_proc exec)",
 	.op = "fork+exec+exit+wait",
 	.params = params,

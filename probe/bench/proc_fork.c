@@ -46,6 +46,7 @@ static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NU
 
 const struct bench bench_proc_fork = {
 	.name = "proc.fork",
+	.flags = BENCH_BLOCKS,
 	.summary = "fork(2) a child that _exit(2)s at once, waitpid(2) it (lmbench lat_proc fork)",
 	.op = "fork+exit+wait",
 	.params = params,

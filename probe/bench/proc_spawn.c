@@ -91,6 +91,7 @@ static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NU
 
 const struct bench bench_proc_spawn = {
 	.name = "proc.spawn",
+	.flags = BENCH_BLOCKS,
 	.summary = "posix_spawn(3) of a tiny static program + waitpid (vfork-style clone, no page-table copy)",
 	.op = "spawn+exec+exit+wait",
 	.params = params,

@@ -50,6 +50,7 @@ static const struct bench_param params[] = {FOOTPRINT_PARAMS, {NULL, 0, NULL, NU
 
 const struct bench bench_proc_vfork = {
 	.name = "proc.vfork",
+	.flags = BENCH_BLOCKS,
 	.summary = "vfork(2) a child that _exit(2)s at once, waitpid(2) it",
 	.op = "vfork+exit+wait",
 	.params = params,

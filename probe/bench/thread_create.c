@@ -71,6 +71,7 @@ static void teardown(struct bench_ctx *ctx)
 
 const struct bench bench_thread_create = {
 	.name = "thread.create",
+	.flags = BENCH_BLOCKS,
 	.summary = "pthread_create(3) a thread that returns at once + pthread_join(3)",
 	.op = "create+exit+join",
 	.params = params,

@@ -61,6 +61,7 @@ static void teardown(struct bench_ctx *ctx)
 
 const struct bench bench_timer_nanosleep = {
 	.name = "timer.nanosleep",
+	.flags = BENCH_BLOCKS,
 	.summary = "nanosleep(2) of ns= nanoseconds; samples report overshoot = measured - requested",
 	.op = "nanosleep",
 	.params = params,

@@ -29,7 +29,7 @@ def _process_columns(procs: list[dict]) -> dict[str, list]:
     for p in procs:
         if not p.get("samples"):
             continue
-        ps = process_stats(p["samples"])
+        ps = process_stats(p["samples"], p.get("header"))
         u, sy = ps.get("user_ns_per_op"), ps.get("sys_ns_per_op")
         vals = {"user": u, "system": sy, "user+system": _add(u, sy), "elapsed": ps["median_ns"],
                 "cycles": ps["median_tsc"],
@@ -295,7 +295,7 @@ def arms(procs_a: list[dict], procs_b: list[dict]):
     every process of A and of B that has samples."""
     def one(procs):
         kept = [p for p in procs if p.get("samples")]
-        return [p["round"] for p in kept], [process_median(p["samples"]) for p in kept]
+        return [p["round"] for p in kept], [process_median(p["samples"], p.get("header")) for p in kept]
 
     (ra, ma), (rb, mb) = one(procs_a), one(procs_b)
     return ra, ma, rb, mb

@@ -45,6 +45,14 @@ opcost.result/1
     stored argv of a run made before plans were). `show` and `compare`
     rebuild from it. Absent: a document from before, whose argv tells nothing
     (not a measuring command line of 0.1.0).
+  issue 25: summary.figure (cpu | wall-less-waiting | wall | mixed): what
+    median_ns and the statistics over process_medians_ns are of (time on
+    the CPU for a benchmark that does not block, wall time less the waiting
+    for a CPU for one that does, wall time where the batches carry no run
+    delay or the header does not say; absent: wall, as before), and
+    summary.median_wall_ns beside it; the probe header's blocks (true: the
+    measuring thread waits inside the operation); a contended flag's
+    in_figure (false: the figure leaves the waiting out).
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
@@ -243,9 +251,118 @@ def result_key(r: dict) -> str:
     return str(r.get("bench", "?")) + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
 
 
-def process_median(samples: list[dict]) -> float:
+# The figure a process is reduced to (docs/statistics.md, "The figure: time
+# on the CPU"), recorded as summary.figure:
+FIGURE_CPU = "cpu"                   # a benchmark that does not block: time on its CPU
+FIGURE_LESS_WAITING = "wall-less-waiting"   # one that blocks: wall time less the time lost waiting for a CPU
+FIGURE_WALL = "wall"                 # wall time, waiting included (old documents, no run delay)
+FIGURE_MIXED = "mixed"               # a summary over processes of several figures
+
+
+def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
+    """Time one batch lost waiting for a CPU, ns; None where the probe could
+    not read run delay. The measuring thread's run delay (runnable, not
+    running), plus the helper's where it has a CPU of its own (while the
+    helper waits, the operation waits). With the helper on the measuring
+    CPU the two wait for each other by design, so the loss is what neither
+    ran: wall time less both threads' CPU time."""
+    if "run_delay_ns" not in sample:
+        return None
+    h = sample.get("helper") or {}
+    if h and helper_same_cpu:
+        if "run_ns" not in h or "run_ns" not in sample:
+            return None
+        return max(0.0, float(sample["wall_ns"] - sample["run_ns"] - h["run_ns"]))
+    # the helper's figure spans from one sync to the next (its wake-up for the
+    # sync after the batch included): never more than the batch itself
+    return float(min(sample["run_delay_ns"] + h.get("run_delay_ns", 0), sample.get("wall_ns") or float("inf")))
+
+
+def batch_off_cpu_ns(sample: dict) -> float | None:
+    """Of a batch of a benchmark that does not block, the wall time its
+    measuring thread was off its CPU, ns (None: the probe could not tell).
+    The thread is always running or runnable, so the share of the batch it
+    ran is run_ns over run_ns + run_delay_ns (both read around the batch,
+    just outside its timed region); the thread's CPU time leaves out what
+    the guest kernel accounts as hypervisor steal (and interrupt time, with
+    IRQ time accounting), which wall time less run_ns catches. The larger
+    off-CPU share of the two, of the batch's wall time."""
+    vals = [sample.get(k) for k in ("run_ns", "run_delay_ns", "wall_ns")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return None
+    run, delay, wall = (float(v) for v in vals)   # type: ignore[arg-type]
+    if wall <= 0 or run <= 0:
+        return None
+    on = min(1.0, run / (run + max(delay, 0)), run / wall)
+    return float(wall) * (1.0 - on)
+
+
+def figure_of(samples: list[dict], header: dict | None = None) -> str:
+    """Which figure a process is reduced to: FIGURE_CPU for a benchmark that
+    does not block (the probe's header says `blocks: false`),
+    FIGURE_LESS_WAITING for one that does (a helper, a child, a timer), when
+    every batch carries what it needs (run_ns, run_delay_ns, wall_ns, and
+    the helper's run_ns when it shares the CPU); else FIGURE_WALL (a probe
+    or a kernel that did not report it, a document from before)."""
+    if not samples:
+        return FIGURE_WALL
+    header = header or {}
+    helper = any(isinstance(s.get("helper"), dict) for s in samples)
+    blocks = header.get("blocks")
+    if not helper and blocks is not True:
+        if blocks is False and all(batch_off_cpu_ns(s) is not None for s in samples):
+            return FIGURE_CPU
+        return FIGURE_WALL
+    same = _helper_same_cpu(header, samples)
+    if all(isinstance(s.get("wall_ns"), (int, float)) and batch_lost_ns(s, same) is not None for s in samples):
+        return FIGURE_LESS_WAITING
+    return FIGURE_WALL
+
+
+def _helper_same_cpu(header: dict, samples: list[dict]) -> bool:
+    """The helper of a two-party benchmark shares the measuring CPU: by the
+    header's cpus (the pinning asked for; as stats.contention reads it), or,
+    without them, by where the first batch saw it."""
+    cpus = header.get("cpus") or []
+    if len(cpus) > 1:
+        return cpus[0] == cpus[1]
+    h = (samples[0].get("helper") or {}) if samples else {}
+    return bool(h) and h.get("cpu") == samples[0].get("cpu_before")
+
+
+def batch_figures(samples: list[dict], header: dict | None = None) -> tuple[str, list[float]]:
+    """The figure of each batch (ns per operation) and its name (figure_of):
+    the batch's net time (ns_per_op: overheads subtracted, as always) less
+    the time it lost, per operation: off its CPU (FIGURE_CPU), waiting for a
+    CPU (FIGURE_LESS_WAITING), nothing (FIGURE_WALL)."""
+    fig = figure_of(samples, header)
+    if fig == FIGURE_WALL:
+        return fig, [float(s["ns_per_op"]) for s in samples]
+    same = _helper_same_cpu(header or {}, samples)
+    out = []
+    for s in samples:
+        lost = batch_off_cpu_ns(s) if fig == FIGURE_CPU else batch_lost_ns(s, same)
+        ops = float(s["iters"]) * float(s.get("ops_per_iter", 1))
+        out.append(float(s["ns_per_op"]) - (lost or 0.0) / ops)
+    return fig, out
+
+
+def process_median(samples: list[dict], header: dict | None = None) -> float:
     """The figure of one probe process: its median measured batch (ns per
-    op). Pure Python, so input is checked before numpy loads."""
+    op), by the figure its benchmark gets (batch_figures: time on the CPU
+    for an operation that does not block, wall time less the waiting for
+    one that does, wall time where the probe could not tell). Pass the
+    process's header: without it only a two-party benchmark (its samples
+    show the helper) is told apart, and any other gets wall time. Pure
+    Python, so input is checked before numpy loads."""
+    import statistics
+
+    return float(statistics.median(batch_figures(samples, header)[1]))
+
+
+def process_median_wall(samples: list[dict]) -> float:
+    """A process's median batch by wall time (waiting included): reported
+    beside the figure (summary.median_wall_ns)."""
     import statistics
 
     return float(statistics.median([s["ns_per_op"] for s in samples]))
@@ -260,9 +377,9 @@ def process_medians(r: dict) -> list[float]:
     procs = [p for p in r.get("processes") or [] if p.get("samples")]
     if meds and (not procs or len(meds) == len(procs)):
         return meds
-    numbers = ([s for s in p["samples"] if isinstance(s, dict) and isinstance(s.get("ns_per_op"), (int, float))]
-               for p in procs)
-    return [process_median(xs) for xs in numbers if xs]
+    numbers = (([s for s in p["samples"] if isinstance(s, dict) and isinstance(s.get("ns_per_op"), (int, float))],
+                p.get("header")) for p in procs)
+    return [process_median(xs, h) for xs, h in numbers if xs]
 
 
 class Summary(Mapping):

@@ -62,7 +62,7 @@ def rate(samples: list[dict], header: dict | None) -> float | None:
         return None
     header = header or {}
     if header.get("fake_clock") or not all("start_raw_ns" in s for s in samples):
-        ns = process_median(samples)
+        ns = process_median(samples, header)
         return 1e9 / ns if ns > 0 else None
     opi = header.get("ops_per_iter") or 1
     ops = sum(s["iters"] for s in samples) * opi
@@ -76,7 +76,7 @@ def copy_result(copy: int, cpu: int, res, window: tuple[float, float] | None) ->
     sp = spans(res) or [(0.0, 0.0)] * len(res.samples)
     inside = [s for s, (a, b) in zip(res.samples, sp) if window and a >= window[0] and b <= window[1]]
     used = inside or res.samples
-    ns = process_median(used) if used else None
+    ns = process_median(used, res.header) if used else None
     migrated = sum(1 for s in used if s["cpu_before"] != cpu or s["cpu_after"] != cpu)
     return {"copy": copy, "cpu": cpu, "median_ns": ns, "ops_per_s": rate(used, res.header),
             "n_samples": len(res.samples), "n_concurrent": len(inside), "concurrent": bool(inside),

@@ -17,7 +17,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from .model import process_median  # noqa: E402
+from .model import (FIGURE_MIXED, FIGURE_WALL, batch_lost_ns, figure_of, process_median,  # noqa: E402,F401
+                    process_median_wall)
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240229
@@ -229,11 +230,16 @@ def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | N
     return total / iters if iters else None
 
 
-def process_stats(samples: list[dict]) -> dict:
-    """One process: the median batch, and its CPU time per op."""
+def process_stats(samples: list[dict], header: dict | None = None) -> dict:
+    """One process: the median batch by its figure (model.batch_figures:
+    time on the CPU, or wall time less the waiting, or wall time) and by
+    wall time, and its CPU time per op. Pass its header (it says whether
+    the benchmark blocks)."""
     ns = [s["ns_per_op"] for s in samples]
     out: dict = {
-        "median_ns": process_median(samples),   # the figure of a process, defined once (model)
+        "median_ns": process_median(samples, header),   # the figure of a process, defined once (model)
+        "median_wall_ns": process_median_wall(samples),
+        "figure": figure_of(samples, header),
         "median_tsc": median([s["tsc_per_op"] for s in samples]),
         "user_ns_per_op": _per_op(samples, "user_ns"),
         "sys_ns_per_op": _per_op(samples, "sys_ns"),
@@ -251,25 +257,6 @@ def process_stats(samples: list[dict]) -> dict:
     if len(ns) >= 6:
         out["slow_start"] = median(ns[:3]) > SLOW_START * median(ns[3:])
     return out
-
-
-def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
-    """Time one batch lost waiting for a CPU, ns; None where the probe could
-    not read run delay. The measuring thread's run delay (runnable, not
-    running), plus the helper's where it has a CPU of its own (while the
-    helper waits, the operation waits). With the helper on the measuring
-    CPU the two wait for each other by design, so the loss is what neither
-    ran: wall time less both threads' CPU time."""
-    if "run_delay_ns" not in sample:
-        return None
-    h = sample.get("helper") or {}
-    if h and helper_same_cpu:
-        if "run_ns" not in h or "run_ns" not in sample:
-            return None
-        return max(0.0, float(sample["wall_ns"] - sample["run_ns"] - h["run_ns"]))
-    # the helper's figure spans from one sync to the next (its wake-up for the
-    # sync after the batch included): never more than the batch itself
-    return float(min(sample["run_delay_ns"] + h.get("run_delay_ns", 0), sample.get("wall_ns") or float("inf")))
 
 
 def contention(procs: list[dict]) -> dict | None:
@@ -315,8 +302,10 @@ def summarize(processes: list[dict]) -> dict:
     procs = [p for p in processes if p.get("samples")]
     if not procs:
         return {"n_processes": 0}
-    stats = [process_stats(p["samples"]) for p in procs]
+    stats = [process_stats(p["samples"], p.get("header")) for p in procs]
     meds = [s["median_ns"] for s in stats]
+    walls = [s["median_wall_ns"] for s in stats]
+    figures = {s["figure"] for s in stats}
     summary: dict = {
         "median_ns": median(meds),
         "ci95_ns": bootstrap_ci_median(meds),
@@ -327,6 +316,10 @@ def summarize(processes: list[dict]) -> dict:
         "n_processes": len(procs),
         "n_samples": sum(len(p["samples"]) for p in procs),
         "process_medians_ns": meds,
+        # which figure the medians above are of (model.figure_of), and the
+        # median by wall time, waiting included, beside it
+        "figure": figures.pop() if len(figures) == 1 else FIGURE_MIXED,
+        "median_wall_ns": median(walls),
         "user_ns_per_op": _med_or_none(s["user_ns_per_op"] for s in stats),
         "sys_ns_per_op": _med_or_none(s["sys_ns_per_op"] for s in stats),
     }
@@ -345,7 +338,18 @@ def summarize(processes: list[dict]) -> dict:
     if cont is not None:
         summary["contention"] = cont
     summary["flags"] = flags(procs, stats, summary)
+    if summary["figure"] != FIGURE_WALL:
+        for f in summary["flags"]:
+            if f["flag"] == "contended":
+                # flags() says what the wall figure does; this figure leaves the waiting out
+                f["detail"] = f["detail"].replace("the figure includes that waiting", _EXCLUDED[summary["figure"]])
+                f["in_figure"] = False
     return summary
+
+
+_EXCLUDED = {"cpu": "the figure (time on the CPU) leaves it out; wall time includes it",
+             "wall-less-waiting": "the figure (wall time less that waiting) leaves it out; wall time includes it",
+             "mixed": "the figure leaves it out where the benchmark allows; wall time includes it"}
 
 
 def _summarize_counters(stats: list[dict]) -> dict:

@@ -57,7 +57,7 @@ def derive(processes: list[dict], derived: list) -> dict:
     per_proc = []
     for p in processes:
         if p.get("samples"):
-            st = process_stats(p["samples"])
+            st = process_stats(p["samples"], p.get("header"))
             per_proc.append((st.get("counters", {}), st["median_ns"]))
     out = {}
     for d in derived:

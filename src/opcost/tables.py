@@ -123,6 +123,12 @@ def format_results(results: list[dict], width: int | None = None) -> str:
                          f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration")
         if s.get("nominal_ns") is not None:
             notes.append(f"  {name}: requested {fmt_ns(s['nominal_ns'])}, overshoot {fmt_ns(s['overshoot_ns'])} per op")
+        wall = s.get("median_wall_ns")
+        if s.get("figure") not in (None, "wall") and wall and s.get("median_ns") and abs(wall / s["median_ns"] - 1) >= 0.01:
+            notes.append(f"  {name}: wall time {fmt_ns(wall)} ({wall / s['median_ns'] - 1:+.1%}): the median is "
+                         + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
+                            if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
+                         + "; waiting for the CPU is in wall time only (docs/statistics.md)")
         for f in s.get("flags", []):
             if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
                 continue   # said once above, for the whole run

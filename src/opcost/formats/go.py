@@ -107,7 +107,7 @@ def result_lines(r: dict, procs: int, same: set[str] = set(WHERE)) -> list[str]:
         samples = p.get("samples") or []
         if not samples:
             continue
-        st = process_stats(samples)
+        st = process_stats(samples, p.get("header"))
         ops = sum(int(s["iters"]) * int(s.get("ops_per_iter", 1)) for s in samples)
         pairs = [f"{_num(st['median_ns'])} ns/op"]
         if st.get("median_tsc") is not None:
