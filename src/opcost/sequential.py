@@ -193,11 +193,13 @@ def combined_p(c: dict) -> float:
 Arms = tuple[list[int], list[float], list[int], list[float]]
 
 
-def _at(arms: Arms, n: int | None) -> tuple[list[float], list[float]]:
+def _at(arms: Arms, n: int | None) -> tuple[list[float], list[float], tuple[list[int], list[int]]]:
     ra, ma, rb, mb = arms
     if n is None:
-        return list(ma), list(mb)
-    return [m for r, m in zip(ra, ma) if r < n], [m for r, m in zip(rb, mb) if r < n]
+        return list(ma), list(mb), (list(ra), list(rb))
+    ka = [i for i, r in enumerate(ra) if r < n]
+    kb = [i for i, r in enumerate(rb) if r < n]
+    return [ma[i] for i in ka], [mb[i] for i in kb], ([ra[i] for i in ka], [rb[i] for i in kb])
 
 
 def plan(rounds: int, stages: tuple[int, ...] = STAGES) -> tuple[int, ...]:
@@ -230,11 +232,12 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
                   if g is not None and not (state[i] or {}).get("sequential", {}).get("settled")]
         fresh = {}
         for i, g in active:
-            a, b = _at(g, lk.processes)
+            a, b, rr = _at(g, lk.processes)
             if len(a) < 2 or len(b) < 2:
                 continue
-            c = abtest.compare_arms(a, b, delta=delta, resamples=resamples)
-            c["p_value"] = combined_p(c)
+            c = abtest.compare_arms(a, b, delta=delta, resamples=resamples, rounds=rr)
+            # the CI at the look's level: the exact interval of the test at that confidence
+            c["_ci_level"] = abtest.test_and_estimate(a, b, rr, conf=lk.ci_level)["ci95_estimate"]
             fresh[i] = c
         family = [i for i in range(len(arms)) if i in fresh or state[i] is not None]
         padj = abtest.holm([(fresh[i] if i in fresh else state[i])["p_value"] for i in family])   # type: ignore[index]
@@ -242,13 +245,17 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
             if i not in fresh:
                 continue
             c = dict(fresh[i], p_adjusted=pa)
-            wide = widened(c["ratio"], c["ci95_ratio"], lk.z)
-            c["verdict"] = abtest.verdict(c["ratio"], wide, pa, c["delta"], lk.p_level)
+            wide = c.pop("_ci_level")
+            c["verdict"] = abtest.verdict(c["estimate"], wide, pa, c["delta"], lk.p_level)
+            if c["verdict"] in ("slower", "faster"):
+                c["beyond_delta"] = abtest.beyond_delta(wide, c["delta"])
             inside = wide is not None and 1 - c["delta"] <= wide[0] and wide[1] <= 1 + c["delta"]
-            why = ("significant at the look's level and beyond delta" if c["verdict"] in ("slower", "faster")
+            why = ("significant at the look's level, its CI at that level on one side of 1 and not inside +/- delta"
+                   if c["verdict"] in ("slower", "faster")
                    else "its CI at the look's level lies inside +/- delta" if inside
                    else ("last look" if end else "the run ended here") if last else None)
             history[i].append({"look": lk.number, "n_a": c["n_a"], "n_b": c["n_b"], "ratio": c["ratio"],
+                               "estimate": c["estimate"],
                                "p_adjusted": pa, "p_level": lk.p_level, "ci_at_level": wide,
                                "verdict": c["verdict"]})
             c["sequential"] = {"look": lk.number, "processes_per_arm": lk.processes, "p_level": lk.p_level,
