@@ -28,7 +28,7 @@ from functools import lru_cache
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from .protocol import SCHEDULE
+from .protocol import PAIRED_MIN, SCHEDULE
 
 import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
@@ -184,7 +184,8 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
 # Hodges-Lehmann estimate (median of the Walsh averages) and its exact
 # interval (Hollander & Wolfe 1999, ch. 3). Below PAIRED_MIN rounds the exact
 # signed-rank p cannot fall under 0.05 (its floor is 2 / 2^n), so the
-# unpaired test below is used (chosen from the design, not the data).
+# unpaired test below is used (chosen from the design, not the data;
+# protocol.PAIRED_MIN, 8: the paired floor 2/2^8 = 0.008 leaves room for Holm).
 #
 # Unpaired (stored runs, unequal rounds, fewer than PAIRED_MIN rounds): the
 # Hodges-Lehmann shift of log B against log A (median of all pairwise
@@ -197,7 +198,6 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
 # level, without the floor of twice the smaller p (0.057 at 4 per arm).
 # With ties, or beyond CALIBRATE_MAX per arm, twice the smaller p
 # (combined_p), valid and conservative.
-PAIRED_MIN = 6
 PERM_EXACT_MAX = 20_000
 PERM_SAMPLES = 100_000
 PERM_SEED = 25
@@ -592,6 +592,7 @@ def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
     }
     if te["paired"]:
         out["n_pairs"] = te["n_pairs"]
+    out["resolvable"] = resolvable(out)
     note = te.get("note") or p.get("note")
     if note:
         out["note"] = note
@@ -620,26 +621,66 @@ def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
     return out
 
 
+# A difference is "resolvable" when the rule would call it slower/faster 80%
+# of the time: the CI must clear 1 from an estimate at the difference, i.e.
+# the difference must be (z_{1-alpha/2} + z_{0.80}) / z_{1-alpha/2} = 1.43
+# half-widths of the 95% CI (on the log scale).
+POWER = 0.80
+_RESOLVE = (1.959963984540054 + 0.8416212335729143) / 1.959963984540054
+
+
+def half_width(c: dict) -> float | None:
+    """The half-width, on the log scale, of the CI the verdict uses (the
+    estimate's, else the ratio's); None without one."""
+    ci = c.get("ci95_estimate") if "estimate" in c else c.get("ci95_ratio")
+    if not ci or ci[0] <= 0 or ci[1] <= 0:
+        return None
+    return (math.log(ci[1]) - math.log(ci[0])) / 2
+
+
+def resolvable(c: dict) -> float | None:
+    """The smallest relative difference this comparison's noise and sizes
+    resolve (called slower/faster with 80% probability by the rule): 1.43
+    half-widths of its CI, so bimodal or heavy-tailed process medians and
+    pairing count as they do in the CI. None when the design cannot reach
+    significance at all (p_floor >= alpha) or there is no CI."""
+    if c.get("p_floor", 0.0) >= ALPHA:
+        return None
+    hw = half_width(c)
+    return None if hw is None else math.expm1(_RESOLVE * hw)
+
+
 def advice(c: dict, alpha: float = ALPHA) -> dict:
     """What would decide an inconclusive comparison: "processes_needed" (per
     arm) and "schedule", the next declared stage that reaches it, or None
-    with a "schedule_note" when even 40 would not."""
-    d, ch = c["delta"], abs(c["change"])
-    # Two ways to decide it: show the observed difference is real (an
-    # effect of |change|), or show it lies inside +/- delta (a CI
-    # half-width under delta - |change|). Size for the larger of the two
-    # targets, i.e. the cheaper way; sizing the equivalence side with the
-    # test's power formula errs on the generous side. max(...) >= delta/2
-    # > 0, so the target is never zero.
-    target = max(ch, d - ch)
-    cv = c.get("cv_robust")
-    if cv is None:
-        na, nb = c["n_a"], c["n_b"]
-        cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
-    need = processes_needed(cv, target, alpha)
+    with a "schedule_note" when even 40 would not.
+
+    The CI's half-width shrinks as 1/sqrt(n); two ways to decide: a CI that
+    clears 1 (an effect of |estimate - 1|: 1.43 half-widths, 80% power) or
+    a CI inside +/- delta (half-width under delta - |estimate - 1|). Sized
+    for the cheaper of the two from the CI measured, which carries this
+    run's noise, pairing and shape (validation/compare/verdict_rule.py
+    checks the sizing on the rule itself). Without a CI (too few processes
+    for one), the normal sizing formula over the robust CV."""
+    d = c["delta"]
+    est = c.get("estimate", c["ratio"])
+    ch = abs(math.log(est)) if est and est > 0 else abs(c["change"])
+    n = max(c["n_a"], c["n_b"])
+    hw = half_width(c)
+    if hw is not None and hw > 0 and n >= 2:
+        targets = [ch / _RESOLVE if ch > 0 else 0.0, max(math.log1p(d) - ch, 0.0) / _RESOLVE * 1.0]
+        need = min(math.ceil(n * (hw / t) ** 2) if t > 0 else math.inf for t in targets)
+        need = max(MIN_PROCESSES, need) if math.isfinite(need) else 10 ** 6
+    else:
+        target = max(ch, d - ch)
+        cv = c.get("cv_robust")
+        if cv is None:
+            na, nb = c["n_a"], c["n_b"]
+            cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
+        need = processes_needed(cv, target, alpha)
     # "More" means a stage beyond what already ran: re-running the same
     # count would not change an inconclusive answer.
-    out: dict = {"processes_needed": need, "schedule": next_schedule(max(need, max(c["n_a"], c["n_b"]) + 1))}
+    out: dict = {"processes_needed": int(need), "schedule": next_schedule(max(need, n + 1))}
     if out["schedule"] is None:
         out["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
                                 f"schedule {', '.join(map(str, SCHEDULE))}")

@@ -329,7 +329,8 @@ def boundary_of(pairs) -> str:
     return "obf"
 
 
-def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int) -> list[bool]:
+def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int,
+                  entries: list | None = None) -> list[bool]:
     """The live look of a sequential `ab` after `rounds` rounds: per benchmark
     (its A and B processes), whether it is settled (the same replay as the
     final document's, so the two agree). One that cannot be compared (an
@@ -339,6 +340,8 @@ def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, r
     got = [arms(pa, pb) for pa, pb in pairs]
     decided, _ = sequential.decide([g if min(len(g[1]), len(g[3])) >= 2 else None for g in got],
                                    delta=delta, rounds=rounds, final=False, boundary=boundary_of(pairs))
+    if entries is not None:   # the look's statistics, for what the caller says (resolvable)
+        entries.extend(decided)
     return [d is None or bool(d["sequential"]["settled"]) for d in decided]
 
 

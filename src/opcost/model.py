@@ -568,3 +568,22 @@ def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
             out[k] = v
     out["flags"] = flags
     return out
+
+
+def verdict_estimate(e: Mapping) -> tuple[Any, Any]:
+    """The B/A a comparison entry's verdict rests on and its 95% CI: the
+    `estimate` (issue 25: Hodges-Lehmann, paired or not) when the entry has
+    one, else (a document from before) the ratio of medians."""
+    if "estimate" in e:
+        return e.get("estimate"), e.get("ci95_estimate")
+    return e.get("ratio"), e.get("ci95_ratio")
+
+
+def methods_text(entries) -> str:
+    """What the B/A and p of a comparison's table are: each estimator and
+    test its entries used, once ("" for a document from before)."""
+    est = list(dict.fromkeys(e["estimator"] for e in entries if isinstance(e.get("estimator"), str)))
+    tests = list(dict.fromkeys(e["test"] for e in entries if isinstance(e.get("test"), str)))
+    if not est and not tests:
+        return ""
+    return f"B/A: {'; '.join(est)}; p: {'; '.join(tests)}"

@@ -9,7 +9,7 @@ from typing import Any
 import re
 
 from .safetext import printable
-from .model import Summary, result_key
+from .model import Summary, methods_text, result_key, verdict_estimate
 
 
 def fmt_ns(x: Any) -> str:
@@ -353,8 +353,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             rows.append([e["key"], e["op"], "-", "-", "-", "-", "-", "-", "-"])
             notes.append(f"  {e['key']}: {e['status']}")
             continue
-        ci = e.get("ci95_ratio")
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
+        est, ci = verdict_estimate(e)
+        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
         if e["verdict"] == "inconclusive":
@@ -375,9 +375,12 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+        how = methods_text(doc["comparisons"])
         out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
-                   "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks")
+                   + (f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
+                      "benchmarks; delta fixed" if how else
+                      "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
+                      "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"))
     for e in doc["comparisons"]:
         if "savings" in e:
             per = ("per op" if not e["savings"]["A"].get("elapsed per switch")
