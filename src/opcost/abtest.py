@@ -185,7 +185,7 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
 # interval (Hollander & Wolfe 1999, ch. 3). Below PAIRED_MIN rounds the exact
 # signed-rank p cannot fall under 0.05 (its floor is 2 / 2^n), so the
 # unpaired test below is used (chosen from the design, not the data;
-# protocol.PAIRED_MIN, 8: the paired floor 2/2^8 = 0.008 leaves room for Holm).
+# protocol.PAIRED_MIN, 10: the paired floor 2/2^10 = 0.002 leaves room for Holm).
 #
 # Unpaired (stored runs, unequal rounds, fewer than PAIRED_MIN rounds): the
 # Hodges-Lehmann shift of log B against log A (median of all pairwise

@@ -143,8 +143,10 @@ DEFAULT_DELTA = "2"
 SCHEDULE = (10, 20, 40)
 # Complete interleaved rounds from which an A/B is tested paired (abtest:
 # signed-rank on per-round log ratios); its smallest p is 2 / 2^n, so below
-# 8 rounds the unpaired permutation test (smallest p 2 / C(2n, n)) is used.
-PAIRED_MIN = 8
+# 10 rounds (the first sequential look; 2 / 2^10 = 0.002 leaves room for Holm
+# over up to 25 comparisons) the unpaired permutation test (smallest p
+# 2 / C(2n, n)) is used.
+PAIRED_MIN = 10
 
 
 def best_p(n: int, comparisons: int = 1) -> float:
@@ -169,8 +171,11 @@ def never_significant(n: int, comparisons: int = 1, alpha: float = 0.05) -> str 
         return None
     m = next(k for k in range(n + 1, 1000) if best_p(k, comparisons) < alpha)
     across = f" over {comparisons} comparisons (Holm)" if comparisons > 1 else ""
+    # Moses' exact 95% interval needs 1 / C(2n, n) <= 0.025, i.e. n >= 4
+    no_ci = n < 4
     return (f"-p {n}: the smallest p {n} processes per arm can give is {bp:.2g}{across}, never under {alpha:g}: "
-            f"no difference can be shown, every verdict will be `same` at best; -p {m} or more can show one")
+            "no difference can be shown" + (" and no 95% interval can be formed (every verdict: inconclusive)"
+                                            if no_ci else "") + f"; -p {m} or more can show one")
 
 
 # `ab`'s sequential design: its alpha-spending boundaries (sequential.py),
