@@ -86,6 +86,18 @@ opcost.comparison/1
     differs (the CI excludes no change), note?, partial?, reason?}; the CIs
     are percentile bootstraps over per-process medians, the resampling of
     ci95_ratio's.
+  issue 25: comparisons[] add estimate (B/A: Hodges-Lehmann, of per-round
+    log ratios when paired, else of the shift of log times; the figure the
+    verdict and the table use), ci95_estimate (its exact interval: signed-rank
+    or Moses; null when the sizes cannot reach 95%), estimator, paired,
+    n_pairs (paired only), test (the test p_value is now from: Wilcoxon
+    signed-rank on paired rounds, min(p_MWU, p_KS) calibrated by permutation,
+    or twice the smaller with ties), p_floor, resolvable, beyond_delta
+    (slower/faster); delta is the requested delta (no longer widened by
+    noise); same/negligible need ci95_estimate inside +/- delta,
+    slower/faster significance and the CI on one side of 1;
+    sequential.looks[] add estimate; ci_at_level is the exact interval at
+    the look's level. ratio, ci95_ratio keep their meaning.
 
 opcost.series/1
   issue 14: schema, opcost_version, kind (stored: labelled runs from the

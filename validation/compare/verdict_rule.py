@@ -94,13 +94,15 @@ def before_rule(a, b, delta: float) -> tuple[str, list[float] | None]:
 
 
 def new_rule(a, b, delta: float, paired: bool) -> tuple[str, list[float] | None]:
+    """compare_arms + decide for one benchmark (Holm over one is the p
+    itself), without the fields the verdict does not use (the bootstrap of
+    the ratio of medians, the uncalibrated Mann-Whitney and KS p's):
+    test_and_estimate and verdict, the two functions compare_arms and decide
+    call for it."""
     n = len(a)
     rounds = (list(range(n)), list(range(n))) if paired else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        c = abtest.compare_arms(a, b, delta=delta, resamples=50, rounds=rounds)
-        [d] = abtest.decide([c])
-    return d["verdict"], d["ci95_estimate"]
+    te = abtest.test_and_estimate(a, b, rounds)
+    return abtest.verdict(te["estimate"], te["ci95_estimate"], te["p"], delta), te["ci95_estimate"]
 
 
 def sequential_rule(a, b, delta: float) -> tuple[str, list[float] | None, float, int]:
@@ -251,17 +253,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a few hundred per cell")
     ap.add_argument("--seed", type=int, default=20261127)
     ap.add_argument("--parts", default="fixed,sequential,sizing,small")
+    ap.add_argument("--ns", default="4,6,10,20", help="processes per arm of the fixed design")
+    ap.add_argument("--scenarios", default="normal,bimodal,real,drift")
     args = ap.parse_args()
     if args.quick:
         args.trials, args.seq_trials, args.small_trials = 200, 100, 200
     pool = np.asarray(json.loads(POOL.read_text())["pools"]["syscall.null"], dtype=float)
-    scenarios = ("normal", "bimodal", "real", "drift")
+    scenarios = tuple(args.scenarios.split(","))
     t0 = time.time()
     parts = args.parts.split(",")
     if "fixed" in parts:
-        verdict_table(args.trials, args.seed, pool, scenarios, (4, 6, 10, 20))
+        verdict_table(args.trials, args.seed, pool, scenarios, tuple(int(x) for x in args.ns.split(",")))
     if "sequential" in parts:
-        sequential_table(args.seq_trials, args.seed, pool, ("normal", "bimodal", "drift"))
+        sequential_table(args.seq_trials, args.seed, pool, tuple(x for x in scenarios if x != "real"))
     if "sizing" in parts:
         sizing_table(args.small_trials, args.seed, pool)
     if "small" in parts:
