@@ -4,19 +4,20 @@ This module owns the "real or noise" decision of docs/statistics.md. The unit of
 analysis is the per-process median (one float per probe process, ns per op)
 of arm A and arm B of one benchmark; batches are never pooled here.
 
-- effect: ratio of medians B/A with a 95% percentile-bootstrap CI, each arm
-  resampled independently (10,000 resamples, fixed seed);
-- test: two-sided Mann-Whitney U and two-sample Kolmogorov-Smirnov, twice
-  the smaller p capped at 1 (Bonferroni for taking the smaller of two: the
-  plain smaller p is not a p-value; bimodal costs can change shape without
-  moving the median, which KS sees and Mann-Whitney does not);
-- threshold: delta, default 2%, never below twice the A/A noise of the
-  comparison itself;
+- estimate and test (issue 25, test_and_estimate): paired rounds (10 or
+  more complete rounds of an interleaved run) by Wilcoxon's signed-rank
+  test on per-round log ratios with the Hodges-Lehmann estimate and its
+  exact interval; otherwise the Hodges-Lehmann shift of log times with
+  Moses' interval, tested by min(p_MWU, p_KS) calibrated by permutation
+  (twice the smaller with ties). The ratio of medians B/A with its
+  percentile-bootstrap CI stays beside it (the JSON contract);
+- threshold: delta, default 2%, fixed (aa_noise is information only);
+- verdicts (verdict()): same/negligible only with the whole CI inside
+  +/- delta, slower/faster significant with the CI on one side of 1;
 - many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
   the geometric mean of the ratios;
-- verdicts: slower / faster / negligible / same / inconclusive, B relative
-  to A; an inconclusive one says how many processes per arm would likely
-  decide it, rounded up to the declared schedule (10, 20, 40).
+- an inconclusive one says how many processes per arm would likely decide
+  it, rounded up to the declared schedule (10, 20, 40).
 
 No I/O, no printing; callers turn the dicts into opcost.comparison/1.
 """
@@ -460,8 +461,9 @@ def aa_noise(a, b) -> float:
 
 
 def effective_delta(delta: float, a, b) -> float:
-    """docs/statistics.md: "Practical threshold delta: default 2%, never below
-    twice the measured A/A noise"."""
+    """The threshold before issue 25: delta, never below twice the measured
+    A/A noise. No verdict uses it any more (a widened delta let a noisy run
+    read `same`); kept for readers of old documents and the audit."""
     return max(float(delta), 2 * aa_noise(a, b))
 
 

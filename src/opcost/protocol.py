@@ -203,7 +203,7 @@ def add_delta(parser: argparse.ArgumentParser, interleaved: bool = True) -> None
     fraction (check_numbers converts it, BOUNDS["delta"])."""
     parser.add_argument("--delta", default=DEFAULT_DELTA, metavar="PCT",
                         help="practical threshold in percent (default 2" +
-                        ("; raised to twice the measured noise)" if interleaved else ")"))
+                        ("; fixed: a run too noisy for it is inconclusive)" if interleaved else ")"))
 
 
 def check_numbers(args: argparse.Namespace, flag_of) -> None:

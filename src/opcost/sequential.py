@@ -22,13 +22,14 @@ the statistics of each look are abtest.py's.
   (corr(Z_j, Z_k) = sqrt(t_j / t_k)); Pocock z = 2.368, 2.368, 2.226,
   O'Brien-Fleming 3.920, 2.774, 1.979 (nominal levels 2 - 2 Phi(z_k)). Exact, not a
   Bonferroni split of the increments: the looks are strongly correlated.
-- The p tested: twice the smaller of Mann-Whitney's and KS's (combined_p).
+- The p tested: compare_arms' (issue 25: the signed-rank test on per-round
+  log ratios when the rounds pair A and B, else the calibrated min-p).
 - A benchmark is settled at look k when its Holm-adjusted p (across every
   benchmark of the report, the settled ones with the p they settled with)
-  is under the look's level and the estimate is beyond delta (slower,
-  faster), or when its CI at the look's level (the 95% CI stretched on the
-  log scale by z_k / z_0.975) lies inside +/- delta (same, or negligible when
-  also significant). At the last look a verdict is whatever it is
+  is under the look's level and its CI at the look's level (the exact
+  interval of the estimate at that confidence) is on one side of 1 and not
+  inside +/- delta (slower, faster), or when that CI lies inside +/- delta
+  (same, or negligible when also significant). At the last look a verdict is whatever it is
   (inconclusive allowed). A settled benchmark is measured no more; the run
   stops when all are settled.
 """
@@ -48,7 +49,8 @@ norm = stats.norm
 
 STAGES = abtest.SCHEDULE
 ALPHA = abtest.ALPHA
-TEST = "twice the smaller p of Mann-Whitney U and Kolmogorov-Smirnov (Bonferroni), Holm across benchmarks"
+TEST = ("Wilcoxon signed-rank on per-round log ratios (paired rounds; unpaired: min of Mann-Whitney U and "
+        "Kolmogorov-Smirnov calibrated by permutation), Holm across benchmarks")
 _GRID = 1201        # integration points per look (odd: Simpson); levels to ~1e-9
 Z95 = float(norm.ppf(0.975))
 
