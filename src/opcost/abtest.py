@@ -200,7 +200,7 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
 # With ties, or beyond CALIBRATE_MAX per arm, twice the smaller p
 # (combined_p), valid and conservative.
 PERM_EXACT_MAX = 20_000
-PERM_SAMPLES = 100_000
+PERM_SAMPLES = 40_000
 PERM_SEED = 25
 CALIBRATE_MAX = 60
 # Hodges-Lehmann needs every pairwise difference: beyond this many the
