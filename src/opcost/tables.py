@@ -362,6 +362,9 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             sched = e.get("schedule")
             notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
                          + (f": rerun with -p {sched}" if sched else f" ({e.get('schedule_note', 'beyond the 10/20/40 schedule')})"))
+        if e.get("p_floor", 0.0) >= 0.05:
+            notes.append(f"  {e['key']}: {e['n_a']} and {e['n_b']} processes can give no p under 0.05 (the smallest "
+                         f"is {e['p_floor']:.2g}): no difference can be shown at this size")
         if e["delta"] > doc["delta_requested"] + 1e-12:
             notes.append(f"  {e['key']}: delta raised from {fmt_pct(doc['delta_requested'])} to {fmt_pct(e['delta'])}: "
                          "twice the measured A/A noise")

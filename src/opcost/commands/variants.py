@@ -83,9 +83,6 @@ def run(args, argv) -> int:
                              "(one row per CPU)")
     else:
         cpus = [str(target.default_cpu())]
-    why = protocol.never_significant(settings.protocol.processes, max(1, len(defines) - 1) * len(cpus))
-    if why:
-        warn(why)
     session.counter_plan(args.counters, target)   # before the builds (seconds each in op mode), not after
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
