@@ -74,3 +74,13 @@ def test_coverage_moses_interval_uses_the_exact_mann_whitney_distribution():
     d = np.sort((np.log(b)[:, None] - np.log(a)[None, :]).ravel())
     assert (lo, hi) == (float(np.exp(d[24])), float(np.exp(d[75])))
     assert lo < float(np.exp(np.median(d))) < hi
+
+
+def test_verdict_rule_script_prints_its_tables():
+    # tiny settings: it runs opcost's own rule and prints every table (the figures come from the full run)
+    cp = _run(SCRIPTS / "verdict_rule.py", "--trials", "4", "--seq-trials", "2", "--small-trials", "3",
+              "--ns", "4,10", "--scenarios", "normal,drift")
+    assert cp.returncode == 0, cp.stderr
+    for head in ("## Fixed design", "## Sequential design", "## Sizing", "## Small-n tests"):
+        assert head in cp.stdout
+    assert re.search(r"\| normal \| 10 \| paired \| [\d.]+% ", cp.stdout)

@@ -4,19 +4,20 @@ This module owns the "real or noise" decision of docs/statistics.md. The unit of
 analysis is the per-process median (one float per probe process, ns per op)
 of arm A and arm B of one benchmark; batches are never pooled here.
 
-- effect: ratio of medians B/A with a 95% percentile-bootstrap CI, each arm
-  resampled independently (10,000 resamples, fixed seed);
-- test: two-sided Mann-Whitney U and two-sample Kolmogorov-Smirnov, twice
-  the smaller p capped at 1 (Bonferroni for taking the smaller of two: the
-  plain smaller p is not a p-value; bimodal costs can change shape without
-  moving the median, which KS sees and Mann-Whitney does not);
-- threshold: delta, default 2%, never below twice the A/A noise of the
-  comparison itself;
+- estimate and test (issue 25, test_and_estimate): paired rounds (10 or
+  more complete rounds of an interleaved run) by Wilcoxon's signed-rank
+  test on per-round log ratios with the Hodges-Lehmann estimate and its
+  exact interval; otherwise the Hodges-Lehmann shift of log times with
+  Moses' interval, tested by min(p_MWU, p_KS) calibrated by permutation
+  (twice the smaller with ties). The ratio of medians B/A with its
+  percentile-bootstrap CI stays beside it (the JSON contract);
+- threshold: delta, default 2%, fixed (aa_noise is information only);
+- verdicts (verdict()): same/negligible only with the whole CI inside
+  +/- delta, slower/faster significant with the CI on one side of 1;
 - many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
   the geometric mean of the ratios;
-- verdicts: slower / faster / negligible / same / inconclusive, B relative
-  to A; an inconclusive one says how many processes per arm would likely
-  decide it, rounded up to the declared schedule (10, 20, 40).
+- an inconclusive one says how many processes per arm would likely decide
+  it, rounded up to the declared schedule (10, 20, 40).
 
 No I/O, no printing; callers turn the dicts into opcost.comparison/1.
 """
@@ -24,10 +25,11 @@ No I/O, no printing; callers turn the dicts into opcost.comparison/1.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from .protocol import SCHEDULE
+from .protocol import PAIRED_MIN, SCHEDULE
 
 import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
@@ -173,6 +175,259 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
     return min(1.0, 2 * min(p_mannwhitney, p_ks))
 
 
+# --- the estimate, the test and the interval the verdict uses (issue 25) ---
+#
+# Paired rounds: an interleaved run (ab, variants) runs one A and one B process
+# in every round, in a random order; what drifts between rounds drifts for
+# both. With every round complete (one A and one B each) and at least
+# PAIRED_MIN rounds, the unit is the round: its log ratio log(b) - log(a),
+# tested by Wilcoxon's signed-rank test (exact without ties or zeros) with the
+# Hodges-Lehmann estimate (median of the Walsh averages) and its exact
+# interval (Hollander & Wolfe 1999, ch. 3). Below PAIRED_MIN rounds the exact
+# signed-rank p cannot fall under 0.05 (its floor is 2 / 2^n), so the
+# unpaired test below is used (chosen from the design, not the data;
+# protocol.PAIRED_MIN, 10: the paired floor 2/2^10 = 0.002 leaves room for Holm).
+#
+# Unpaired (stored runs, unequal rounds, fewer than PAIRED_MIN rounds): the
+# Hodges-Lehmann shift of log B against log A (median of all pairwise
+# differences) with Moses' interval (the Mann-Whitney test inverted,
+# Hollander & Wolfe ch. 4), and as test min(p_MWU, p_KS) calibrated by
+# permutation: its null distribution depends only on the two arm sizes
+# (without ties), so it is computed once per pair of sizes (exactly, by
+# enumerating the labellings, when there are at most PERM_EXACT_MAX; else
+# from PERM_SAMPLES seeded random ones) and cached. Valid at the nominal
+# level, without the floor of twice the smaller p (0.057 at 4 per arm).
+# With ties, or beyond CALIBRATE_MAX per arm, twice the smaller p
+# (combined_p), valid and conservative.
+PERM_EXACT_MAX = 20_000
+PERM_SAMPLES = 40_000
+PERM_SEED = 25
+CALIBRATE_MAX = 60
+# Hodges-Lehmann needs every pairwise difference: beyond this many the
+# estimate is the ratio of medians with its bootstrap CI.
+HL_MAX_PAIRS = 1_000_000
+
+
+def pairs_of(a, b, rounds) -> tuple[np.ndarray, np.ndarray] | None:
+    """A's and B's values paired by round, when every round has exactly one
+    of each (else None: unpaired). rounds: (rounds of A, rounds of B)."""
+    if rounds is None:
+        return None
+    ra, rb = (list(r) for r in rounds)
+    if len(ra) != len(a) or len(rb) != len(b) or len(set(ra)) != len(ra) or set(ra) != set(rb) \
+            or len(set(rb)) != len(rb):
+        return None
+    ib = {r: i for i, r in enumerate(rb)}
+    order = sorted(range(len(ra)), key=lambda i: ra[i])
+    return (np.asarray([a[i] for i in order], dtype=float),
+            np.asarray([b[ib[ra[i]]] for i in order], dtype=float))
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t), t = 0..n(n+1)/2, for the signed-rank statistic of n
+    untied, non-zero differences under the null (each sign a fair coin)."""
+    m = n * (n + 1) // 2
+    c = np.zeros(m + 1)
+    c[0] = 1.0
+    for k in range(1, n + 1):
+        c[k:] = c[k:] + c[:-k].copy()
+    return np.cumsum(c) / 2.0 ** n
+
+
+@lru_cache(maxsize=256)
+def _rank_sum_cdf(m: int, n: int) -> np.ndarray:
+    """P(U <= u), u = 0..mn, Mann-Whitney's U of sizes m, n without ties
+    (the number of partitions of u into at most m parts of size at most n)."""
+    # f[j][u]: arrangements with j of the first sample: the classic recursion
+    # on the largest value, built up one value at a time.
+    f = np.zeros((m + 1, m * n + 1))
+    f[0, 0] = 1.0
+    for k in range(1, m + n + 1):
+        # adding value k: it goes to A (j -> j+1, U += number of B below it = k-1-j)
+        g = f.copy()          # to B: U unchanged
+        for j in range(min(k, m), 0, -1):
+            sh = k - 1 - (j - 1)
+            if sh < 0 or sh > n:
+                continue
+            g[j, sh:] += f[j - 1, :f.shape[1] - sh]
+        f = g
+    dist = f[m] / f[m].sum()
+    return np.cumsum(dist)
+
+
+def _order_index(cdf: np.ndarray, conf: float) -> int:
+    """The largest c with P(T <= c - 1) <= (1 - conf) / 2: the interval is
+    [W_(c), W_(M + 1 - c)] (1-based order statistics); 0 when no c >= 1
+    qualifies (the design is too small for this confidence)."""
+    a2 = (1 - conf) / 2
+    ok = np.nonzero(cdf <= a2 + 1e-12)[0]
+    return int(ok[-1]) + 1 if ok.size else 0
+
+
+def paired_hl(d, conf: float = 0.95) -> tuple[float, list[float] | None]:
+    """Hodges-Lehmann estimate of the centre of the differences d (median of
+    the Walsh averages (d_i + d_j) / 2, i <= j) and its exact signed-rank
+    interval at `conf` (normal approximation beyond 60 pairs); None when n
+    is too small to reach `conf`."""
+    d = np.asarray(d, dtype=float)
+    n = d.size
+    i, j = np.triu_indices(n)
+    w = np.sort((d[i] + d[j]) / 2)
+    est = float(np.median(w))
+    if n <= 60:
+        c = _order_index(_signed_rank_cdf(n), conf)
+    else:
+        m = n * (n + 1) / 2
+        c = int(math.floor(m / 2 - float(sps.norm.ppf(1 - (1 - conf) / 2)) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
+    if c < 1:
+        return est, None
+    return est, [float(w[c - 1]), float(w[w.size - c])]
+
+
+def shift_hl(la, lb, conf: float = 0.95) -> tuple[float, list[float] | None]:
+    """Hodges-Lehmann shift of lb against la (median of all pairwise
+    differences lb_j - la_i) and Moses' interval at `conf`: exact
+    Mann-Whitney order statistics up to 60 per arm, normal beyond."""
+    la, lb = np.asarray(la, dtype=float), np.asarray(lb, dtype=float)
+    m, n = la.size, lb.size
+    diff = np.sort((lb[None, :] - la[:, None]).ravel())
+    est = float(np.median(diff))
+    if max(m, n) <= CALIBRATE_MAX:
+        c = _order_index(_rank_sum_cdf(min(m, n), max(m, n)), conf)
+    else:
+        c = int(math.floor(m * n / 2 - float(sps.norm.ppf(1 - (1 - conf) / 2)) * math.sqrt(m * n * (m + n + 1) / 12)))
+    if c < 1:
+        return est, None
+    return est, [float(diff[c - 1]), float(diff[diff.size - c])]
+
+
+def _labellings(n_a: int, n_b: int) -> tuple[np.ndarray, bool]:
+    """Boolean rows (True: the value of that rank belongs to A): every
+    labelling when there are at most PERM_EXACT_MAX, else PERM_SAMPLES
+    seeded random ones. Returns (rows, exact)."""
+    from itertools import combinations
+
+    n = n_a + n_b
+    if math.comb(n, n_a) <= PERM_EXACT_MAX:
+        rows = np.zeros((math.comb(n, n_a), n), dtype=bool)
+        for k, idx in enumerate(combinations(range(n), n_a)):
+            rows[k, list(idx)] = True
+        return rows, True
+    rng = np.random.default_rng(PERM_SEED)
+    keys = rng.random((PERM_SAMPLES, n))
+    rows = np.argsort(keys, axis=1) < n_a
+    return rows, False
+
+
+def _mwu_ks_stats(rows: np.ndarray, n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per labelling: |U_A - n_a n_b / 2| and the KS distance (in units of
+    1 / (n_a n_b), integers, so that equal statistics compare equal)."""
+    n = n_a + n_b
+    ranks = np.arange(1, n + 1)
+    u = (rows * ranks).sum(axis=1) - n_a * (n_a + 1) // 2
+    u2 = np.abs(2 * u - n_a * n_b)
+    ca = np.cumsum(rows, axis=1, dtype=np.int32) * n_b
+    cb = np.cumsum(~rows, axis=1, dtype=np.int32) * n_a
+    ks = np.abs(ca - cb).max(axis=1)
+    return u2, ks
+
+
+def _tail(stat: np.ndarray) -> np.ndarray:
+    """P(S >= s) for each row's s, over the rows (a permutation distribution)."""
+    order = np.sort(stat)
+    return 1.0 - np.searchsorted(order, stat, side="left") / stat.size
+
+
+@lru_cache(maxsize=128)
+def minp_table(n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The permutation null of min(p_MWU, p_KS) for arm sizes n_a, n_b
+    (without ties): the sorted U and KS statistics (for the marginal p of
+    an observation), the sorted min-p over the labellings, and whether it is
+    exact (enumerated) rather than sampled."""
+    rows, exact = _labellings(n_a, n_b)
+    u2, ks = _mwu_ks_stats(rows, n_a, n_b)
+    mp = np.minimum(_tail(u2), _tail(ks))
+    return np.sort(u2), np.sort(ks), np.sort(mp), exact
+
+
+def calibrated_p(a, b) -> tuple[float, float, float, str]:
+    """min(p_MWU, p_KS) calibrated by permutation (minp_table): returns
+    (p, p_MWU, p_KS, method) with the marginal p's of the same permutation
+    distribution. The data must be untied."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n_a, n_b = a.size, b.size
+    su, sk, smp, exact = minp_table(n_a, n_b)
+    both = np.concatenate([a, b])
+    lab = np.zeros(both.size, dtype=bool)
+    lab[:n_a] = True
+    row = lab[np.argsort(both, kind="stable")][None, :]
+    u2, ks = _mwu_ks_stats(row, n_a, n_b)
+    pu = float(1.0 - np.searchsorted(su, u2[0], side="left") / su.size)
+    pk = float(1.0 - np.searchsorted(sk, ks[0], side="left") / sk.size)
+    m = min(pu, pk)
+    count = np.searchsorted(smp, m + 1e-12, side="right")
+    if exact:
+        return float(count / smp.size), pu, pk, "permutation min-p (exact)"
+    # a sampled permutation p: (1 + count) / (1 + B) is valid (Phipson & Smyth 2010)
+    return float((1 + count) / (1 + smp.size)), pu, pk, f"permutation min-p ({smp.size} labellings)"
+
+
+def p_floor(n_a: int, n_b: int, paired: bool = False) -> float:
+    """The smallest p the test of this design can give: what a run of these
+    sizes can at best show. Paired: 2 / 2^n (the signed-rank's); unpaired:
+    2 / C(n_a + n_b, n_a) (the permutation test's)."""
+    if paired and n_a == n_b and n_a >= PAIRED_MIN:
+        return 2.0 / 2.0 ** n_a
+    if min(n_a, n_b) < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def test_and_estimate(a, b, rounds=None, conf: float = 0.95) -> dict:
+    """The test and the estimate the verdict uses, paired when the rounds
+    pair the processes (pairs_of) and there are at least PAIRED_MIN of them,
+    else unpaired (see above). Returns {"paired", "test", "p", "estimate"
+    (a ratio B/A), "ci95_estimate", "estimator", "n_pairs"?, "note"?}."""
+    a, b = _arm(a, "A"), _arm(b, "B")
+    pr = pairs_of(a, b, rounds)
+    out: dict = {}
+    if pr is not None and pr[0].size >= PAIRED_MIN:
+        d = np.log(pr[1]) - np.log(pr[0])
+        out["paired"], out["n_pairs"] = True, int(d.size)
+        est, ci = paired_hl(d, conf)
+        out["estimator"] = "Hodges-Lehmann of per-round log ratios (signed-rank interval)"
+        if np.all(d == 0):
+            out.update(test="Wilcoxon signed-rank", p=1.0, note="every round's A and B are identical")
+        else:
+            ties = np.any(d == 0) or np.unique(np.abs(d)).size < d.size
+            method = "approx" if ties or d.size > 50 else "exact"
+            p = float(sps.wilcoxon(d, alternative="two-sided", method=method, zero_method="wilcox").pvalue)
+            out.update(test=f"Wilcoxon signed-rank ({method})", p=min(1.0, p))
+        out["estimate"], out["ci95_estimate"] = math.exp(est), None if ci is None else [math.exp(x) for x in ci]
+        return out
+    out["paired"] = False
+    la, lb = np.log(a), np.log(b)
+    if a.size * b.size <= HL_MAX_PAIRS and min(a.size, b.size) >= 1:
+        est, ci = shift_hl(la, lb, conf)
+        out["estimator"] = "Hodges-Lehmann shift of log times (Moses interval)"
+        out["estimate"], out["ci95_estimate"] = math.exp(est), None if ci is None else [math.exp(x) for x in ci]
+    else:
+        r, ci = ratio_ci(a, b, conf)
+        out.update(estimator="ratio of medians (bootstrap)", estimate=r, ci95_estimate=ci)
+    both = np.concatenate([a, b])
+    if a.size < 2 or b.size < 2 or np.ptp(both) == 0:
+        out.update(test="none", p=1.0)
+        return out
+    if np.unique(both).size == both.size and max(a.size, b.size) <= CALIBRATE_MAX:
+        p, _, _, method = calibrated_p(a, b)
+        out.update(test=method, p=p)
+    else:
+        q = p_value(a, b)
+        out.update(test="twice the smaller p of Mann-Whitney U and KS", p=q["p"])
+    return out
+
+
 def robust_cv(a, b) -> float:
     """Pooled robust CV of the per-process medians of both arms.
 
@@ -206,8 +461,9 @@ def aa_noise(a, b) -> float:
 
 
 def effective_delta(delta: float, a, b) -> float:
-    """docs/statistics.md: "Practical threshold delta: default 2%, never below
-    twice the measured A/A noise"."""
+    """The threshold before issue 25: delta, never below twice the measured
+    A/A noise. No verdict uses it any more (a widened delta let a noisy run
+    read `same`); kept for readers of old documents and the audit."""
     return max(float(delta), 2 * aa_noise(a, b))
 
 
@@ -263,32 +519,56 @@ def next_schedule(n: int) -> int | None:
 
 def verdict(ratio: float, ci: list[float] | None, p_adj: float, delta_eff: float,
             alpha: float = ALPHA) -> str:
-    """B relative to A, in this precedence:
+    """B relative to A, from the estimate, its CI, the (Holm-adjusted) p and
+    a FIXED practical threshold delta (issue 25: never widened by noise):
 
-    - slower / faster: significant and |ratio - 1| >= delta;
-    - negligible: significant but smaller than delta;
-    - same: the whole CI lies inside [1 - delta, 1 + delta];
-    - inconclusive: none of the above.
+    - same: not significant and the whole CI inside [1 - delta, 1 + delta]
+      (equivalence: two one-sided tests at 2.5% each);
+    - negligible: significant, and the whole CI inside +/- delta;
+    - slower / faster: significant, the CI on one side of 1 (above: slower),
+      and not inside +/- delta (whether it also clears delta is
+      beyond_delta());
+    - inconclusive: anything else (not significant with a CI that reaches
+      past delta, or a significant difference of shape, KS, whose shift CI
+      straddles 1 and reaches past delta).
 
-    Significance comes first: a real difference whose CI happens to fit
-    inside +/- delta is `negligible`, not `same`.
+    A true effect of exactly delta is then called same/negligible only when
+    the CI's far end falls short of it: at most (1 - conf) / 2 of the time.
     """
+    if ci is None:
+        return "inconclusive"
+    inside = 1 - delta_eff <= ci[0] and ci[1] <= 1 + delta_eff
     if p_adj < alpha:
-        if abs(ratio - 1) >= delta_eff:
-            return "faster" if ratio < 1 else "slower"
-        return "negligible"
-    if ci is not None and 1 - delta_eff <= ci[0] and ci[1] <= 1 + delta_eff:
-        return "same"
-    return "inconclusive"
+        if inside:
+            return "negligible"
+        if ci[0] > 1:
+            return "slower"
+        if ci[1] < 1:
+            return "faster"
+        return "inconclusive"
+    return "same" if inside else "inconclusive"
+
+
+def beyond_delta(ci: list[float] | None, delta: float) -> bool:
+    """The whole CI clears 1 +/- delta: the difference is shown to be at
+    least delta (a slower/faster claim "beyond delta")."""
+    return ci is not None and (ci[0] > 1 + delta or ci[1] < 1 - delta)
 
 
 def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
-                 resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
+                 resamples: int = BOOTSTRAP_RESAMPLES, rounds=None) -> dict:
     """One benchmark: effect, CI, tests and threshold; no verdict yet (that
-    needs the family-wise adjustment across the report, see decide())."""
+    needs the family-wise adjustment across the report, see decide()).
+
+    rounds: (rounds of A's processes, rounds of B's), when the two arms
+    were measured interleaved: complete rounds make the comparison paired
+    (test_and_estimate). `ratio`/`ci95_ratio` (B/A of medians, bootstrap)
+    stay as before; the verdict uses `estimate`/`ci95_estimate` and
+    `p_value` (the test named in `test`)."""
     a, b = _arm(a, "A"), _arm(b, "B")
     ratio, ci = ratio_ci(a, b, resamples=resamples, seed=seed)
     p = p_value(a, b)
+    te = test_and_estimate(a, b, rounds)
     out = {
         "n_a": int(a.size),
         "n_b": int(b.size),
@@ -297,17 +577,27 @@ def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
         "ratio": ratio,
         "ci95_ratio": ci,
         "change": ratio - 1,
+        "estimate": te["estimate"],
+        "ci95_estimate": te["ci95_estimate"],
+        "estimator": te["estimator"],
+        "paired": te["paired"],
+        "test": te["test"],
         "p_mannwhitney": p["mannwhitney"],
         "p_ks": p["ks"],
-        "p_value": p["p"],
+        "p_value": te["p"],
+        "p_floor": p_floor(int(a.size), int(b.size), te["paired"]),
         "mwu_method": p["mwu_method"],
         "cv_robust": robust_cv(a, b),
         "aa_noise": aa_noise(a, b),
-        "delta": effective_delta(delta, a, b),
+        "delta": float(delta),
         "delta_requested": float(delta),
     }
-    if "note" in p:
-        out["note"] = p["note"]
+    if te["paired"]:
+        out["n_pairs"] = te["n_pairs"]
+    out["resolvable"] = resolvable(out)
+    note = te.get("note") or p.get("note")
+    if note:
+        out["note"] = note
     return out
 
 
@@ -323,33 +613,76 @@ def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
     out = []
     for c, pa in zip(comparisons, padj):
         c = dict(c, p_adjusted=pa)
-        c["verdict"] = verdict(c["ratio"], c["ci95_ratio"], pa, c["delta"], alpha)
+        est, ci = c.get("estimate", c["ratio"]), c.get("ci95_estimate", c["ci95_ratio"])
+        c["verdict"] = verdict(est, ci, pa, c["delta"], alpha)
+        if c["verdict"] in ("slower", "faster"):
+            c["beyond_delta"] = beyond_delta(ci, c["delta"])
         if c["verdict"] == "inconclusive":
             c.update(advice(c, alpha))
         out.append(c)
     return out
 
 
+# A difference is "resolvable" when the rule would call it slower/faster 80%
+# of the time: the CI must clear 1 from an estimate at the difference, i.e.
+# the difference must be (z_{1-alpha/2} + z_{0.80}) / z_{1-alpha/2} = 1.43
+# half-widths of the 95% CI (on the log scale).
+POWER = 0.80
+_RESOLVE = (1.959963984540054 + 0.8416212335729143) / 1.959963984540054
+
+
+def half_width(c: dict) -> float | None:
+    """The half-width, on the log scale, of the CI the verdict uses (the
+    estimate's, else the ratio's); None without one."""
+    ci = c.get("ci95_estimate") if "estimate" in c else c.get("ci95_ratio")
+    if not ci or ci[0] <= 0 or ci[1] <= 0:
+        return None
+    return (math.log(ci[1]) - math.log(ci[0])) / 2
+
+
+def resolvable(c: dict) -> float | None:
+    """The smallest relative difference this comparison's noise and sizes
+    resolve (called slower/faster with 80% probability by the rule): 1.43
+    half-widths of its CI, so bimodal or heavy-tailed process medians and
+    pairing count as they do in the CI. None when the design cannot reach
+    significance at all (p_floor >= alpha) or there is no CI."""
+    if c.get("p_floor", 0.0) >= ALPHA:
+        return None
+    hw = half_width(c)
+    return None if hw is None else math.expm1(_RESOLVE * hw)
+
+
 def advice(c: dict, alpha: float = ALPHA) -> dict:
     """What would decide an inconclusive comparison: "processes_needed" (per
     arm) and "schedule", the next declared stage that reaches it, or None
-    with a "schedule_note" when even 40 would not."""
-    d, ch = c["delta"], abs(c["change"])
-    # Two ways to decide it: show the observed difference is real (an
-    # effect of |change|), or show it lies inside +/- delta (a CI
-    # half-width under delta - |change|). Size for the larger of the two
-    # targets, i.e. the cheaper way; sizing the equivalence side with the
-    # test's power formula errs on the generous side. max(...) >= delta/2
-    # > 0, so the target is never zero.
-    target = max(ch, d - ch)
-    cv = c.get("cv_robust")
-    if cv is None:
-        na, nb = c["n_a"], c["n_b"]
-        cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
-    need = processes_needed(cv, target, alpha)
+    with a "schedule_note" when even 40 would not.
+
+    The CI's half-width shrinks as 1/sqrt(n); two ways to decide: a CI that
+    clears 1 (an effect of |estimate - 1|: 1.43 half-widths, 80% power) or
+    a CI inside +/- delta (half-width under delta - |estimate - 1|). Sized
+    for the cheaper of the two from the CI measured, which carries this
+    run's noise, pairing and shape (validation/compare/verdict_rule.py
+    checks the sizing on the rule itself). Without a CI (too few processes
+    for one), the normal sizing formula over the robust CV."""
+    d = c["delta"]
+    est = c.get("estimate", c["ratio"])
+    ch = abs(math.log(est)) if est and est > 0 else abs(c["change"])
+    n = max(c["n_a"], c["n_b"])
+    hw = half_width(c)
+    if hw is not None and hw > 0 and n >= 2:
+        targets = [ch / _RESOLVE if ch > 0 else 0.0, max(math.log1p(d) - ch, 0.0) / _RESOLVE * 1.0]
+        need = min(math.ceil(n * (hw / t) ** 2) if t > 0 else math.inf for t in targets)
+        need = max(MIN_PROCESSES, need) if math.isfinite(need) else 10 ** 6
+    else:
+        target = max(ch, d - ch)
+        cv = c.get("cv_robust")
+        if cv is None:
+            na, nb = c["n_a"], c["n_b"]
+            cv = c["aa_noise"] / (math.sqrt(1 / na + 1 / nb) * MEDIAN_EFFICIENCY) if na > 1 and nb > 1 else 0.0
+        need = processes_needed(cv, target, alpha)
     # "More" means a stage beyond what already ran: re-running the same
     # count would not change an inconclusive answer.
-    out: dict = {"processes_needed": need, "schedule": next_schedule(max(need, max(c["n_a"], c["n_b"]) + 1))}
+    out: dict = {"processes_needed": int(need), "schedule": next_schedule(max(need, n + 1))}
     if out["schedule"] is None:
         out["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
                                 f"schedule {', '.join(map(str, SCHEDULE))}")

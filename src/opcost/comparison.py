@@ -169,10 +169,27 @@ def system_wide(triples: list[tuple[dict, dict, dict]], switches: dict[str, int]
     return out
 
 
-def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0) -> dict:
+def rounds_of(res_a: dict, res_b: dict, ma: list, mb: list):
+    """The rounds of the processes behind the per-process medians ma, mb of
+    one interleaved run (its processes with samples, in order, each with
+    "round"): the pairing of paired rounds; None when they do not line up."""
+    def one(res: dict, meds: list):
+        kept = [p for p in res.get("processes") or [] if p.get("samples")]
+        if len(kept) != len(meds) or not all(isinstance(p.get("round"), int) for p in kept):
+            return None
+        return [p["round"] for p in kept]
+
+    ra, rb = one(res_a, ma), one(res_b, mb)
+    return None if ra is None or rb is None else (ra, rb)
+
+
+def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0,
+          interleaved: bool = False) -> dict:
     """One benchmark's comparison from two result documents (opcost.result/1
     `results[]` entries); `key` names the row. Verdicts come later, from
-    `finish` (Holm across the report)."""
+    `finish` (Holm across the report). interleaved: A and B were measured
+    in the same rounds of one run (ab, variants), so complete rounds pair
+    them (abtest.test_and_estimate); two stored runs never pair."""
     sa, sb = Summary.of(res_a), Summary.of(res_b)
     e = {"bench": res_a["bench"], "key": key, "op": res_a.get("op", ""),
          "a": {"params": res_a.get("params"), "summary": sa.raw},
@@ -185,7 +202,7 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
         return e
     from . import abtest
 
-    e.update(abtest.compare_arms(ma, mb, delta=delta))
+    e.update(abtest.compare_arms(ma, mb, delta=delta, rounds=rounds_of(res_a, res_b, ma, mb) if interleaved else None))
     counted = counters_compared(res_a, res_b)
     if counted:
         e["counters"] = counted
@@ -274,7 +291,7 @@ def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, en
     its looks (sequential.py); any other by the fixed design."""
     switches = switches or {}
     pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
-    entries = [entry(ra, rb, delta=delta, key=ra["bench"], switches=switches.get(ra["bench"], 0))
+    entries = [entry(ra, rb, delta=delta, key=ra["bench"], switches=switches.get(ra["bench"], 0), interleaved=True)
                for ra, rb in pairs]
     context: dict = {"env": env}
     sw = system_wide([(e, ra, rb) for e, (ra, rb) in zip(entries, pairs)], switches)
@@ -312,7 +329,8 @@ def boundary_of(pairs) -> str:
     return "obf"
 
 
-def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int) -> list[bool]:
+def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, rounds: int,
+                  entries: list | None = None) -> list[bool]:
     """The live look of a sequential `ab` after `rounds` rounds: per benchmark
     (its A and B processes), whether it is settled (the same replay as the
     final document's, so the two agree). One that cannot be compared (an
@@ -322,6 +340,8 @@ def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, r
     got = [arms(pa, pb) for pa, pb in pairs]
     decided, _ = sequential.decide([g if min(len(g[1]), len(g[3])) >= 2 else None for g in got],
                                    delta=delta, rounds=rounds, final=False, boundary=boundary_of(pairs))
+    if entries is not None:   # the look's statistics, for what the caller says (resolvable)
+        entries.extend(decided)
     return [d is None or bool(d["sequential"]["settled"]) for d in decided]
 
 
@@ -370,7 +390,7 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
             refs.setdefault(r["params"].get("cpu"), r)
     cpus = list(dict.fromkeys(r["params"].get("cpu") for r in mine))
     groups = [[r for r in mine if r["params"].get("cpu") == c] for c in cpus]
-    entries = [entry(g[0], r, delta=delta, key=r["key"]) for g in groups for r in g[1:]]
+    entries = [entry(g[0], r, delta=delta, key=r["key"], interleaved=True) for g in groups for r in g[1:]]
     entries, summary = finish(entries)
 
     def ref_ns(r: dict):

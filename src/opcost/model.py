@@ -94,6 +94,18 @@ opcost.comparison/1
     differs (the CI excludes no change), note?, partial?, reason?}; the CIs
     are percentile bootstraps over per-process medians, the resampling of
     ci95_ratio's.
+  issue 25: comparisons[] add estimate (B/A: Hodges-Lehmann, of per-round
+    log ratios when paired, else of the shift of log times; the figure the
+    verdict and the table use), ci95_estimate (its exact interval: signed-rank
+    or Moses; null when the sizes cannot reach 95%), estimator, paired,
+    n_pairs (paired only), test (the test p_value is now from: Wilcoxon
+    signed-rank on paired rounds, min(p_MWU, p_KS) calibrated by permutation,
+    or twice the smaller with ties), p_floor, resolvable, beyond_delta
+    (slower/faster); delta is the requested delta (no longer widened by
+    noise); same/negligible need ci95_estimate inside +/- delta,
+    slower/faster significance and the CI on one side of 1;
+    sequential.looks[] add estimate; ci_at_level is the exact interval at
+    the look's level. ratio, ci95_ratio keep their meaning.
 
 opcost.series/1
   issue 14: schema, opcost_version, kind (stored: labelled runs from the
@@ -685,3 +697,22 @@ def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
             out[k] = v
     out["flags"] = flags
     return out
+
+
+def verdict_estimate(e: Mapping) -> tuple[Any, Any]:
+    """The B/A a comparison entry's verdict rests on and its 95% CI: the
+    `estimate` (issue 25: Hodges-Lehmann, paired or not) when the entry has
+    one, else (a document from before) the ratio of medians."""
+    if "estimate" in e:
+        return e.get("estimate"), e.get("ci95_estimate")
+    return e.get("ratio"), e.get("ci95_ratio")
+
+
+def methods_text(entries) -> str:
+    """What the B/A and p of a comparison's table are: each estimator and
+    test its entries used, once ("" for a document from before)."""
+    est = list(dict.fromkeys(e["estimator"] for e in entries if isinstance(e.get("estimator"), str)))
+    tests = list(dict.fromkeys(e["test"] for e in entries if isinstance(e.get("test"), str)))
+    if not est and not tests:
+        return ""
+    return f"B/A: {'; '.join(est)}; p: {'; '.join(tests)}"

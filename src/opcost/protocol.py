@@ -141,6 +141,43 @@ DEFAULT_DELTA = "2"
 # The declared schedule of processes per arm (docs/statistics.md): the stages of
 # `ab`'s sequential design, and the counts an inconclusive verdict points to.
 SCHEDULE = (10, 20, 40)
+# Complete interleaved rounds from which an A/B is tested paired (abtest:
+# signed-rank on per-round log ratios); its smallest p is 2 / 2^n, so below
+# 10 rounds (the first sequential look; 2 / 2^10 = 0.002 leaves room for Holm
+# over up to 25 comparisons) the unpaired permutation test (smallest p
+# 2 / C(2n, n)) is used.
+PAIRED_MIN = 10
+
+
+def best_p(n: int, comparisons: int = 1) -> float:
+    """The smallest Holm-adjusted p a fixed design of n processes per arm
+    can give (every comparison at its test's floor): what such a run can
+    at best show, known before measuring. Pure Python (`--help` imports
+    this module)."""
+    import math
+
+    if n < 2:
+        return 1.0
+    floor = 2.0 / 2.0 ** n if n >= PAIRED_MIN else 2.0 / math.comb(2 * n, n)
+    return min(1.0, max(1, comparisons) * floor)
+
+
+def never_significant(n: int, comparisons: int = 1, alpha: float = 0.05) -> str | None:
+    """One line saying that -p n can never give a significant difference
+    (with `comparisons` compared, Holm-adjusted), and the smallest -p that
+    can; None when it can."""
+    bp = best_p(n, comparisons)
+    if bp < alpha:
+        return None
+    m = next(k for k in range(n + 1, 1000) if best_p(k, comparisons) < alpha)
+    across = f" over {comparisons} comparisons (Holm)" if comparisons > 1 else ""
+    # Moses' exact 95% interval needs 1 / C(2n, n) <= 0.025, i.e. n >= 4
+    no_ci = n < 4
+    return (f"-p {n}: the smallest p {n} processes per arm can give is {bp:.2g}{across}, never under {alpha:g}: "
+            "no difference can be shown" + (" and no 95% interval can be formed (every verdict: inconclusive)"
+                                            if no_ci else "") + f"; -p {m} or more can show one")
+
+
 # `ab`'s sequential design: its alpha-spending boundaries (sequential.py),
 # the default first. Pocock: by simulation (validation/compare/boundary.py)
 # as powerful as O'Brien-Fleming here and about twice as quick to a verdict.
@@ -166,7 +203,7 @@ def add_delta(parser: argparse.ArgumentParser, interleaved: bool = True) -> None
     fraction (check_numbers converts it, BOUNDS["delta"])."""
     parser.add_argument("--delta", default=DEFAULT_DELTA, metavar="PCT",
                         help="practical threshold in percent (default 2" +
-                        ("; raised to twice the measured noise)" if interleaved else ")"))
+                        ("; fixed: a run too noisy for it is inconclusive)" if interleaved else ")"))
 
 
 def check_numbers(args: argparse.Namespace, flag_of) -> None:

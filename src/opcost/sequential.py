@@ -22,13 +22,14 @@ the statistics of each look are abtest.py's.
   (corr(Z_j, Z_k) = sqrt(t_j / t_k)); Pocock z = 2.368, 2.368, 2.226,
   O'Brien-Fleming 3.920, 2.774, 1.979 (nominal levels 2 - 2 Phi(z_k)). Exact, not a
   Bonferroni split of the increments: the looks are strongly correlated.
-- The p tested: twice the smaller of Mann-Whitney's and KS's (combined_p).
+- The p tested: compare_arms' (issue 25: the signed-rank test on per-round
+  log ratios when the rounds pair A and B, else the calibrated min-p).
 - A benchmark is settled at look k when its Holm-adjusted p (across every
   benchmark of the report, the settled ones with the p they settled with)
-  is under the look's level and the estimate is beyond delta (slower,
-  faster), or when its CI at the look's level (the 95% CI stretched on the
-  log scale by z_k / z_0.975) lies inside +/- delta (same, or negligible when
-  also significant). At the last look a verdict is whatever it is
+  is under the look's level and its CI at the look's level (the exact
+  interval of the estimate at that confidence) is on one side of 1 and not
+  inside +/- delta (slower, faster), or when that CI lies inside +/- delta
+  (same, or negligible when also significant). At the last look a verdict is whatever it is
   (inconclusive allowed). A settled benchmark is measured no more; the run
   stops when all are settled.
 """
@@ -48,7 +49,8 @@ norm = stats.norm
 
 STAGES = abtest.SCHEDULE
 ALPHA = abtest.ALPHA
-TEST = "twice the smaller p of Mann-Whitney U and Kolmogorov-Smirnov (Bonferroni), Holm across benchmarks"
+TEST = ("Wilcoxon signed-rank on per-round log ratios (paired rounds; unpaired: min of Mann-Whitney U and "
+        "Kolmogorov-Smirnov calibrated by permutation), Holm across benchmarks")
 _GRID = 1201        # integration points per look (odd: Simpson); levels to ~1e-9
 Z95 = float(norm.ppf(0.975))
 
@@ -193,11 +195,13 @@ def combined_p(c: dict) -> float:
 Arms = tuple[list[int], list[float], list[int], list[float]]
 
 
-def _at(arms: Arms, n: int | None) -> tuple[list[float], list[float]]:
+def _at(arms: Arms, n: int | None) -> tuple[list[float], list[float], tuple[list[int], list[int]]]:
     ra, ma, rb, mb = arms
     if n is None:
-        return list(ma), list(mb)
-    return [m for r, m in zip(ra, ma) if r < n], [m for r, m in zip(rb, mb) if r < n]
+        return list(ma), list(mb), (list(ra), list(rb))
+    ka = [i for i, r in enumerate(ra) if r < n]
+    kb = [i for i, r in enumerate(rb) if r < n]
+    return [ma[i] for i in ka], [mb[i] for i in kb], ([ra[i] for i in ka], [rb[i] for i in kb])
 
 
 def plan(rounds: int, stages: tuple[int, ...] = STAGES) -> tuple[int, ...]:
@@ -230,11 +234,12 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
                   if g is not None and not (state[i] or {}).get("sequential", {}).get("settled")]
         fresh = {}
         for i, g in active:
-            a, b = _at(g, lk.processes)
+            a, b, rr = _at(g, lk.processes)
             if len(a) < 2 or len(b) < 2:
                 continue
-            c = abtest.compare_arms(a, b, delta=delta, resamples=resamples)
-            c["p_value"] = combined_p(c)
+            c = abtest.compare_arms(a, b, delta=delta, resamples=resamples, rounds=rr)
+            # the CI at the look's level: the exact interval of the test at that confidence
+            c["_ci_level"] = abtest.test_and_estimate(a, b, rr, conf=lk.ci_level)["ci95_estimate"]
             fresh[i] = c
         family = [i for i in range(len(arms)) if i in fresh or state[i] is not None]
         padj = abtest.holm([(fresh[i] if i in fresh else state[i])["p_value"] for i in family])   # type: ignore[index]
@@ -242,13 +247,17 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
             if i not in fresh:
                 continue
             c = dict(fresh[i], p_adjusted=pa)
-            wide = widened(c["ratio"], c["ci95_ratio"], lk.z)
-            c["verdict"] = abtest.verdict(c["ratio"], wide, pa, c["delta"], lk.p_level)
+            wide = c.pop("_ci_level")
+            c["verdict"] = abtest.verdict(c["estimate"], wide, pa, c["delta"], lk.p_level)
+            if c["verdict"] in ("slower", "faster"):
+                c["beyond_delta"] = abtest.beyond_delta(wide, c["delta"])
             inside = wide is not None and 1 - c["delta"] <= wide[0] and wide[1] <= 1 + c["delta"]
-            why = ("significant at the look's level and beyond delta" if c["verdict"] in ("slower", "faster")
+            why = ("significant at the look's level, its CI at that level on one side of 1 and not inside +/- delta"
+                   if c["verdict"] in ("slower", "faster")
                    else "its CI at the look's level lies inside +/- delta" if inside
                    else ("last look" if end else "the run ended here") if last else None)
             history[i].append({"look": lk.number, "n_a": c["n_a"], "n_b": c["n_b"], "ratio": c["ratio"],
+                               "estimate": c["estimate"],
                                "p_adjusted": pa, "p_level": lk.p_level, "ci_at_level": wide,
                                "verdict": c["verdict"]})
             c["sequential"] = {"look": lk.number, "processes_per_arm": lk.processes, "p_level": lk.p_level,

@@ -9,7 +9,7 @@ from typing import Any
 import re
 
 from .safetext import printable
-from .model import Summary, result_key
+from .model import Summary, methods_text, result_key, verdict_estimate
 
 
 def fmt_ns(x: Any) -> str:
@@ -359,8 +359,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             rows.append([e["key"], e["op"], "-", "-", "-", "-", "-", "-", "-"])
             notes.append(f"  {e['key']}: {e['status']}")
             continue
-        ci = e.get("ci95_ratio")
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
+        est, ci = verdict_estimate(e)
+        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
         if e["verdict"] == "inconclusive":
@@ -368,6 +368,9 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             sched = e.get("schedule")
             notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
                          + (f": rerun with -p {sched}" if sched else f" ({e.get('schedule_note', 'beyond the 10/20/40 schedule')})"))
+        if e.get("p_floor", 0.0) >= 0.05:
+            notes.append(f"  {e['key']}: {e['n_a']} and {e['n_b']} processes can give no p under 0.05 (the smallest "
+                         f"is {e['p_floor']:.2g}): no difference can be shown at this size")
         if e["delta"] > doc["delta_requested"] + 1e-12:
             notes.append(f"  {e['key']}: delta raised from {fmt_pct(doc['delta_requested'])} to {fmt_pct(e['delta'])}: "
                          "twice the measured A/A noise")
@@ -381,9 +384,12 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
+        how = methods_text(doc["comparisons"])
         out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
-                   "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks")
+                   + (f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
+                      "benchmarks; delta fixed" if how else
+                      "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
+                      "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"))
     for e in doc["comparisons"]:
         if "savings" in e:
             per = ("per op" if not e["savings"]["A"].get("elapsed per switch")
@@ -460,7 +466,8 @@ def _design_text(doc: dict) -> str:
     lines = [f"sequential design: looks after {', '.join(str(lk['processes_per_arm']) for lk in planned)} processes "
              f"per arm ({d['spending']} alpha spending); significant at p (Holm) under "
              + ", ".join(f"{lk['p_level']:.2g}" for lk in planned) + ";\n"
-             "a verdict is settled when significant beyond delta, or when its CI at that level lies inside +/- delta"]
+             "a verdict is settled when significant with its CI at that level on one side of 1 and not inside +/- delta, "
+             "or when that CI lies inside +/- delta"]
     n = len(planned)
     for e in doc["comparisons"]:
         q = e.get("sequential")

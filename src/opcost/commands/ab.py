@@ -59,11 +59,30 @@ def sequential_look(stages: tuple[int, ...], delta: float):
         from ..comparison import settled_after
 
         pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
-        done = settled_after([(a.processes, b.processes) for a, b in pairs], delta=delta, rounds=stages[number - 1])
+        seen: list = []
+        done = settled_after([(a.processes, b.processes) for a, b in pairs], delta=delta, rounds=stages[number - 1],
+                             entries=seen)
         for (a, b), d in zip(pairs, done):
             a.settled = b.settled = d
+        if number == 1:   # what this noise can resolve, said before the user waits for more stages
+            from ..console import warn
+
+            for (a, _), d, e in zip(pairs, done, seen):
+                if not d and e is not None:
+                    warn(resolvable_line(a.variant.bench, e, delta))
         return not all(done)
     return look
+
+
+def resolvable_line(bench: str, e: dict, delta: float) -> str:
+    """After the first look: the smallest difference this noise and N can
+    resolve (abtest.resolvable), against delta."""
+    r = e.get("resolvable")
+    n = e.get("n_a")
+    if r is None:
+        return f"{bench}: after {n} processes per arm the noise leaves no difference resolvable yet; measuring on"
+    return (f"{bench}: after {n} processes per arm this noise resolves about {r:.1%} (80% of the time; delta "
+            f"{delta:.1%}); 20 and 40 per arm: about {r / 2 ** 0.5:.1%} and {r / 2:.1%}; measuring on")
 
 
 def run(args, argv) -> int:
@@ -94,6 +113,12 @@ def _run(args, argv) -> int:
     if args.processes is not None and args.boundary is not None:
         raise UsageError(f"--boundary {args.boundary} is for the sequential design; -p {args.processes} "
                          "is the fixed one (drop one of them)")
+    if args.processes is not None:   # the fixed design: say before measuring when it cannot show anything
+        from ..console import warn
+
+        why = protocol.never_significant(args.processes, len(pairs))
+        if why:
+            warn(why)
     if args.processes is None:   # the sequential design: stage 1, look, more rounds while needed
         settings.stages = protocol.SCHEDULE
         settings.boundary = args.boundary or protocol.BOUNDARY

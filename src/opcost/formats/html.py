@@ -43,7 +43,7 @@ import re
 from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
-from ..model import SERIES_SCHEMA, Summary, process_medians, result_key
+from ..model import SERIES_SCHEMA, Summary, methods_text, process_medians, result_key, verdict_estimate
 from ..tables import fmt_ns
 from ..safetext import printable
 
@@ -690,9 +690,9 @@ def _comparison_page(page: _Page, doc: dict) -> None:
     rows = []
     for e in entries:
         v = e.get("verdict")
-        ci = e.get("ci95_ratio")
+        est, ci = verdict_estimate(e)
         rows.append([esc(e.get("key") or e.get("bench")), esc(e.get("op", "")), fmt_ns(e.get("median_a")),
-                     fmt_ns(e.get("median_b")), f"{e['ratio']:.4f}" if isinstance(e.get("ratio"), (int, float)) else "-",
+                     fmt_ns(e.get("median_b")), f"{est:.4f}" if isinstance(est, (int, float)) else "-",
                      _ci_text(ci, lambda x: f"{x:.4f}"),
                      f"{e['p_adjusted']:.2g}" if isinstance(e.get("p_adjusted"), (int, float)) else "-",
                      _pct(e.get("delta")),
@@ -703,7 +703,8 @@ def _comparison_page(page: _Page, doc: dict) -> None:
         counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
         page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
                  f"benchmark(s) ({counts}). Verdicts are B relative to A; p: Mann-Whitney U and "
-                 "Kolmogorov-Smirnov over per-process medians, Holm-adjusted across benchmarks.</p>")
+                 "Kolmogorov-Smirnov over per-process medians, Holm-adjusted across benchmarks."
+                 + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
     notes = []
     for e in entries:
         for f in e.get("flags") or []:
@@ -760,14 +761,14 @@ def _ratio_plot(page: _Page, entries: list[dict]) -> None:
         d = float(e["delta"]) if isinstance(e.get("delta"), (int, float)) else 0.0
         ax.fill_betweenx([i - 0.4, i + 0.4], 1 - d, 1 + d, color="#dddddd", lw=0)
         color = _VERDICT_COLORS.get(e.get("verdict"), "#555555")
-        ci = e.get("ci95_ratio")
+        est, ci = verdict_estimate(e)
         if _ok_ci(ci):
             ax.plot([ci[0], ci[1]], [i, i], color=color, lw=2.2, solid_capstyle="butt")
-        ax.plot([e["ratio"]], [i], marker="o", color=color, ms=5)
+        ax.plot([est], [i], marker="o", color=color, ms=5)
     ax.axvline(1.0, color="#333", lw=0.8)
     ax.set_yticks(range(len(entries)), [_plain(e.get("key") or e.get("bench"), 48) for e in entries])
     ax.set_ylim(len(entries) - 0.5, -0.5)
-    ax.set_xlabel("B/A (ratio of medians): below 1 B is faster; grey: within delta")
+    ax.set_xlabel("B/A (the estimate the verdict uses): below 1 B is faster; grey: within delta")
     ax.grid(axis="x", color="#eee", lw=0.6)
     page.plot(fig, "B/A of every benchmark with its 95% CI, coloured by verdict (green faster, red slower, "
               "grey same or negligible, amber inconclusive); the grey band is ±delta around 1.",

@@ -8,7 +8,7 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..model import Summary
+from ..model import Summary, methods_text, verdict_estimate
 
 NAME = "markdown"
 KINDS = ("result", "comparison")
@@ -99,9 +99,9 @@ def _comparison(doc: dict) -> list[str]:
                          "decide it" + (f" (rerun with -p {sched})" if sched else ""))
         for f in e.get("flags", []):
             notes.append(f"- {key}: {escape(f.get('text', ''))}")
-        ci = e.get("ci95_ratio")
+        est, ci = verdict_estimate(e)
         verdict = e.get("verdict") or "-"
-        rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
+        rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
                      f"{ci[0]:.4f} – {ci[1]:.4f}" if ci else "-", f"{e['p_adjusted']:.2g}", fmt_pct(e["delta"]),
                      f"**{verdict}**" if verdict in ("slower", "faster") else verdict])
     out += table(rows, {2, 3, 4, 6, 7})
@@ -109,7 +109,8 @@ def _comparison(doc: dict) -> list[str]:
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "
-                "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."]
+                "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."
+                + (f" {escape(methods_text(doc['comparisons']))}." if methods_text(doc["comparisons"]) else "")]
     if notes:
         out += ["", *notes]
     if doc.get("unmatched"):
