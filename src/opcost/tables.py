@@ -343,10 +343,16 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         def name(r):
             return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
                     + f", {r.get('created', '')}")
-        out.append(f"A: {name(doc['a'])}\nB: {name(doc['b'])}\n"
+        def side(r):
+            return name(r) if not r.get("runs") else f"{len(r['runs'])} runs: " + "; ".join(map(name, r["runs"]))
+        out.append(f"A: {side(doc['a'])}\nB: {side(doc['b'])}\n"
                    "not interleaved: A and B ran at different times, so drift between them is part of the difference")
+        if any(e.get("unit") == "run" for e in doc["comparisons"]):
+            out[-1] += ("\nthe run is the unit: each run's figure is the median of its process medians, and the "
+                        "verdict rests on the spread between runs")
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
+    withheld: dict[str, list[str]] = {}
     for e in doc["comparisons"]:
         e = {**e, "key": printable(e["key"])}
         if "ratio" not in e:
@@ -357,7 +363,7 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
-        if e["verdict"] == "inconclusive":
+        if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")
             notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
@@ -368,16 +374,21 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
         if e.get("withheld"):
-            notes.append(f"  {e['key']}: no verdict: {e['withheld']}")
+            withheld.setdefault(e["withheld"], []).append(e["key"])
+        if e.get("runs_needed"):
+            notes.append(f"  {e['key']}: inconclusive: about {e['runs_needed']} runs a side would likely decide it")
+    notes += [f"  {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
     if (doc.get("design") or {}).get("kind") == "sequential":
         out.append(_design_text(doc))
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
-                   "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks")
+        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
+                   + ("verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
+                      "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"
+                      if not any(e.get("unit") == "run" for e in doc["comparisons"]) else
+                      "verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across benchmarks; B/A: the geometric means of the runs' medians"))
     for e in doc["comparisons"]:
         if "savings" in e:
             per = ("per op" if not e["savings"]["A"].get("elapsed per switch")

@@ -656,6 +656,9 @@ def _arm_text(arm: dict) -> str:
         return esc(arm)
     if "params" in arm:
         return esc(_params_text(arm.get("params")))
+    if isinstance(arm.get("runs"), list) and arm["runs"]:
+        return f"{len(arm['runs'])} runs: " + "; ".join(_arm_text({k: v for k, v in r.items() if k != "runs"})
+                                                       for r in arm["runs"] if isinstance(r, dict))
     t = f"run {arm.get('run_id', '?')}"
     if arm.get("label"):
         t += f" ({printable(arm['label'])})"
@@ -696,14 +699,18 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                      _ci_text(ci, lambda x: f"{x:.4f}"),
                      f"{e['p_adjusted']:.2g}" if isinstance(e.get("p_adjusted"), (int, float)) else "-",
                      _pct(e.get("delta")),
-                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or "-")])
+                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or
+                                                                         ("no verdict" if e.get("withheld") else "-"))])
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if isinstance(s.get("geomean_ratio"), (int, float)):
         counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
         page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
-                 f"benchmark(s) ({counts}). Verdicts are B relative to A; p: Mann-Whitney U and "
-                 "Kolmogorov-Smirnov over per-process medians, Holm-adjusted across benchmarks.</p>")
+                 f"benchmark(s) ({counts or 'no verdict'}). Verdicts are B relative to A; p: "
+                 + ("Welch's t over the runs' log medians (the run is the unit)"
+                    if any(e.get("unit") == "run" for e in entries) else
+                    "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
+                 + ", Holm-adjusted across benchmarks.</p>")
     notes = []
     for e in entries:
         for f in e.get("flags") or []:
@@ -712,6 +719,8 @@ def _comparison_page(page: _Page, doc: dict) -> None:
         if e.get("verdict") == "inconclusive" and e.get("processes_needed"):
             notes.append(f"{esc(e.get('key'))}: inconclusive: about {esc(e['processes_needed'])} processes per arm "
                          "would likely decide it")
+        if e.get("withheld"):
+            notes.append(f"{esc(e.get('key'))}: no verdict: {esc(e['withheld'])}")
     if doc.get("unmatched"):
         notes.append("not in both runs (not compared): " + esc(", ".join(map(str, doc["unmatched"]))))
     if notes:

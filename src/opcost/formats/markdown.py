@@ -81,6 +81,9 @@ def _comparison(doc: dict) -> list[str]:
         if doc.get("interleaved"):
             p = x.get("params")
             return escape(",".join(f"{k}={v}" for k, v in p.items()) if isinstance(p, dict) else (p or "(defaults)"))
+        if x.get("runs"):
+            return f"{len(x['runs'])} runs (" + ", ".join(
+                str(r.get("run_id")) + (f" {escape(r['label'])}" if r.get("label") else "") for r in x["runs"]) + ")"
         return f"run {x.get('run_id')}" + (f" ({escape(x['label'])})" if x.get("label") else "")
 
     out = [f"**A**: {who(doc['a'])}, **B**: {who(doc['b'])}"
@@ -88,6 +91,7 @@ def _comparison(doc: dict) -> list[str]:
            ""]
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
+    withheld: dict[str, list[str]] = {}
     for e in doc["comparisons"]:
         key = escape(e["key"])
         if "ratio" not in e:
@@ -99,6 +103,8 @@ def _comparison(doc: dict) -> list[str]:
                          "decide it" + (f" (rerun with -p {sched})" if sched else ""))
         for f in e.get("flags", []):
             notes.append(f"- {key}: {escape(f.get('text', ''))}")
+        if e.get("withheld"):
+            withheld.setdefault(escape(e["withheld"]), []).append(key)
         ci = e.get("ci95_ratio")
         verdict = e.get("verdict") or "-"
         rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{e['ratio']:.4f}",
@@ -108,8 +114,12 @@ def _comparison(doc: dict) -> list[str]:
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "
-                "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."]
+        runs = any(e.get("unit") == "run" for e in doc["comparisons"])
+        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) "
+                f"({counts or 'no verdict'}). Verdicts are B relative to A; p over "
+                + ("the runs' medians (the run is the unit)" if runs else "per-process medians")
+                + ", Holm-adjusted across benchmarks."]
+    notes += [f"- {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     if notes:
         out += ["", *notes]
     if doc.get("unmatched"):
