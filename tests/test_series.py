@@ -250,3 +250,38 @@ def test_report_takes_a_series_and_html_takes_several_runs(run_cli, tmp_path):
     cp = run_cli("report", "id:1", "id:2", "id:3", "-f", "html", "-o", str(page))
     assert cp.returncode == 0, cp.stderr
     assert page.read_bytes().count(b"<svg") >= 1
+
+
+def test_labels_carry_their_flags_and_an_end_change_point_is_unconfirmed():
+    """Issue 25: a flagged label is marked in the table, JSON, markdown and
+    HTML; a change point at the last label rests on that label alone and
+    is `unconfirmed`, with how to confirm it; one inside is not."""
+    from opcost.formats import markdown
+    from opcost.tables import format_series
+
+    xs = synthetic(6, 0.10, 5, seed=3)
+    flags = [{"flag": "contended", "detail": "46.6% of the measured time lost"}]
+    labels = [Label(f"c{i}", list(x), [i + 1], flags=flags if i == 2 else []) for i, x in enumerate(xs)]
+    doc = document(labels, kind="stored", interleaved=False, bench="syscall.null", spec="syscall.null",
+                   by="commit", order="time", delta=0.02, notes=[])
+    doc = json.loads(json.dumps(doc, allow_nan=False))
+    assert doc["labels"][2]["flags"] == flags and doc["labels"][0]["flags"] == []
+    (c,) = doc["change_points"]
+    assert c["index"] == 5 and c["unconfirmed"] is True and "c3, c4, c5" in c["confirm"]
+    text = format_series(doc)
+    assert "slower unconfirmed" in text and "unconfirmed: c5 is the only label on its side" in text
+    head, *rows = [ln for ln in text.splitlines() if ln.split()[:1] in (["commit"], ["c2"])]
+    assert head.split()[-1] == "flags" and rows[0].split()[-1] == "contended"
+    assert "c2: contended: 46.6% of the measured time lost" in text
+    md = markdown.serialize(doc).decode()
+    assert "| contended |" in md and "unconfirmed" in md and "46.6%" in md
+    inside = document([Label(f"c{i}", list(x), [i + 1]) for i, x in enumerate(synthetic(8, 0.10, 4, seed=4))],
+                      kind="measured", interleaved=True, bench="b", spec="b", by="k", order="over", delta=0.02,
+                      notes=[])
+    (c,) = inside["change_points"]
+    assert c["index"] == 4 and c["unconfirmed"] is False and "flags" not in format_series(inside).splitlines()[1]
+    pytest.importorskip("matplotlib")
+    from opcost.formats import html
+
+    page = html.serialize(doc).decode()
+    assert "contended" in page and "unconfirmed" in page

@@ -571,10 +571,12 @@ def format_series(doc: dict, color: bool = False) -> str:
     if doc.get("differing"):
         out.append("parameters that differ between labels:\n" + "\n".join(
             f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in doc["differing"].items()))
-    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"]]
+    flagged = any(lb.get("flags") for lb in doc["labels"])
+    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
     for lb in doc["labels"]:
         rows.append([">" if lb["change_point"] else "", _short(printable(lb["value"]), 40), str(lb["n_processes"]),
-                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])])
+                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])]
+                    + ([series_flags(lb)] if flagged else []))
     out.append(_table(rows, right={2, 3, 5, 6}))
     cps = doc["change_points"]
     if cps:
@@ -583,8 +585,10 @@ def format_series(doc: dict, color: bool = False) -> str:
             nb = c.get("neighbours")
             lines.append(
                 f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
-                f"{_chg(c)} {_verdict(c['verdict'], color)}, p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
+                f"{_chg(c)} {_verdict(c['verdict'], color)}" + (" unconfirmed" if c.get("unconfirmed") else "")
+                + f", p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
                 f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
+                + (f"\n    unconfirmed: {printable(c['confirm'])}" if c.get("unconfirmed") else "")
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
         out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
@@ -599,9 +603,21 @@ def format_series(doc: dict, color: bool = False) -> str:
         method += "\ncandidates rejected: " + "; ".join(
             f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
     out.append(method)
+    flag_notes = [f"  {_short(printable(lb['value']), 40)}: {printable(f['flag'])}"
+                  + (f": {printable(f['detail'])}" if f.get("detail") else "")
+                  + (f" (run {f['run']})" if f.get("run") is not None else "")
+                  for lb in doc["labels"] for f in lb.get("flags") or []]
+    if flag_notes:
+        out.append("flags of the labels (their figures are less trustworthy; re-measure them):\n"
+                   + "\n".join(flag_notes))
     if doc.get("notes"):
         out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in doc["notes"]))
     return "\n\n".join(out)
+
+
+def series_flags(lb: dict) -> str:
+    """A label's flags in the series table: their names, once each."""
+    return ",".join(dict.fromkeys(printable(f["flag"]) for f in lb.get("flags") or [] if f.get("flag")))
 
 
 def _seg(s: dict) -> str:

@@ -890,14 +890,18 @@ def _series_page(page: _Page, doc: dict) -> None:
         if len(series) > 1:
             page.add(f"<h2>{esc(key)}</h2>")
         at = {c["index"]: c for c in cps}
+        flagged = any(isinstance(p.get("flags"), list) and p["flags"] for p in points)
         head = ["#", "label", "processes", "median", "95% CI", "vs previous", "vs first", "change point"]
+        head += ["flags"] if flagged else []
         rows = []
         for i, p in enumerate(points):
             c = at.get(i)
             rows.append([str(i), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
                          fmt_ns(_pt(p, "median_ns", "median")), _ci_text(_pt(p, "ci95_ns", "ci")),
                          _pct(_pt(p, "change_prev", "vs_previous")), _pct(_pt(p, "change_first", "vs_first")),
-                         esc(_cp_plain(c)) if c else ""])
+                         esc(_cp_plain(c)) if c else ""]
+                        + ([esc(", ".join(dict.fromkeys(str(f.get("flag")) for f in p.get("flags") or []
+                                                        if isinstance(f, dict))))] if flagged else []))
         page.add(_table(head, rows, right={0, 2, 3, 4, 5, 6}))
         if points:
             _series_plot(page, key, points, cps, s.get("op") or doc.get("op"))
@@ -905,9 +909,17 @@ def _series_page(page: _Page, doc: dict) -> None:
             page.add("<ul class=notes>" + "".join(
                 f"<li>between {esc(_pt(points[c['index'] - 1], 'label', 'value', 'name'))} and "
                 f"{esc(_pt(points[c['index']], 'label', 'value', 'name')) if c['index'] < len(points) else '?'}: "
-                f"{esc(_cp_plain(c))}</li>" for c in cps) + "</ul>")
+                f"{esc(_cp_plain(c))}" + (f"<br>unconfirmed: {esc(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
+                + "</li>" for c in cps) + "</ul>")
         elif points:
             page.add("<p class=note>no change point found.</p>")
+        notes = [f"{esc(_pt(p, 'label', 'value', 'name'))}: {esc(f.get('flag'))}"
+                 + (f": {esc(f['detail'])}" if f.get("detail") else "")
+                 for p in points for f in (p.get("flags") or [] if isinstance(p.get("flags"), list) else [])
+                 if isinstance(f, dict)]
+        if notes:
+            page.add("<p class=note>flags of the labels (their figures are less trustworthy):</p>"
+                     "<ul class=notes>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
     for n in ("env", "env_first", "env_last"):
         if isinstance(doc.get(n), dict):
             page.add("<h2>Environment</h2>")
@@ -928,7 +940,7 @@ def _cp_plain(c: dict) -> str:
     if _ok_ci(ci):
         parts.append(f"95% CI of the ratio [{ci[0]:.4f}, {ci[1]:.4f}]")
     if c.get("verdict"):
-        parts.append(str(c["verdict"]))
+        parts.append(str(c["verdict"]) + (" unconfirmed" if c.get("unconfirmed") else ""))
     return ", ".join(parts) if parts else "step"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..model import Summary
 
 NAME = "markdown"
-KINDS = ("result", "comparison")
+KINDS = ("result", "comparison", "series")
 MANY = b"\n"
 
 # What can start markup inside a table cell or a paragraph that does not
@@ -136,6 +136,43 @@ def _short(v, width: int = 60) -> str:
     return t if len(t) <= width else t[: width - 3] + "..."
 
 
+def _pct(c: dict | None) -> str:
+    if not isinstance(c, dict) or not isinstance(c.get("change"), (int, float)):
+        return "-"
+    return f"{c['change'] * 100:+.1f}%"
+
+
+def _series(doc: dict) -> list[str]:
+    """A series: one row per label (processes, median, change against the
+    previous label, its flags), change points marked, each change point
+    with its verdict (and `unconfirmed` at an end of the series)."""
+    from ..tables import fmt_ns
+
+    out = [f"**{escape(doc.get('spec') or doc.get('bench'))}** by {escape(doc.get('by'))}, "
+           f"{len(doc.get('labels') or [])} labels"
+           + (", interleaved" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of each change)"),
+           ""]
+    rows = [["", escape(doc.get("by") or "label"), "n", "median", "vs previous", "flags"]]
+    for lb in doc.get("labels") or []:
+        flags = ", ".join(dict.fromkeys(escape(f.get("flag")) for f in lb.get("flags") or [] if isinstance(f, dict)))
+        rows.append([">" if lb.get("change_point") else "", escape(_short(lb.get("value"), 40)),
+                     str(lb.get("n_processes", "-")), fmt_ns(lb.get("median_ns")), _pct(lb.get("vs_previous")),
+                     flags])
+    out += table(rows, {2, 3, 4})
+    cps = doc.get("change_points") or []
+    out += [""] + ([f"- > {escape(c.get('label'))} (after {escape(c.get('previous'))}): "
+                    f"{(c['ratio'] - 1) * 100:+.1f}% **{escape(c.get('verdict') or '-')}**"
+                    + (f", unconfirmed: {escape(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
+                    for c in cps] or ["No change point confirmed."])
+    flagged = [f"- {escape(lb.get('value'))}: {escape(f.get('flag'))}" + (f": {escape(f['detail'])}" if f.get("detail") else "")
+               for lb in doc.get("labels") or [] for f in lb.get("flags") or [] if isinstance(f, dict)]
+    if flagged:
+        out += ["", "Flags of the labels (their figures are less trustworthy):", "", *flagged]
+    return out
+
+
 def serialize(doc: dict) -> bytes:
+    if str(doc.get("schema", "")).startswith("opcost.series/"):
+        return ("\n".join(_series(doc)) + "\n").encode()
     lines = _comparison(doc) if "comparisons" in doc else _result(doc)
     return ("\n".join(lines) + "\n").encode()
