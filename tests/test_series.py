@@ -114,7 +114,12 @@ def test_document_schema_and_json():
     assert c["label"] == "c5" and c["previous"] == "c4" and c["verdict"] == "slower"
     assert c["ci95_change"][0] < c["change"] < c["ci95_change"][1]
     assert c["left"] == {"first": "c0", "last": "c4", "n_labels": 5, "n_processes": 25}
-    assert set(c["neighbours"]) == {"ratio", "ci95_ratio", "p_value", "verdict"}
+    # stored runs, one a label: the run is the unit, so the two labels alone (one run each) are no sample
+    assert doc["unit"] == "run" and c["neighbours"] is None
+    inter = document(labels, kind="measured", interleaved=True, bench="syscall.null", spec="syscall.null",
+                     by="commit", order="over", delta=0.02, notes=[])
+    assert inter["unit"] == "process"
+    assert set(inter["change_points"][0]["neighbours"]) == {"ratio", "ci95_ratio", "p_value", "verdict"}
 
 
 def test_document_needs_three_labels():
@@ -262,6 +267,11 @@ def test_labels_carry_their_flags_and_an_end_change_point_is_unconfirmed():
     xs = synthetic(6, 0.10, 5, seed=3)
     flags = [{"flag": "contended", "detail": "46.6% of the measured time lost"}]
     labels = [Label(f"c{i}", list(x), [i + 1], flags=flags if i == 2 else []) for i, x in enumerate(xs)]
+    # the last label measured by one run only: no run-to-run spread on its side, so no change point
+    one = document(labels, kind="stored", interleaved=False, bench="syscall.null", spec="syscall.null",
+                   by="commit", order="time", delta=0.02, notes=[])
+    assert one["change_points"] == [] and "one run on a side" in one["rejected"][0]["why"]
+    labels[5].runs, labels[5].run_medians = [6, 7], [list(xs[5][:3]), list(xs[5][3:])]
     doc = document(labels, kind="stored", interleaved=False, bench="syscall.null", spec="syscall.null",
                    by="commit", order="time", delta=0.02, notes=[])
     doc = json.loads(json.dumps(doc, allow_nan=False))

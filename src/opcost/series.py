@@ -56,7 +56,8 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
         warnings.simplefilter("ignore", RuntimeWarning)
-        a = changepoint.analyse([lb.medians for lb in labels], delta=delta)
+        a = changepoint.analyse([lb.medians for lb in labels], delta=delta, runs=None if interleaved else
+                                [lb.run_medians or [lb.medians] for lb in labels])
     cps = {c["index"] for c in a["change_points"]}
     rows = []
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
@@ -82,6 +83,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     return {"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
             "labels": rows, "noise": a["noise"], "candidates": a["candidates"],
+            "unit": "process" if interleaved else "run",
             "change_points": [point(c) for c in a["change_points"]],
             "rejected": [dict(point(c), why=c["why"]) for c in a["rejected"]],
             "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}

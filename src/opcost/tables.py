@@ -598,7 +598,9 @@ def format_series(doc: dict, color: bool = False) -> str:
     nz, cand = doc["noise"], doc["candidates"]
     method = (f"method: {cand['method']}, penalty {cand['penalty']:.3g} from the noise "
               f"(sigma {nz['sigma'] * 100:.2f}% of log-median, {nz['method']}); each candidate compared between "
-              "the segments either side (Mann-Whitney U and KS over per-process medians, Holm over the candidates)")
+              "the segments either side ("
+              + ("Welch's t over the runs' log medians: the run is the unit" if doc.get("unit") == "run" else
+                 "Mann-Whitney U and KS over per-process medians") + ", Holm over the candidates)")
     if doc["rejected"]:
         method += "\ncandidates rejected: " + "; ".join(
             f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
