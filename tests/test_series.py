@@ -326,3 +326,31 @@ def test_stored_series_with_run_offsets_stays_flat():
         a = changepoint.analyse([r[0] for r in runs], table=False, resamples=200, runs=runs)
         false += len(a["change_points"])
     assert false < 9
+
+
+def test_series_run_penalty_is_calibrated_by_permuting_labels_within_rounds():
+    """Issue 25: `series --run` sets its penalty from label permutations
+    within rounds (seeded, so the same data give the same penalty). On flat
+    series with drift between rounds (each round its own offset) and
+    bimodal processes, one split beats that penalty in about 5% of series
+    by construction, and the penalty used is never below it: PELT's
+    candidates land on at most 10% of 300 seeded series (binomial tail at a
+    true 5%: 1.3e-4; seeded: 2 of 300), and the confirmed change points stay
+    under 0.05 a series (seeded: 2 in 300; the permutation penalty alone let
+    14 through, the reason the noise's penalty stays a floor)."""
+    rng = np.random.default_rng(3)
+    any_cand = cps = 0
+    for _ in range(300):
+        drift = 0.02 * rng.standard_normal(6)
+        groups = [100 * np.exp(drift + np.where(rng.random(6) < 0.3, np.log(0.8), 0.0)
+                               + 0.01 * rng.standard_normal(6)) for _ in range(8)]
+        rounds = [list(range(6))] * 8
+        a = changepoint.analyse(groups, table=False, resamples=200, rounds=rounds)
+        assert a["candidates"]["calibration"]["permutations"] == changepoint.PERMUTATIONS
+        any_cand += bool(a["candidates"]["indices"])
+        cps += len(a["change_points"])
+    assert any_cand <= 30, any_cand
+    assert cps <= 10, cps
+    p1 = changepoint.permutation_penalty(groups, rounds, seed=1)
+    assert p1 == changepoint.permutation_penalty(groups, rounds, seed=1) and 0 < p1["p_any_change"] <= 1
+    assert changepoint.permutation_penalty([g[:1] for g in groups], [[i] for i in range(8)]) is None

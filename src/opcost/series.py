@@ -34,6 +34,7 @@ class Label:
     created: str = ""
     flags: list[dict] = field(default_factory=list)   # its results' summary flags (with "run" when stored)
     run_medians: list[list[float]] = field(default_factory=list)   # per run, its process medians (stored)
+    rounds: list[int] = field(default_factory=list)   # per process, its round (measured, interleaved)
 
 
 def differing(labels: list[Label]) -> dict:
@@ -56,8 +57,9 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
         warnings.simplefilter("ignore", RuntimeWarning)
+        rounds = [lb.rounds for lb in labels] if interleaved and all(lb.rounds for lb in labels) else None
         a = changepoint.analyse([lb.medians for lb in labels], delta=delta, runs=None if interleaved else
-                                [lb.run_medians or [lb.medians] for lb in labels])
+                                [lb.run_medians or [lb.medians] for lb in labels], rounds=rounds)
     cps = {c["index"] for c in a["change_points"]}
     rows = []
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
@@ -166,13 +168,20 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
+    from .model import process_median
+
     for v, r in zip(values, results):
         meds = process_medians(r)
+        procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        rounds = [p["round"] for p in procs] if all(isinstance(p.get("round"), int) for p in procs) else []
+        if rounds and [process_median(p["samples"]) for p in procs] != meds:
+            rounds = []   # the summary's medians are not the processes' one to one: no rounds to permute
         if not meds:
             notes.append(f"{param}={v}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
                          + ": left out of the series")
             continue
-        labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r)))
+        labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
+                            rounds=rounds))
     return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
                     order="over", delta=delta, notes=notes, run_id=run_id, env=env)
 

@@ -596,8 +596,12 @@ def format_series(doc: dict, color: bool = False) -> str:
         out.append("change points: none (no step of at least "
                    f"{fmt_pct(doc['delta_requested'])} confirmed)")
     nz, cand = doc["noise"], doc["candidates"]
-    method = (f"method: {cand['method']}, penalty {cand['penalty']:.3g} from the noise "
-              f"(sigma {nz['sigma'] * 100:.2f}% of log-median, {nz['method']}); each candidate compared between "
+    cal = cand.get("calibration")
+    pen_from = (f"penalty {cand['penalty']:.3g}, the larger of the noise's and the one calibrated by permuting "
+                f"labels ({cal['penalty']:.3g}: {cal['method']}; p of any change {cal['p_any_change']:.3g}) "
+                f"(noise sigma {nz['sigma'] * 100:.2f}% of log-median"
+                if cal else f"penalty {cand['penalty']:.3g} from the noise (sigma {nz['sigma'] * 100:.2f}% of log-median")
+    method = (f"method: {cand['method']}, {pen_from}, {nz['method']}); each candidate compared between "
               "the segments either side ("
               + ("Welch's t over the runs' log medians: the run is the unit" if doc.get("unit") == "run" else
                  "Mann-Whitney U and KS over per-process medians") + ", Holm over the candidates)")
