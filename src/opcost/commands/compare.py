@@ -36,7 +36,8 @@ def sides(args) -> tuple[list[str], list[str]]:
                              "a side (--a RUN [--a RUN ...] --b RUN [--b RUN ...])")
         return args.more_a, args.more_b
     if args.run_b is None:
-        raise UsageError("give two sides: RUN_A RUN_B (e.g. compare 12 20, or compare 12,13,14 20,21,22)")
+        raise UsageError("RUN_A and RUN_B are required: give both sides (e.g. compare 12 20, or several runs a "
+                         "side: compare 12,13,14 20,21,22, or --a RUN --b RUN repeated)")
     return [args.run_a], [args.run_b]
 
 
