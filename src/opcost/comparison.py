@@ -452,8 +452,6 @@ def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float
     (replicates.py): per benchmark variant, each run's figure is the median
     of its process medians and the runs are the sample; a variant with one
     run per side keeps the process-level figures and gets no verdict."""
-    from . import replicates
-
     keyed = [[{result_key(r): r for r in run["results"]} for run in side] for side in (runs_a, runs_b)]
     order = list(dict.fromkeys(k for d in keyed[0] for k in d))
     if len(runs_a) == 1 and len(runs_b) == 1:
@@ -465,6 +463,8 @@ def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float
         seen = {k for side in keyed for d in side for k in d}
         unmatched = sorted(seen - set(both))
         pairs = [(next(d[k] for d in keyed[0] if k in d), next(d[k] for d in keyed[1] if k in d)) for k in both]
+    from . import replicates   # numpy and scipy: only once the runs are known to pair
+
     entries, sw = [], []
     for a, b in pairs:
         k = result_key(a)
