@@ -142,7 +142,11 @@ def test_compare_stored_runs(run_cli, tmp_path):
     assert doc["kind"] == "compare" and doc["interleaved"] is False
     assert [e["bench"] for e in doc["comparisons"]] == ["syscall.null", "signal.install"]
     for e in doc["comparisons"]:
-        assert e["verdict"] == "slower" and e["ratio"] == pytest.approx(1.10, rel=0.01)
+        # one run a side: the ratio and its CI within the runs, no verdict (the run is the unit)
+        assert e["verdict"] is None and e["ratio"] == pytest.approx(1.10, rel=0.01)
+        assert "one run a side" in e["withheld"] and e["ci95_ratio"][0] > 1.05
+    assert doc["summary"]["counts"]["slower"] == 0 and doc["replicates"]["unit"] == "run"
+    assert "no verdict: one run a side" in cp.stdout and "2-3 runs a side" in cp.stdout
     assert doc["unmatched"] == ["syscall.read"]
     assert doc["env_differences"] == []  # same machine
     assert "environment differences:\n  none" in cp.stdout
@@ -150,7 +154,40 @@ def test_compare_stored_runs(run_cli, tmp_path):
     back = run_cli("compare", "k2", "k1")
     assert back.returncode == 0
     rows = [ln.split() for ln in back.stdout.splitlines() if ln.split()[:1] == ["syscall.null"]]
-    assert rows and all(r[-1] == "faster" for r in rows)
+    assert rows and all(r[-1] == "-" and float(r[-6]) < 0.95 for r in rows)
+
+
+def test_compare_runs_as_replicates(run_cli, tmp_path):
+    """Several runs a side: the runs are the sample (replicates.py). The fake
+    clock gives each run its own offset (99, 100, 101: +-1%, as between
+    boots); a 10% change is `slower` over three runs a side, an A/A with the
+    same offsets is not (its ratio 1.0, well inside delta), and two runs
+    against one get no verdict."""
+    for label, fake in (("a1", 100), ("a2", 101), ("a3", 99), ("b1", 110), ("b2", 111), ("b3", 109),
+                        ("c1", 101), ("c2", 99), ("c3", 100)):
+        _stored(run_cli, label, fake, "syscall.null")
+    out = tmp_path / "c.json"
+    cp = run_cli("compare", "a1,a2,a3", "b1,b2,b3", "--json", str(out))
+    assert cp.returncode == 0, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    assert e["unit"] == "run" and e["n_a"] == 3 and e["n_b"] == 3 and e["verdict"] == "slower"
+    assert e["ratio"] == pytest.approx(1.10, rel=0.01) and e["ci95_ratio"][0] > 1.05
+    assert len(e["a"]["summary"]["run_medians_ns"]) == 3 and e["a"]["summary"]["n_processes"] == 18
+    assert "the run is the unit" in cp.stdout and "Welch" in cp.stdout
+    cp = run_cli("compare", "--a", "a1", "--a", "a2", "--a", "a3", "--b", "c1", "--b", "c2", "--b", "c3",
+                 "--json", "-")
+    doc = json.loads(cp.stdout[:cp.stdout.rindex("}") + 1])
+    (e,) = doc["comparisons"]
+    assert e["verdict"] not in ("slower", "faster") and abs(e["ratio"] - 1) < 0.01
+    assert [r["run_id"] for r in doc["a"]["runs"]] == [1, 2, 3]
+    cp = run_cli("compare", "a1,a2", "b1", "--json", str(out))
+    (e,) = json.loads(out.read_text())["comparisons"]
+    assert e["verdict"] is None and "2 run(s) against 1" in e["withheld"]
+    assert "on both sides" in one_error_line(run_cli("compare", "a1,a2", "a2,b1"))
+    assert "named twice" in one_error_line(run_cli("compare", "a1,a1", "b1"))
+    assert "not both" in one_error_line(run_cli("compare", "a1", "b1", "--a", "a2"))
+    assert "--b RUN is missing" in one_error_line(run_cli("compare", "--a", "a1"))
+    assert "no stored run" in one_error_line(run_cli("compare", "a1,nosuch", "b1"))
 
 
 def test_compare_refuses_itself_and_mismatched_runs(run_cli):

@@ -208,17 +208,18 @@ def test_several_runs_concatenate_where_the_format_allows(run_cli):
 # --- terminal: colour and width ---------------------------------------------------
 
 def test_colour_only_on_a_tty_and_never_with_no_color(run_cli, tmp_path, probe_bin):
-    for label, ns in (("a", "100"), ("b", "120")):
+    # two runs a side: a verdict needs the runs as replicates (one run a side gets none)
+    for label, ns in (("a", "100"), ("a2", "101"), ("b", "120"), ("b2", "121")):
         ok(run_cli("run", "syscall.null", "--fake-clock", ns, "-p", "6", *TINY, "--label", label))
     env = cli_env(tmp_path, COLUMNS="200")
     env.pop("NO_COLOR", None)
-    argv = cli_argv("compare", "a", "b")
+    argv = cli_argv("compare", "a,a2", "b,b2")
     assert "\x1b[31mslower\x1b[0m" in on_tty(argv, env, tmp_path)
     assert "\x1b[" not in on_tty(argv, {**env, "NO_COLOR": "1"}, tmp_path)
     assert "\x1b[" in on_tty(argv, {**env, "NO_COLOR": ""}, tmp_path)   # no-color.org: empty is unset
-    piped = ok(run_cli("compare", "a", "b", env={"NO_COLOR": ""}))
+    piped = ok(run_cli("compare", "a,a2", "b,b2", env={"NO_COLOR": ""}))
     assert "\x1b[" not in piped.stdout and " slower" in piped.stdout
-    assert "\x1b[" not in ok(run_cli("report", "--compare", "a", "b")).stdout
+    assert "\x1b[" not in ok(run_cli("report", "--compare", "a,a2", "b,b2")).stdout
 
 
 def test_tables_fit_the_terminal_and_say_what_they_left_out(run_cli, tmp_path, probe_bin):

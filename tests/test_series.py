@@ -114,7 +114,12 @@ def test_document_schema_and_json():
     assert c["label"] == "c5" and c["previous"] == "c4" and c["verdict"] == "slower"
     assert c["ci95_change"][0] < c["change"] < c["ci95_change"][1]
     assert c["left"] == {"first": "c0", "last": "c4", "n_labels": 5, "n_processes": 25}
-    assert set(c["neighbours"]) == {"ratio", "ci95_ratio", "p_value", "verdict"}
+    # stored runs, one a label: the run is the unit, so the two labels alone (one run each) are no sample
+    assert doc["unit"] == "run" and c["neighbours"] is None
+    inter = document(labels, kind="measured", interleaved=True, bench="syscall.null", spec="syscall.null",
+                     by="commit", order="over", delta=0.02, notes=[])
+    assert inter["unit"] == "process"
+    assert set(inter["change_points"][0]["neighbours"]) == {"ratio", "ci95_ratio", "p_value", "verdict"}
 
 
 def test_document_needs_three_labels():
@@ -250,3 +255,101 @@ def test_report_takes_a_series_and_html_takes_several_runs(run_cli, tmp_path):
     cp = run_cli("report", "id:1", "id:2", "id:3", "-f", "html", "-o", str(page))
     assert cp.returncode == 0, cp.stderr
     assert page.read_bytes().count(b"<svg") >= 1
+
+
+def test_labels_carry_their_flags_and_an_end_change_point_is_unconfirmed():
+    """Issue 25: a flagged label is marked in the table, JSON, markdown and
+    HTML; a change point at the last label rests on that label alone and
+    is `unconfirmed`, with how to confirm it; one inside is not."""
+    from opcost.formats import markdown
+    from opcost.tables import format_series
+
+    xs = synthetic(6, 0.10, 5, seed=3)
+    flags = [{"flag": "contended", "detail": "46.6% of the measured time lost"}]
+    labels = [Label(f"c{i}", list(x), [i + 1], flags=flags if i == 2 else []) for i, x in enumerate(xs)]
+    # the last label measured by one run only: no run-to-run spread on its side, so no change point
+    one = document(labels, kind="stored", interleaved=False, bench="syscall.null", spec="syscall.null",
+                   by="commit", order="time", delta=0.02, notes=[])
+    assert one["change_points"] == [] and "one run on a side" in one["rejected"][0]["why"]
+    labels[5].runs, labels[5].run_medians = [6, 7], [list(xs[5][:3]), list(xs[5][3:])]
+    doc = document(labels, kind="stored", interleaved=False, bench="syscall.null", spec="syscall.null",
+                   by="commit", order="time", delta=0.02, notes=[])
+    doc = json.loads(json.dumps(doc, allow_nan=False))
+    assert doc["labels"][2]["flags"] == flags and doc["labels"][0]["flags"] == []
+    (c,) = doc["change_points"]
+    assert c["index"] == 5 and c["unconfirmed"] is True and "c3, c4, c5" in c["confirm"]
+    text = format_series(doc)
+    assert "slower unconfirmed" in text and "unconfirmed: c5 is the only label on its side" in text
+    head, *rows = [ln for ln in text.splitlines() if ln.split()[:1] in (["commit"], ["c2"])]
+    assert head.split()[-1] == "flags" and rows[0].split()[-1] == "contended"
+    assert "c2: contended: 46.6% of the measured time lost" in text
+    md = markdown.serialize(doc).decode()
+    assert "| contended |" in md and "unconfirmed" in md and "46.6%" in md
+    inside = document([Label(f"c{i}", list(x), [i + 1]) for i, x in enumerate(synthetic(8, 0.10, 4, seed=4))],
+                      kind="measured", interleaved=True, bench="b", spec="b", by="k", order="over", delta=0.02,
+                      notes=[])
+    (c,) = inside["change_points"]
+    assert c["index"] == 4 and c["unconfirmed"] is False and "flags" not in format_series(inside).splitlines()[1]
+    pytest.importorskip("matplotlib")
+    from opcost.formats import html
+
+    page = html.serialize(doc).decode()
+    assert "contended" in page and "unconfirmed" in page
+
+
+def test_noise_sees_both_levels_of_bimodal_processes():
+    """Issue 25: on 70/30 processes on two levels 20% apart (1% within a
+    level), the pairwise robust estimate reads about the within-level 1%;
+    the noise must see the levels (their SD is about 10%), and stay near
+    the truth on plain normal noise."""
+    rng = np.random.default_rng(11)
+    bimodal = [np.where(rng.random(10) < 0.3, 80.0, 100.0) * np.exp(0.01 * rng.standard_normal(10))
+               for _ in range(10)]
+    true_sd = float(np.std(np.log(np.concatenate(bimodal))))
+    assert changepoint.noise(bimodal)["sigma"] > 0.7 * true_sd
+    normal = [100 * np.exp(0.02 * rng.standard_normal(10)) for _ in range(10)]
+    assert 0.015 < changepoint.noise(normal)["sigma"] < 0.027
+
+
+def test_stored_series_with_run_offsets_stays_flat():
+    """Issue 25: a flat series of stored runs (one run a label, 10
+    processes, 2% process noise, a 1% offset per run) analysed with the run
+    as the unit: at most 0.05 false change points per series
+    (validation/series/stored_runs.py measures 0.020 over 200 series). 60
+    seeded series; failing needs 9 or more false change points in 60 series
+    (Poisson tail: 4e-3 at 0.05, 5e-6 at the measured 0.020)."""
+    rng = np.random.default_rng(5)
+    false = 0
+    for _ in range(60):
+        runs = [[100 * np.exp(0.02 * rng.standard_normal(10) + 0.01 * rng.standard_normal())] for _ in range(10)]
+        a = changepoint.analyse([r[0] for r in runs], table=False, resamples=200, runs=runs)
+        false += len(a["change_points"])
+    assert false < 9
+
+
+def test_series_run_penalty_is_calibrated_by_permuting_labels_within_rounds():
+    """Issue 25: `series --run` sets its penalty from label permutations
+    within rounds (seeded, so the same data give the same penalty). On flat
+    series with drift between rounds (each round its own offset) and
+    bimodal processes, one split beats that penalty in about 5% of series
+    by construction, and the penalty used is never below it: PELT's
+    candidates land on at most 10% of 300 seeded series (binomial tail at a
+    true 5%: 1.3e-4; seeded: 2 of 300), and the confirmed change points stay
+    under 0.05 a series (seeded: 2 in 300; the permutation penalty alone let
+    14 through, the reason the noise's penalty stays a floor)."""
+    rng = np.random.default_rng(3)
+    any_cand = cps = 0
+    for _ in range(300):
+        drift = 0.02 * rng.standard_normal(6)
+        groups = [100 * np.exp(drift + np.where(rng.random(6) < 0.3, np.log(0.8), 0.0)
+                               + 0.01 * rng.standard_normal(6)) for _ in range(8)]
+        rounds = [list(range(6))] * 8
+        a = changepoint.analyse(groups, table=False, resamples=200, rounds=rounds)
+        assert a["candidates"]["calibration"]["permutations"] == changepoint.PERMUTATIONS
+        any_cand += bool(a["candidates"]["indices"])
+        cps += len(a["change_points"])
+    assert any_cand <= 30, any_cand
+    assert cps <= 10, cps
+    p1 = changepoint.permutation_penalty(groups, rounds, seed=1)
+    assert p1 == changepoint.permutation_penalty(groups, rounds, seed=1) and 0 < p1["p_any_change"] <= 1
+    assert changepoint.permutation_penalty([g[:1] for g in groups], [[i] for i in range(8)]) is None

@@ -454,35 +454,165 @@ def pair_results(run_a: dict, run_b: dict) -> tuple[list[tuple[dict, dict]], lis
 def stored_document(run_a: dict, run_b: dict, *, delta: float, switches: dict[str, int], diffs: list) -> dict:
     """The `opcost.comparison/1` document of two stored runs (`opcost
     compare`): their results matched by key, the rest listed as unmatched.
-    `diffs`: env.differences of the two runs."""
-    pairs, unmatched = pair_results(run_a, run_b)
-    id_a, id_b = run_a["run_id"], run_b["run_id"]
-    entries = [entry(a, b, delta=delta, key=result_key(a), switches=switches.get(a["bench"], 0)) for a, b in pairs]
-    sw = system_wide([(e, a, b) for e, (a, b) in zip(entries, pairs)], switches)
-    entries, summary = finish(entries)
+    `diffs`: env.differences of the two runs. One run per side: the ratio
+    and its CI within the runs, no verdict (replicates.UNREPLICATED)."""
+    return stored_runs_document([run_a], [run_b], delta=delta, switches=switches, diffs=diffs)
+
+
+def _side(runs: list[dict]) -> dict:
+    d = {"run_id": runs[0]["run_id"], "label": runs[0].get("label"), "created": runs[0].get("created")}
+    if len(runs) > 1:
+        d["runs"] = [{"run_id": r["run_id"], "label": r.get("label"), "created": r.get("created")} for r in runs]
+    return d
+
+
+def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float, switches: dict[str, int],
+                         diffs: list) -> dict:
+    """Sides of one or more stored runs compared with the run as the unit
+    (replicates.py): per benchmark variant, each run's figure is the median
+    of its process medians and the runs are the sample; a variant with one
+    run per side keeps the process-level figures and gets no verdict."""
+    keyed = [[{result_key(r): r for r in run["results"]} for run in side] for side in (runs_a, runs_b)]
+    order = list(dict.fromkeys(k for d in keyed[0] for k in d))
+    if len(runs_a) == 1 and len(runs_b) == 1:
+        pairs, unmatched = pair_results(runs_a[0], runs_b[0])
+    else:
+        both = [k for k in order if any(k in d for d in keyed[1])]
+        if not both:
+            pair_results(runs_a[0], runs_b[0])   # its one-line refusal
+        seen = {k for side in keyed for d in side for k in d}
+        unmatched = sorted(seen - set(both))
+        pairs = [(next(d[k] for d in keyed[0] if k in d), next(d[k] for d in keyed[1] if k in d)) for k in both]
+    from . import replicates   # numpy and scipy: only once the runs are known to pair
+
+    entries, sw = [], []
+    for a, b in pairs:
+        k = result_key(a)
+        rs = [[(run["run_id"], d[k]) for run, d in zip(side, ks) if k in d and Summary.of(d[k]).process_medians]
+              for side, ks in ((runs_a, keyed[0]), (runs_b, keyed[1]))]
+        if replicates.replicated(len(rs[0]), len(rs[1])):
+            entries.append(_runs_entry(k, a, rs[0], rs[1], delta=delta))
+            continue
+        e = entry(a, b, delta=delta, key=k, switches=switches.get(a["bench"], 0))
+        if "ratio" in e:
+            e["withheld"] = replicates.unreplicated(max(len(rs[0]), 1), max(len(rs[1]), 1))
+        entries.append(e)
+        sw += [(e, a, b)]
+    entries = _finish_stored(entries)
+    sysw = system_wide(sw, switches)
+    ids = [r["run_id"] for r in runs_a + runs_b]
     return document(
-        kind="compare", interleaved=False, entries=entries, summary=summary, delta=delta,
-        a={"run_id": id_a, "label": run_a.get("label"), "created": run_a.get("created")},
-        b={"run_id": id_b, "label": run_b.get("label"), "created": run_b.get("created")}, aa=False,
+        kind="compare", interleaved=False, entries=entries, summary=_counted(entries), delta=delta,
+        a=_side(runs_a), b=_side(runs_b), aa=False,
         env_differences=[{"field": f, "a": a, "b": b} for f, a, b in diffs], unmatched=unmatched,
-        env_a=run_a.get("env"), env_b=run_b.get("env"), **({"system_wide": sw} if sw else {}))
+        env_a=runs_a[0].get("env"), env_b=runs_b[0].get("env"),
+        replicates={"unit": replicates.UNIT, "runs_a": [r["run_id"] for r in runs_a],
+                    "runs_b": [r["run_id"] for r in runs_b], "n_runs": len(ids)},
+        **({"system_wide": sysw} if sysw else {}))
 
 
-def compare_stored(store, ref_a: str, ref_b: str, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
-    """The opcost.comparison/1 document of two stored runs (`opcost compare`,
-    `opcost report --compare`): refused when they are the same run, or ran on
-    different machines unless `force` (the option that says so: `force_flag`).
-    Switches per operation come from the runs' plans (A's first)."""
+def _runs_entry(key: str, res: dict, ra: list[tuple], rb: list[tuple], *, delta: float) -> dict:
+    """One benchmark variant compared run against run (replicates.compare_runs):
+    `ra`, `rb` its (run id, result) on each side."""
+    from . import replicates
+
+    def side(rs: list[tuple]) -> dict:
+        sums = [Summary.of(r) for _, r in rs]
+        meds = [m for s in sums for m in s.process_medians]
+        return {"params": rs[0][1].get("params"), "summary": {
+            "median_ns": replicates.run_figure([replicates.run_figure(s.process_medians) for s in sums]),
+            "n_processes": len(meds), "n_runs": len(rs), "runs": [i for i, _ in rs],
+            "run_medians_ns": [replicates.run_figure(s.process_medians) for s in sums],
+            "process_medians_ns": meds,
+            "flags": [dict(f, run=i) for (i, _), s in zip(rs, sums) for f in s.flags]}}
+
+    e = {"bench": res["bench"], "key": key, "op": res.get("op", ""), "a": side(ra), "b": side(rb)}
+    e.update(replicates.compare_runs([Summary.of(r).process_medians for _, r in ra],
+                                     [Summary.of(r).process_medians for _, r in rb], delta=delta))
+    e["flags"] = []
+    for arm, sd in (("A", e["a"]), ("B", e["b"])):
+        for f in sd["summary"]["flags"]:
+            detail = f.get("detail", "")
+            e["flags"].append({"arm": arm, "flag": f["flag"], "detail": detail, "run": f["run"],
+                               "text": f"{arm}: {f['flag']}" + (f": {detail}" if detail else "") + f" (run {f['run']})"})
+    return e
+
+
+def _finish_stored(entries: list[dict]) -> list[dict]:
+    """Verdicts of a stored comparison: the run-level entries by
+    replicates.decide (Holm over them), the one-run-a-side ones withheld."""
+    from . import replicates
+
+    out = list(entries)
+    runs = [i for i, e in enumerate(out) if e.get("unit") == replicates.UNIT]
+    for i, d in zip(runs, replicates.decide([out[i] for i in runs]) if runs else []):
+        out[i] = d
+    procs = [i for i, e in enumerate(out) if "ratio" in e and e.get("unit") != replicates.UNIT]
+    if procs:
+        done, _ = finish([out[i] for i in procs])
+        for i, d in zip(procs, done):
+            out[i] = dict(d, unit="process (within the runs)", verdict=None,
+                          withheld=entries[i].get("withheld") or replicates.UNREPLICATED)
+            for k in ("processes_needed", "schedule", "schedule_note"):
+                out[i].pop(k, None)
+    return out
+
+
+def _counted(entries: list[dict]) -> dict:
+    """abtest.summary over the compared entries, counting only those with a verdict."""
+    from . import abtest
+
+    s = abtest.summary([e for e in entries if "ratio" in e])
+    s["counts"] = {v: sum(1 for e in entries if e.get("verdict") == v) for v in abtest.VERDICTS}
+    return s
+
+
+def resolve_side(store, ref: str) -> list[int]:
+    """One side of `compare`: a run reference, or several joined by commas
+    (12,13,14); a reference that names a run as a whole wins."""
+    from .errors import UnknownRun
+
+    try:
+        return [store.resolve(ref)]
+    except UnknownRun:
+        if "," not in ref:
+            raise
+    parts = [p.strip() for p in ref.split(",")]
+    if any(not p for p in parts):
+        raise UsageError(f"{printable(ref)}: an empty run reference; give RUN or RUN,RUN,... (ids or labels)")
+    return [store.resolve(p) for p in parts]
+
+
+def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
+    """The opcost.comparison/1 document of stored runs (`opcost compare`,
+    `opcost report --compare`): each side one run reference, several joined
+    by commas, or a list of them; refused when a run is on both sides, or
+    runs ran on different machines unless `force` (the option that says so:
+    `force_flag`). Switches per operation come from the runs' plans (A's first)."""
     from .env import differences
     from .model import plan_of, same_machine, switches_of
 
-    id_a, id_b = store.resolve(ref_a), store.resolve(ref_b)
-    if id_a == id_b:
-        raise UsageError(f"{printable(ref_a)} and {printable(ref_b)} are the same stored run ({id_a}); "
-                         "compare two different runs, or measure noise with an interleaved "
+    sides = []
+    for ref in (ref_a, ref_b):
+        refs = [ref] if isinstance(ref, str) else list(ref)
+        ids = [i for r in refs for i in resolve_side(store, r)]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise UsageError(f"run {dup[0]} is named twice on one side; give each run once")
+        sides.append(ids)
+    ids_a, ids_b = sides
+    both = sorted(set(ids_a) & set(ids_b))
+    if both:
+        ta = printable(ref_a if isinstance(ref_a, str) else ",".join(ref_a))
+        tb = printable(ref_b if isinstance(ref_b, str) else ",".join(ref_b))
+        what = (f"{ta} and {tb} are the same stored run ({both[0]})" if len(ids_a) == len(ids_b) == 1
+                else f"run {both[0]} is on both sides ({ta} against {tb})")
+        raise UsageError(f"{what}; compare two different runs, or measure noise with an interleaved "
                          "`opcost ab BENCH --a P --b P`")
-    run_a, run_b = store.load_run(id_a, summaries=True), store.load_run(id_b, summaries=True)
-    same_machine([(id_a, run_a.get("env") or {}), (id_b, run_b.get("env") or {})], force=force,
+    runs_a = [store.load_run(i, summaries=True) for i in ids_a]
+    runs_b = [store.load_run(i, summaries=True) for i in ids_b]
+    same_machine([(r["run_id"], r.get("env") or {}) for r in runs_a + runs_b], force=force,
                  anyway=f"{force_flag} to compare anyway")
-    return stored_document(run_a, run_b, delta=delta, switches=switches_of(plan_of(run_a), plan_of(run_b)),
-                           diffs=differences(run_a.get("env") or {}, run_b.get("env") or {}))
+    return stored_runs_document(runs_a, runs_b, delta=delta,
+                                switches=switches_of(*(plan_of(r) for r in runs_a + runs_b)),
+                                diffs=differences(runs_a[0].get("env") or {}, runs_b[0].get("env") or {}))

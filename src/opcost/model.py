@@ -106,6 +106,18 @@ opcost.comparison/1
     slower/faster significance and the CI on one side of 1;
     sequential.looks[] add estimate; ci_at_level is the exact interval at
     the look's level. ratio, ci95_ratio keep their meaning.
+  issue 25 (stored): a `compare` of stored runs takes several runs a side;
+    a / b then also hold runs[] of {run_id, label, created} (run_id, label
+    and created stay the first run's); replicates {unit: "run", runs_a,
+    runs_b, n_runs}. A benchmark compared over 2+ runs a side has unit
+    "run", n_a / n_b counting runs, n_processes_a / _b, run_medians_a / _b,
+    median_a / _b (geometric means of the runs' medians), ratio (of those),
+    ci95_ratio and p_value from Welch's t on the runs' log medians, test, df,
+    run_sd, runs_needed (when inconclusive); its a / b summary {median_ns,
+    n_processes, n_runs, runs, run_medians_ns, process_medians_ns, flags
+    (each with its run)}. With one run a side (or too few): the process-level
+    figures as before, unit "process (within the runs)", verdict null and
+    `withheld` saying why (the summary's counts leave it out).
 
 opcost.series/1
   issue 14: schema, opcost_version, kind (stored: labelled runs from the
@@ -122,6 +134,13 @@ opcost.series/1
     rejected[] of {index, label, change, p_adjusted, verdict, why},
     delta_requested, alpha, notes[], env (measured) or env_differences
     (stored), run_id (measured).
+  issue 25 (stored): unit ("run" for stored series: candidates and their
+    confirmation over the runs' figures, Welch's t; "process" for measured,
+    interleaved ones); labels[].flags (the label's summary flags {flag,
+    detail, run?}); change_points[].unconfirmed (a change at the first or
+    last label) and, when true, confirm (how to re-measure it); a candidate
+    with one run on a side is rejected (why says so); noise.unit "run" and its
+    method when from runs.
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field

@@ -32,6 +32,9 @@ class Label:
     runs: list[int] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     created: str = ""
+    flags: list[dict] = field(default_factory=list)   # its results' summary flags (with "run" when stored)
+    run_medians: list[list[float]] = field(default_factory=list)   # per run, its process medians (stored)
+    rounds: list[int] = field(default_factory=list)   # per process, its round (measured, interleaved)
 
 
 def differing(labels: list[Label]) -> dict:
@@ -54,12 +57,14 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
         warnings.simplefilter("ignore", RuntimeWarning)
-        a = changepoint.analyse([lb.medians for lb in labels], delta=delta)
+        rounds = [lb.rounds for lb in labels] if interleaved and all(lb.rounds for lb in labels) else None
+        a = changepoint.analyse([lb.medians for lb in labels], delta=delta, runs=None if interleaved else
+                                [lb.run_medians or [lb.medians] for lb in labels], rounds=rounds)
     cps = {c["index"] for c in a["change_points"]}
     rows = []
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
         rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
-                     **row, "change_point": i in cps})
+                     **row, "change_point": i in cps, "flags": lb.flags})
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
@@ -74,14 +79,49 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
                 "ratio": c["ratio"], "ci95_ratio": ci, "p_value": c["p_value"],
                 "p_adjusted": c.get("p_adjusted"), "delta": c["delta"], "verdict": c.get("verdict"),
                 "left": side(c["left"]), "right": side(c["right"]),
-                "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")}}
+                "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
+                **unconfirmed(c["index"], labels, interleaved)}
 
     return {"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
             "labels": rows, "noise": a["noise"], "candidates": a["candidates"],
+            "unit": "process" if interleaved else "run",
             "change_points": [point(c) for c in a["change_points"]],
             "rejected": [dict(point(c), why=c["why"]) for c in a["rejected"]],
             "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}
+
+
+def unconfirmed(index: int, labels: list[Label], interleaved: bool) -> dict:
+    """A change point at the first or last label rests on that one label
+    alone (a disturbance of one label at an end of a series is read as a
+    change far more often than inside it): "unconfirmed" until it is
+    measured again interleaved with its neighbours, and "confirm" says how."""
+    end = index == 1 or index == len(labels) - 1
+    if not end:
+        return {"unconfirmed": False}
+    one = labels[0] if index == 1 else labels[-1]
+    near = labels[max(index - 2, 0):index + 2]
+    names = ", ".join(printable(lb.value) for lb in near)
+    how = (f"{printable(one.value)} is the only label on its side: measure more labels past it, or this series "
+           "again, to confirm it" if interleaved else
+           f"{printable(one.value)} is the only label on its side and ran at another time: measure {names} again "
+           "interleaved (a build of each, then opcost series --run ... --over, or opcost ab for two) to confirm it")
+    return {"unconfirmed": True, "confirm": how}
+
+
+def label_flags(res: dict, run=None) -> list[dict]:
+    """A result's summary flags (contended, bimodal, unstable, ...), as the
+    series carries them per label; `run`: the stored run they came from."""
+    from .model import Summary
+
+    out = []
+    for f in Summary.of(res).flags:
+        if isinstance(f, dict) and f.get("flag"):
+            d = {"flag": str(f["flag"]), "detail": str(f.get("detail", ""))}
+            if run is not None:
+                d["run"] = run
+            out.append(d)
+    return out
 
 
 # --- measured: `series --run SPEC --over PARAM=V1|V2|...` ---------------------------
@@ -128,13 +168,20 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
+    from .model import process_median
+
     for v, r in zip(values, results):
         meds = process_medians(r)
+        procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        rounds = [p["round"] for p in procs] if all(isinstance(p.get("round"), int) for p in procs) else []
+        if rounds and [process_median(p["samples"]) for p in procs] != meds:
+            rounds = []   # the summary's medians are not the processes' one to one: no rounds to permute
         if not meds:
             notes.append(f"{param}={v}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
                          + ": left out of the series")
             continue
-        labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}))
+        labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
+                            rounds=rounds))
     return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
                     order="over", delta=delta, notes=notes, run_id=run_id, env=env)
 
@@ -255,6 +302,8 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         lb = by_value.setdefault(v, Label(v, created=e.get("created") or ""))
         lb.medians += meds
         lb.runs.append(e["id"])
+        lb.run_medians.append(list(meds))
+        lb.flags += label_flags(r, e["id"])
         params = dict(r.get("params") or {})
         if lb.params and lb.params != params:
             notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "

@@ -349,10 +349,16 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         def name(r):
             return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
                     + f", {r.get('created', '')}")
-        out.append(f"A: {name(doc['a'])}\nB: {name(doc['b'])}\n"
+        def side(r):
+            return name(r) if not r.get("runs") else f"{len(r['runs'])} runs: " + "; ".join(map(name, r["runs"]))
+        out.append(f"A: {side(doc['a'])}\nB: {side(doc['b'])}\n"
                    "not interleaved: A and B ran at different times, so drift between them is part of the difference")
+        if any(e.get("unit") == "run" for e in doc["comparisons"]):
+            out[-1] += ("\nthe run is the unit: each run's figure is the median of its process medians, and the "
+                        "verdict rests on the spread between runs")
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
+    withheld: dict[str, list[str]] = {}
     for e in doc["comparisons"]:
         e = {**e, "key": printable(e["key"])}
         if "ratio" not in e:
@@ -363,7 +369,7 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
-        if e["verdict"] == "inconclusive":
+        if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")
             notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
@@ -377,7 +383,10 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
         if e.get("withheld"):
-            notes.append(f"  {e['key']}: no verdict: {e['withheld']}")
+            withheld.setdefault(e["withheld"], []).append(e["key"])
+        if e.get("runs_needed"):
+            notes.append(f"  {e['key']}: inconclusive: about {e['runs_needed']} runs a side would likely decide it")
+    notes += [f"  {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
     if (doc.get("design") or {}).get("kind") == "sequential":
         out.append(_design_text(doc))
@@ -385,8 +394,11 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         how = methods_text(doc["comparisons"])
-        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts})\n"
-                   + (f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
+        runs = any(e.get("unit") == "run" for e in doc["comparisons"])
+        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
+                   + ("verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across "
+                      "benchmarks; B/A: the geometric means of the runs' medians" if runs else
+                      f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
                       "benchmarks; delta fixed" if how else
                       "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
                       "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"))
@@ -573,10 +585,12 @@ def format_series(doc: dict, color: bool = False) -> str:
     if doc.get("differing"):
         out.append("parameters that differ between labels:\n" + "\n".join(
             f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in doc["differing"].items()))
-    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"]]
+    flagged = any(lb.get("flags") for lb in doc["labels"])
+    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
     for lb in doc["labels"]:
         rows.append([">" if lb["change_point"] else "", _short(printable(lb["value"]), 40), str(lb["n_processes"]),
-                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])])
+                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])]
+                    + ([series_flags(lb)] if flagged else []))
     out.append(_table(rows, right={2, 3, 5, 6}))
     cps = doc["change_points"]
     if cps:
@@ -585,8 +599,10 @@ def format_series(doc: dict, color: bool = False) -> str:
             nb = c.get("neighbours")
             lines.append(
                 f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
-                f"{_chg(c)} {_verdict(c['verdict'], color)}, p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
+                f"{_chg(c)} {_verdict(c['verdict'], color)}" + (" unconfirmed" if c.get("unconfirmed") else "")
+                + f", p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
                 f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
+                + (f"\n    unconfirmed: {printable(c['confirm'])}" if c.get("unconfirmed") else "")
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
         out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
@@ -594,16 +610,34 @@ def format_series(doc: dict, color: bool = False) -> str:
         out.append("change points: none (no step of at least "
                    f"{fmt_pct(doc['delta_requested'])} confirmed)")
     nz, cand = doc["noise"], doc["candidates"]
-    method = (f"method: {cand['method']}, penalty {cand['penalty']:.3g} from the noise "
-              f"(sigma {nz['sigma'] * 100:.2f}% of log-median, {nz['method']}); each candidate compared between "
-              "the segments either side (Mann-Whitney U and KS over per-process medians, Holm over the candidates)")
+    cal = cand.get("calibration")
+    pen_from = (f"penalty {cand['penalty']:.3g}, the larger of the noise's and the one calibrated by permuting "
+                f"labels ({cal['penalty']:.3g}: {cal['method']}; p of any change {cal['p_any_change']:.3g}) "
+                f"(noise sigma {nz['sigma'] * 100:.2f}% of log-median"
+                if cal else f"penalty {cand['penalty']:.3g} from the noise (sigma {nz['sigma'] * 100:.2f}% of log-median")
+    method = (f"method: {cand['method']}, {pen_from}, {nz['method']}); each candidate compared between "
+              "the segments either side ("
+              + ("Welch's t over the runs' log medians: the run is the unit" if doc.get("unit") == "run" else
+                 "Mann-Whitney U and KS over per-process medians") + ", Holm over the candidates)")
     if doc["rejected"]:
         method += "\ncandidates rejected: " + "; ".join(
             f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
     out.append(method)
+    flag_notes = [f"  {_short(printable(lb['value']), 40)}: {printable(f['flag'])}"
+                  + (f": {printable(f['detail'])}" if f.get("detail") else "")
+                  + (f" (run {f['run']})" if f.get("run") is not None else "")
+                  for lb in doc["labels"] for f in lb.get("flags") or []]
+    if flag_notes:
+        out.append("flags of the labels (their figures are less trustworthy; re-measure them):\n"
+                   + "\n".join(flag_notes))
     if doc.get("notes"):
         out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in doc["notes"]))
     return "\n\n".join(out)
+
+
+def series_flags(lb: dict) -> str:
+    """A label's flags in the series table: their names, once each."""
+    return ",".join(dict.fromkeys(printable(f["flag"]) for f in lb.get("flags") or [] if f.get("flag")))
 
 
 def _seg(s: dict) -> str:

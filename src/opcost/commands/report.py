@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
     s.add_argument("runs", nargs="*", metavar="RUN", help="run id or label (several: one report each, "
                    "one after the other)")
     s.add_argument("--last", action="store_true", help="the latest stored run")
-    s.add_argument("--compare", nargs="+", metavar="RUN", help="A B: compare two stored runs (A the baseline), "
-                   "as `opcost compare A B`")
+    s.add_argument("--compare", nargs="+", metavar="RUN", help="A B: compare stored runs (A the baseline; several "
+                   "a side as RUN,RUN,...), as `opcost compare A B`")
     s.add_argument("--series", metavar="BENCH[:PARAMS]", help="the series of stored runs labelled --by KEY, "
                    "as `opcost series BENCH --by KEY`")
     s.add_argument("--by", metavar="KEY", help="with --series: the label key whose values are the series")

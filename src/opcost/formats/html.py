@@ -656,6 +656,9 @@ def _arm_text(arm: dict) -> str:
         return esc(arm)
     if "params" in arm:
         return esc(_params_text(arm.get("params")))
+    if isinstance(arm.get("runs"), list) and arm["runs"]:
+        return f"{len(arm['runs'])} runs: " + "; ".join(_arm_text({k: v for k, v in r.items() if k != "runs"})
+                                                       for r in arm["runs"] if isinstance(r, dict))
     t = f"run {arm.get('run_id', '?')}"
     if arm.get("label"):
         t += f" ({printable(arm['label'])})"
@@ -696,14 +699,18 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                      _ci_text(ci, lambda x: f"{x:.4f}"),
                      f"{e['p_adjusted']:.2g}" if isinstance(e.get("p_adjusted"), (int, float)) else "-",
                      _pct(e.get("delta")),
-                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or "-")])
+                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or
+                                                                         ("no verdict" if e.get("withheld") else "-"))])
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if isinstance(s.get("geomean_ratio"), (int, float)):
         counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
         page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
-                 f"benchmark(s) ({counts}). Verdicts are B relative to A; p: Mann-Whitney U and "
-                 "Kolmogorov-Smirnov over per-process medians, Holm-adjusted across benchmarks."
+                 f"benchmark(s) ({counts or 'no verdict'}). Verdicts are B relative to A; p: "
+                 + ("Welch's t over the runs' log medians (the run is the unit)"
+                    if any(e.get("unit") == "run" for e in entries) else
+                    "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
+                 + ", Holm-adjusted across benchmarks."
                  + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
     notes = []
     for e in entries:
@@ -713,6 +720,8 @@ def _comparison_page(page: _Page, doc: dict) -> None:
         if e.get("verdict") == "inconclusive" and e.get("processes_needed"):
             notes.append(f"{esc(e.get('key'))}: inconclusive: about {esc(e['processes_needed'])} processes per arm "
                          "would likely decide it")
+        if e.get("withheld"):
+            notes.append(f"{esc(e.get('key'))}: no verdict: {esc(e['withheld'])}")
     if doc.get("unmatched"):
         notes.append("not in both runs (not compared): " + esc(", ".join(map(str, doc["unmatched"]))))
     if notes:
@@ -882,14 +891,18 @@ def _series_page(page: _Page, doc: dict) -> None:
         if len(series) > 1:
             page.add(f"<h2>{esc(key)}</h2>")
         at = {c["index"]: c for c in cps}
+        flagged = any(isinstance(p.get("flags"), list) and p["flags"] for p in points)
         head = ["#", "label", "processes", "median", "95% CI", "vs previous", "vs first", "change point"]
+        head += ["flags"] if flagged else []
         rows = []
         for i, p in enumerate(points):
             c = at.get(i)
             rows.append([str(i), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
                          fmt_ns(_pt(p, "median_ns", "median")), _ci_text(_pt(p, "ci95_ns", "ci")),
                          _pct(_pt(p, "change_prev", "vs_previous")), _pct(_pt(p, "change_first", "vs_first")),
-                         esc(_cp_plain(c)) if c else ""])
+                         esc(_cp_plain(c)) if c else ""]
+                        + ([esc(", ".join(dict.fromkeys(str(f.get("flag")) for f in p.get("flags") or []
+                                                        if isinstance(f, dict))))] if flagged else []))
         page.add(_table(head, rows, right={0, 2, 3, 4, 5, 6}))
         if points:
             _series_plot(page, key, points, cps, s.get("op") or doc.get("op"))
@@ -897,9 +910,17 @@ def _series_page(page: _Page, doc: dict) -> None:
             page.add("<ul class=notes>" + "".join(
                 f"<li>between {esc(_pt(points[c['index'] - 1], 'label', 'value', 'name'))} and "
                 f"{esc(_pt(points[c['index']], 'label', 'value', 'name')) if c['index'] < len(points) else '?'}: "
-                f"{esc(_cp_plain(c))}</li>" for c in cps) + "</ul>")
+                f"{esc(_cp_plain(c))}" + (f"<br>unconfirmed: {esc(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
+                + "</li>" for c in cps) + "</ul>")
         elif points:
             page.add("<p class=note>no change point found.</p>")
+        notes = [f"{esc(_pt(p, 'label', 'value', 'name'))}: {esc(f.get('flag'))}"
+                 + (f": {esc(f['detail'])}" if f.get("detail") else "")
+                 for p in points for f in (p.get("flags") or [] if isinstance(p.get("flags"), list) else [])
+                 if isinstance(f, dict)]
+        if notes:
+            page.add("<p class=note>flags of the labels (their figures are less trustworthy):</p>"
+                     "<ul class=notes>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
     for n in ("env", "env_first", "env_last"):
         if isinstance(doc.get(n), dict):
             page.add("<h2>Environment</h2>")
@@ -920,7 +941,7 @@ def _cp_plain(c: dict) -> str:
     if _ok_ci(ci):
         parts.append(f"95% CI of the ratio [{ci[0]:.4f}, {ci[1]:.4f}]")
     if c.get("verdict"):
-        parts.append(str(c["verdict"]))
+        parts.append(str(c["verdict"]) + (" unconfirmed" if c.get("unconfirmed") else ""))
     return ", ".join(parts) if parts else "step"
 
 

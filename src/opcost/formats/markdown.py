@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..model import Summary, methods_text, verdict_estimate
 
 NAME = "markdown"
-KINDS = ("result", "comparison")
+KINDS = ("result", "comparison", "series")
 MANY = b"\n"
 
 # What can start markup inside a table cell or a paragraph that does not
@@ -81,6 +81,9 @@ def _comparison(doc: dict) -> list[str]:
         if doc.get("interleaved"):
             p = x.get("params")
             return escape(",".join(f"{k}={v}" for k, v in p.items()) if isinstance(p, dict) else (p or "(defaults)"))
+        if x.get("runs"):
+            return f"{len(x['runs'])} runs (" + ", ".join(
+                str(r.get("run_id")) + (f" {escape(r['label'])}" if r.get("label") else "") for r in x["runs"]) + ")"
         return f"run {x.get('run_id')}" + (f" ({escape(x['label'])})" if x.get("label") else "")
 
     out = [f"**A**: {who(doc['a'])}, **B**: {who(doc['b'])}"
@@ -88,6 +91,7 @@ def _comparison(doc: dict) -> list[str]:
            ""]
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
+    withheld: dict[str, list[str]] = {}
     for e in doc["comparisons"]:
         key = escape(e["key"])
         if "ratio" not in e:
@@ -99,6 +103,8 @@ def _comparison(doc: dict) -> list[str]:
                          "decide it" + (f" (rerun with -p {sched})" if sched else ""))
         for f in e.get("flags", []):
             notes.append(f"- {key}: {escape(f.get('text', ''))}")
+        if e.get("withheld"):
+            withheld.setdefault(escape(e["withheld"]), []).append(key)
         est, ci = verdict_estimate(e)
         verdict = e.get("verdict") or "-"
         rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
@@ -108,9 +114,13 @@ def _comparison(doc: dict) -> list[str]:
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if s.get("geomean_ratio") is not None:
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts}). "
-                "Verdicts are B relative to A; p over per-process medians, Holm-adjusted across benchmarks."
+        runs = any(e.get("unit") == "run" for e in doc["comparisons"])
+        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) "
+                f"({counts or 'no verdict'}). Verdicts are B relative to A; p over "
+                + ("the runs' medians (the run is the unit)" if runs else "per-process medians")
+                + ", Holm-adjusted across benchmarks."
                 + (f" {escape(methods_text(doc['comparisons']))}." if methods_text(doc["comparisons"]) else "")]
+    notes += [f"- {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     if notes:
         out += ["", *notes]
     if doc.get("unmatched"):
@@ -127,6 +137,43 @@ def _short(v, width: int = 60) -> str:
     return t if len(t) <= width else t[: width - 3] + "..."
 
 
+def _pct(c: dict | None) -> str:
+    if not isinstance(c, dict) or not isinstance(c.get("change"), (int, float)):
+        return "-"
+    return f"{c['change'] * 100:+.1f}%"
+
+
+def _series(doc: dict) -> list[str]:
+    """A series: one row per label (processes, median, change against the
+    previous label, its flags), change points marked, each change point
+    with its verdict (and `unconfirmed` at an end of the series)."""
+    from ..tables import fmt_ns
+
+    out = [f"**{escape(doc.get('spec') or doc.get('bench'))}** by {escape(doc.get('by'))}, "
+           f"{len(doc.get('labels') or [])} labels"
+           + (", interleaved" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of each change)"),
+           ""]
+    rows = [["", escape(doc.get("by") or "label"), "n", "median", "vs previous", "flags"]]
+    for lb in doc.get("labels") or []:
+        flags = ", ".join(dict.fromkeys(escape(f.get("flag")) for f in lb.get("flags") or [] if isinstance(f, dict)))
+        rows.append([">" if lb.get("change_point") else "", escape(_short(lb.get("value"), 40)),
+                     str(lb.get("n_processes", "-")), fmt_ns(lb.get("median_ns")), _pct(lb.get("vs_previous")),
+                     flags])
+    out += table(rows, {2, 3, 4})
+    cps = doc.get("change_points") or []
+    out += [""] + ([f"- > {escape(c.get('label'))} (after {escape(c.get('previous'))}): "
+                    f"{(c['ratio'] - 1) * 100:+.1f}% **{escape(c.get('verdict') or '-')}**"
+                    + (f", unconfirmed: {escape(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
+                    for c in cps] or ["No change point confirmed."])
+    flagged = [f"- {escape(lb.get('value'))}: {escape(f.get('flag'))}" + (f": {escape(f['detail'])}" if f.get("detail") else "")
+               for lb in doc.get("labels") or [] for f in lb.get("flags") or [] if isinstance(f, dict)]
+    if flagged:
+        out += ["", "Flags of the labels (their figures are less trustworthy):", "", *flagged]
+    return out
+
+
 def serialize(doc: dict) -> bytes:
+    if str(doc.get("schema", "")).startswith("opcost.series/"):
+        return ("\n".join(_series(doc)) + "\n").encode()
     lines = _comparison(doc) if "comparisons" in doc else _result(doc)
     return ("\n".join(lines) + "\n").encode()
