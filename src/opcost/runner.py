@@ -10,9 +10,11 @@ one, or a replay of scripted outcomes.
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +25,16 @@ from .summaries import summarize_variant
 from .protocol import Protocol
 from .spec import Variant
 from .targets.base import Target
+
+
+def _import_quietly(names: list[str]) -> None:
+    """The background import: a failure is met again, and raised, by the
+    main thread's own import (Runner._statistics_imported)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            return
 
 
 def _named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
@@ -116,6 +128,7 @@ class Runner:
         self.rng = random.Random(opts.protocol.seed)
         self.seq = 0  # processes started, in order: proves the interleaving
         self.timeout = process_timeout(opts.protocol)
+        self._importer: threading.Thread | None = None   # the statistics' background import
 
     def preflight(self) -> None:
         """Before anything is stored: wrong input raises UsageError, variants
@@ -170,9 +183,7 @@ class Runner:
             with interrupts.deferred():   # the run is created whole, or not at all
                 if self.recorder:
                     self.recorder.start(self.results)
-                # Finishing a run (even after Ctrl-C) must never be the first
-                # to import numpy: import the statistics now, signals held.
-                from . import stats  # noqa: F401
+                self._start_statistics_import()
         except KeyboardInterrupt as e:    # raised once it was created: finish it below
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         # an OpcostError (a damaged store...) propagates: nothing was measured
@@ -183,7 +194,10 @@ class Runner:
                 for rnd in range(start, end):
                     error = self._one_round(rnd, end, error)
                 start = end
-                if number == len(ends) or not (self.look and self.look(number, self.results)):
+                if number == len(ends) or not self.look:
+                    break
+                self._statistics_imported()
+                if not self.look(number, self.results):
                     break
         except KeyboardInterrupt as e:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
@@ -195,6 +209,7 @@ class Runner:
             else:   # a bug must not leave the run "running": finish it, then say what broke
                 status, error = "failed", OpcostError(f"internal error, the run was stopped: {e!r}")
         interrupts.hold()
+        self._statistics_imported()
         for vr in self.results:
             if vr.status == "pending":
                 vr.status = "ok" if vr.processes else ("failed" if status == "complete" else "pending")
@@ -205,6 +220,33 @@ class Runner:
         if self.recorder:
             self.recorder.finish(status if status != "complete" or error is None else "failed")
         return Outcome(self.results, status, error, signum)
+
+    def _start_statistics_import(self) -> None:
+        """Import the statistics (numpy; scipy too when a look will need it)
+        before they are needed: finishing a run, even after Ctrl-C, must never
+        be the first to import numpy. Where the front end keeps off the
+        measuring CPUs (the target's `front_end_apart`), the import runs in a
+        thread while the first processes measure (about 0.3 s, and 0.5 s of
+        scipy before `ab`'s first look, off the critical path: docs/statistics.md);
+        elsewhere (one CPU, a replay) now, signals held, as before. Signals are
+        only ever raised in the main thread, so the thread's import is never
+        cut in half."""
+        names = [f"{__package__}.stats"] + ([f"{__package__}.abtest"] if self.look else [])
+        apart = getattr(self.target, "front_end_apart", None)
+        reqs = [self._request(vr.variant, 0, 0, pad=False) for vr in self.results if vr.status == "pending"]
+        if apart is None or not reqs or self.opts.parallel > 1 or not apart(reqs):   # --parallel: every CPU
+            importlib.import_module(names[0])
+            return
+        self._importer = threading.Thread(target=_import_quietly, args=(names,), name="opcost-import", daemon=True)
+        self._importer.start()
+
+    def _statistics_imported(self) -> None:
+        """Wait for the background import, if any (then import in this
+        thread: instant, or the ImportError it met, raised here)."""
+        if self._importer is not None:
+            self._importer.join()
+            self._importer = None
+            importlib.import_module(f"{__package__}.stats")
 
     def _progress_counter(self):
         """The progress display told of every batch: a sample line each, or
