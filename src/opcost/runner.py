@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import interrupts, probe
+from .budget import Budget, process_cost_s
 from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
 from .model import Process, Result
 from .summaries import summarize_variant
@@ -129,6 +130,10 @@ class Runner:
         self.seq = 0  # processes started, in order: proves the interleaving
         self.timeout = process_timeout(opts.protocol)
         self._importer: threading.Thread | None = None   # the statistics' background import
+        self.budget: Budget | None = None   # the time budget (budget.py), set when the rounds start
+        self._cap: int | None = None        # processes per variant the budget keeps (the fixed design)
+        self._said = False                  # the budget's plan line, said once
+        self._t_start = 0.0
 
     def preflight(self) -> None:
         """Before anything is stored: wrong input raises UsageError, variants
@@ -168,7 +173,8 @@ class Runner:
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
             exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
-            machine=v.machine)
+            machine=v.machine,
+            budget_ms=self.budget.per_process_ms() if self.budget and pad and not v.program else None)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)
@@ -189,15 +195,18 @@ class Runner:
         # an OpcostError (a damaged store...) propagates: nothing was measured
         try:
             ends = self.opts.stages or (self.opts.protocol.processes,)
+            self._plan_budget(ends[-1])
             start = 0
             for number, end in enumerate(ends if status == "complete" else (), 1):
                 for rnd in range(start, end):
-                    error = self._one_round(rnd, end, error)
+                    if self._cap is not None and rnd >= self._cap:
+                        break
+                    error = self._one_round(rnd, end if self._cap is None else min(end, self._cap), error)
                 start = end
                 if number == len(ends) or not self.look:
                     break
                 self._statistics_imported()
-                if not self.look(number, self.results):
+                if not self.look(number, self.results) or not self._next_stage_fits(number, end, ends[number]):
                     break
         except KeyboardInterrupt as e:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
@@ -220,6 +229,51 @@ class Runner:
         if self.recorder:
             self.recorder.finish(status if status != "complete" or error is None else "failed")
         return Outcome(self.results, status, error, signum)
+
+    def _plan_budget(self, rounds: int) -> None:
+        """The run's time budget (budget.py), before its first process: each
+        process is then told its share (--budget-ms)."""
+        pending = sum(1 for vr in self.results if vr.status == "pending")
+        self.budget = Budget.of(self.opts.protocol, rounds, pending, 2 if self.opts.parallel > 1 else 1,
+                                self.opts.stages)
+        self._t_start = time.monotonic()
+
+    def _budget_header(self, vr: VariantResult, header: dict) -> None:
+        """A process's header: the first of a long variant plans the run
+        within the budget (processes kept, the plan and its ETA said once); a
+        stated budget that cannot give the minimum is a usage error here,
+        before this process measures (it is stopped: nothing measured is lost)."""
+        b = self.budget
+        cost = process_cost_s(header) if b is not None else None
+        key = vr.variant.key()
+        if b is None or cost is None or key in b.costs:
+            return
+        b.costs[key] = cost
+        fit = b.fitting()
+        first_stage = min(b.stages[0], b.rounds) if b.stages else b.minimum
+        if fit < first_stage:
+            if b.source == "--max-time":
+                raise UsageError(b.short_line(key, header))
+            if not self._said:
+                self.warn(b.short_line(key, header))
+                self._said = True
+        if not b.stages:
+            self._cap = max(b.minimum, fit)
+        if not self._said:
+            self.warn(b.plan_line(key, header, self._cap or b.rounds))
+            self._said = True
+
+    def _next_stage_fits(self, look: int, done: int, end: int) -> bool:
+        """The sequential design: whether the next stage fits in what is
+        left of the budget; if not, say so and stop at this look."""
+        b = self.budget
+        if b is None or not b.costs:
+            return True
+        elapsed = time.monotonic() - self._t_start
+        if b.stage_fits(end - done, elapsed):
+            return True
+        self.warn(b.stage_line(look, done, end - done, elapsed))
+        return False
 
     def _start_statistics_import(self) -> None:
         """Import the statistics (numpy; scipy too when a look will need it)
@@ -248,16 +302,18 @@ class Runner:
             self._importer = None
             importlib.import_module(f"{__package__}.stats")
 
-    def _progress_counter(self):
+    def _progress_counter(self, vr: VariantResult | None = None):
         """The progress display told of every batch: a sample line each, or
         (a probe holding its samples) its progress lines, then not again for
         the samples that follow them."""
-        seen = {"held": False}
+        seen: dict = {"held": False}
 
         def on_line(d: dict) -> None:
+            kind = d.get("type")
+            if kind == "header" and vr is not None:
+                self._budget_header(vr, d)
             if not self.progress:
                 return
-            kind = d.get("type")
             if kind == "header":
                 seen["held"] = d.get("output") == "held"
             elif kind == "progress":
@@ -377,7 +433,7 @@ class Runner:
         if self.progress:
             self.progress.begin(v.key())
 
-        on_line = self._progress_counter()
+        on_line = self._progress_counter(vr)
         try:
             res = self.target.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
@@ -398,6 +454,8 @@ class Runner:
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),
                 "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
+        if self.budget is not None and v.key() in self.budget.costs:   # a protocol the budget shaped
+            proc["budget"] = self.budget.record()
         if self.opts.stages:   # the look this process belongs to: marks a sequential run
             proc["stage"] = next(k for k, end in enumerate(self.opts.stages, 1) if rnd < end)
             if self.opts.boundary:
