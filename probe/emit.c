@@ -125,6 +125,7 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 		jb_num(&j, "ms", ri->budget_ms);
 		jb_num(&j, "long_iteration_ms", BUDGET_LONG_MS);
 		jb_int(&j, "min_samples", BUDGET_MIN_SAMPLES);
+		jb_bool(&j, "long_iteration", ri->long_iteration);
 		jb_int(&j, "asked_samples", ri->asked_samples);
 		jb_int(&j, "asked_warmup", ri->asked_warmup);
 		jb_bool(&j, "fitted", ri->fitted);

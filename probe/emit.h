@@ -70,6 +70,7 @@ struct run_info {
 	double budget_ms;          /* --budget-ms (<= 0: not given, "budget" not written) */
 	long asked_samples, asked_warmup; /* what was asked, before fitting the budget */
 	int fitted;                /* the budget cut the batches */
+	int long_iteration;        /* one iteration takes BUDGET_LONG_MS or more: the budget applies */
 	const struct counter_set *cs; /* NULL: none */
 	const char *schedstat;     /* NULL: not written; else where run delay comes from, or why it is not there */
 	int schedstat_ok;

@@ -332,15 +332,22 @@ static uint64_t calibrate_iters(struct run *R)
 	}
 }
 
+/* One iteration takes a second or more: calibration made the batch one
+ * iteration, and that is long (not a long --target-ms of short ones). */
+static int long_iteration(const struct run *R, uint64_t iters)
+{
+	return iters == 1 && R->o.iters <= 0 && R->batch_ms >= BUDGET_LONG_MS;
+}
+
 /* --budget-ms: when one iteration takes a second or more (the batch is then
  * one iteration, as calibrated), take only the batches that fit in the
  * budget: measured batches first (at least BUDGET_MIN_SAMPLES, at most those
  * asked), warm-up with what is left; the calibration's untimed iteration
  * (it has already run the operation once) is paid from the same budget. The front end sized the budget and reads what
  * was done in the header; nothing here is timed. */
-static int fit_budget(struct run *R)
+static int fit_budget(struct run *R, uint64_t iters)
 {
-	if (R->o.budget_ms <= 0 || R->batch_ms < BUDGET_LONG_MS)
+	if (R->o.budget_ms <= 0 || !long_iteration(R, iters))
 		return 0;
 	double fits = R->o.budget_ms / R->batch_ms - 1.0; /* the calibration's iteration was paid from it */
 	if ((double)(R->o.samples + R->o.warmup) <= fits)
@@ -441,12 +448,13 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu, NULL, NULL); /* baseline */
 	uint64_t iters = calibrate_iters(&R);
 	long asked_samples = R.o.samples, asked_warmup = R.o.warmup;
-	int fitted = R.o.iters > 0 ? 0 : fit_budget(&R);
+	int fitted = fit_budget(&R, iters);
 	struct run_info ri;
 	describe(&R, iters, &ri);
 	ri.asked_samples = asked_samples;
 	ri.asked_warmup = asked_warmup;
 	ri.fitted = fitted;
+	ri.long_iteration = long_iteration(&R, iters);
 	emit_header(&ri, argc, argv);
 	if (R.o.hold)
 		emit_hold();

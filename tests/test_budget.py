@@ -38,8 +38,8 @@ def test_probe_keeps_the_batches_that_fit():
     # 1 s an iteration, 10 s: the calibration's iteration and 9 batches, measured first
     h = probe_header("syscall.null", "--fake-clock", "1e9", "--budget-ms", "10000")
     assert (h["batch_ms"], h["samples"], h["warmup"]) == (1000, 9, 0)
-    assert h["budget"] == {"ms": 10000, "long_iteration_ms": 1000, "min_samples": 3, "asked_samples": 20,
-                           "asked_warmup": 3, "fitted": True}
+    assert h["budget"] == {"ms": 10000, "long_iteration_ms": 1000, "min_samples": 3, "long_iteration": True,
+                           "asked_samples": 20, "asked_warmup": 3, "fitted": True}
     # room for everything asked and a little warm-up: measured batches first, then warm-up
     h = probe_header("syscall.null", "--fake-clock", "1e9", "--budget-ms", "23000", "--samples", "20")
     assert (h["samples"], h["warmup"], h["budget"]["fitted"]) == (20, 2, True)
@@ -53,7 +53,10 @@ def test_probe_keeps_the_batches_that_fit():
 
 def test_probe_never_shapes_short_iterations():
     h = probe_header("syscall.null", "--fake-clock", "100", "--budget-ms", "1")
-    assert (h["samples"], h["warmup"], h["budget"]["fitted"]) == (20, 3, False)
+    assert (h["samples"], h["warmup"], h["budget"]["fitted"], h["budget"]["long_iteration"]) == (20, 3, False, False)
+    # long batches of short iterations (--target-ms 2000) are what was asked, not long iterations
+    h = probe_header("syscall.null", "--fake-clock", "100", "--target-ms", "2000", "--budget-ms", "1")
+    assert (h["batch_ms"], h["samples"], h["budget"]["long_iteration"]) == (2000, 20, False)
     out = subprocess.run([str(probe_path()), "run", "syscall.null", "--fake-clock", "1e9", "--budget-ms", "0"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "--budget-ms 0" in out.stderr and not out.stdout
@@ -77,8 +80,10 @@ def test_processes_that_fit():
     assert b.round_cost_s() == 16.0 and b.fitting() == 7
     b.costs["b"] = 12.0
     assert b.round_cost_s() == 20.0 and b.fitting() == 6
-    assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3, "budget": {}}) == 16.0
-    assert budget.process_cost_s({"batch_ms": 10, "warmup": 3, "samples": 20, "budget": {}}) is None
+    long = {"long_iteration": True}
+    assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3, "budget": long}) == 16.0
+    assert budget.process_cost_s({"batch_ms": 10, "warmup": 3, "samples": 20, "budget": long}) is None
+    assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3, "budget": {}}) is None
     assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3}) is None
     # the sequential design: a stage fits in what is left, or is not started
     s = Budget(300, "--max-time", 40, 2, stages=(10, 20, 40))

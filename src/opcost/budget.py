@@ -42,7 +42,8 @@ def process_cost_s(header: dict) -> float | None:
     untimed iteration, then its warm-up and measured batches (None: short
     iterations, which the budget does not shape)."""
     ms = float(header.get("batch_ms") or 0)
-    if not isinstance(header.get("budget"), dict) or ms < LONG_ITERATION_MS:
+    b = header.get("budget")
+    if not isinstance(b, dict) or not b.get("long_iteration") or ms < LONG_ITERATION_MS:
         return None
     return (1 + int(header.get("warmup") or 0) + int(header.get("samples") or 0)) * ms / 1000.0
 

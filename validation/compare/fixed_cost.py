@@ -65,8 +65,10 @@ def main() -> int:
     ap.add_argument("--spin", type=int, default=301, help="B's spin: a difference far beyond delta")
     ap.add_argument("--cpu", default=None, help="where the probe runs (default: opcost's, the last CPU)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--probe", default=str(ROOT / "probe" / "opcost-probe"),
+                    help="the probe both use (default: this tree's; a copy keeps a rebuild out of the run)")
     a = ap.parse_args()
-    probe = ROOT / "probe" / "opcost-probe"
+    probe = Path(a.probe)
     if not probe.is_file():
         raise SystemExit(f"build the probe first: make -C {ROOT / 'probe'}")
     base = ["ab", "syscall.null", "--a", "spin=1", "--b", f"spin={a.spin}", "--no-store", "--no-progress"]
