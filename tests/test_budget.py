@@ -164,3 +164,28 @@ def test_sequential_ab_plans_its_first_look(tmp_path):
     r = opcost("ab", "msg.hackbench", "--a", "groups=1,fds=2,loops=1", "--b", "groups=1,fds=2,loops=1",
                "--fake-clock", "1e9", "--max-time", "100", "--no-store", "--no-progress", tmp_path=tmp_path)
     assert r.returncode == 2 and "(or -p 6, the fixed design)" in r.stderr.splitlines()[-1]
+
+
+def test_sequential_stage_that_would_pass_the_budget_is_not_started():
+    from opcost.runner import RunOptions, Runner
+    from opcost.spec import expand
+    from opcost.targets import local_target
+
+    t = local_target()
+    vs = expand(LONG, t) + expand(LONG.replace("loops=1", "loops=1,size=101"), t)
+    looks: list[int] = []
+    warnings: list[str] = []
+
+    def go_on(number: int, results: list) -> bool:   # never settled: only the budget stops it
+        looks.append(number)
+        return True
+
+    # 600 s over 2 x 40 processes: 7.5 s each, so 3 measured batches (the minimum) and the
+    # calibration's iteration, 16 s a process, 32 s a round: look 1 (10 rounds, 320 s) fits,
+    # 10 more rounds (640 s in all) do not
+    opts = RunOptions(protocol=Protocol(processes=10, fake_clock=1e9, max_time=600.0), stages=(10, 20, 40))
+    out = Runner(vs, opts, target=t, warn=warnings.append, look=go_on).run()
+    assert out.status == "complete" and looks == [1]
+    assert [len(vr.processes) for vr in out.results] == [10, 10]
+    assert any(w.startswith("stopped after look 1 (10 processes per arm): the next stage (10 more rounds, about "
+                            "5.3 min) would pass --max-time 600") for w in warnings), warnings
