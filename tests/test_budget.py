@@ -84,10 +84,13 @@ def test_processes_that_fit():
     assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3, "budget": long}) == 16.0
     assert budget.process_cost_s({"batch_ms": 10, "warmup": 3, "samples": 20, "budget": long}) is None
     assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3, "budget": {}}) is None
+    assert budget.process_cost_s({"batch_ms": 10, "warmup": 3, "samples": 20, "budget": {}}, long_only=False) == 0.24
     assert budget.process_cost_s({"batch_ms": 4000, "warmup": 0, "samples": 3}) is None
     # the sequential design: a stage fits in what is left, or is not started
     s = Budget(300, "--max-time", 40, 2, stages=(10, 20, 40))
     s.costs.update(a=5.0, b=5.0)
+    assert s.stage_fits(10, 1e9)          # nothing shaped: the budget stops nothing
+    s.shaped.update(("a", "b"))
     assert s.stage_fits(10, 190.0) and not s.stage_fits(10, 210.0)
     assert "stopped after look 1 (10 processes per arm)" in s.stage_line(1, 10, 10, 210.0)
 
@@ -189,3 +192,15 @@ def test_sequential_stage_that_would_pass_the_budget_is_not_started():
     assert [len(vr.processes) for vr in out.results] == [10, 10]
     assert any(w.startswith("stopped after look 1 (10 processes per arm): the next stage (10 more rounds, about "
                             "5.3 min) would pass --max-time 600") for w in warnings), warnings
+
+
+
+def test_a_short_variant_beside_a_long_one_counts_what_it_costs():
+    # (on the fake clock every variant has the same cost per operation: the mix is arithmetic here)
+    b = Budget(120, "--max-time", 10, 2)
+    b.costs["long"] = 16.0
+    b.shaped.add("long")
+    assert b.fitting() == 3                  # the other variant not seen yet: as dear as the long one
+    b.costs["short"] = budget.process_cost_s({"batch_ms": 10, "warmup": 3, "samples": 20, "budget": {}},
+                                             long_only=False)
+    assert b.fitting() == 7                  # seen: its 0.24 s a process

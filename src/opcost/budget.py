@@ -36,14 +36,14 @@ def _s(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def process_cost_s(header: dict) -> float | None:
-    """The seconds one probe process takes by its header, when its
-    iterations are long and a budget was given to it: the calibration's
-    untimed iteration, then its warm-up and measured batches (None: short
-    iterations, which the budget does not shape)."""
+def process_cost_s(header: dict, long_only: bool = True) -> float | None:
+    """The seconds one probe process takes by its header, when a budget was
+    given to it (and, `long_only`, its iterations are long): the
+    calibration's untimed iteration, then its warm-up and measured batches
+    (None: short iterations, which the budget does not shape)."""
     ms = float(header.get("batch_ms") or 0)
     b = header.get("budget")
-    if not isinstance(b, dict) or not b.get("long_iteration") or ms < LONG_ITERATION_MS:
+    if not isinstance(b, dict) or long_only and (not b.get("long_iteration") or ms < LONG_ITERATION_MS):
         return None
     return (1 + int(header.get("warmup") or 0) + int(header.get("samples") or 0)) * ms / 1000.0
 
@@ -54,7 +54,8 @@ class Budget:
     sequential design: its last stage); `variants`: those measured; `steps`:
     processes per variant per round (2 with --parallel: the single one and
     the copies). `costs`: seconds per process of each long variant, from its
-    first header."""
+    first header (`shaped`: those whose iterations are long; a short
+    variant of the same run counts with what it costs)."""
     max_time_s: float
     source: str                    # "--max-time" | "default"
     rounds: int
@@ -62,6 +63,7 @@ class Budget:
     steps: int = 1
     stages: tuple[int, ...] = ()
     costs: dict[str, float] = field(default_factory=dict)
+    shaped: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, p: Protocol, rounds: int, variants: int, steps: int = 1,
@@ -135,7 +137,7 @@ class Budget:
 
     def stage_fits(self, rounds: int, elapsed_s: float) -> bool:
         """Whether `rounds` more rounds fit in what is left of the budget."""
-        return not self.costs or elapsed_s + rounds * self.round_cost_s() <= self.max_time_s
+        return not self.shaped or elapsed_s + rounds * self.round_cost_s() <= self.max_time_s
 
     def stage_line(self, look: int, done: int, rounds: int, elapsed_s: float) -> str:
         return (f"stopped after look {look} ({done} processes per arm): the next stage ({rounds} more rounds, "

@@ -244,11 +244,17 @@ class Runner:
         stated budget that cannot give the minimum is a usage error here,
         before this process measures (it is stopped: nothing measured is lost)."""
         b = self.budget
-        cost = process_cost_s(header) if b is not None else None
         key = vr.variant.key()
-        if b is None or cost is None or key in b.costs:
+        if b is None or key in b.costs:
+            return
+        cost = process_cost_s(header)
+        if cost is None:   # short iterations: not shaped, but they take their time in each round
+            short = process_cost_s(header, long_only=False)
+            if short is not None:
+                b.costs[key] = short
             return
         b.costs[key] = cost
+        b.shaped.add(key)
         fit = b.fitting()
         first_stage = min(b.stages[0], b.rounds) if b.stages else b.minimum
         if fit < first_stage:
@@ -267,7 +273,7 @@ class Runner:
         """The sequential design: whether the next stage fits in what is
         left of the budget; if not, say so and stop at this look."""
         b = self.budget
-        if b is None or not b.costs:
+        if b is None or not b.shaped:
             return True
         # the time spent: as measured, and at least as planned (the fake clock's seconds are not spent)
         elapsed = max(time.monotonic() - self._t_start, done * b.round_cost_s())
@@ -455,7 +461,7 @@ class Runner:
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),
                 "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
-        if self.budget is not None and v.key() in self.budget.costs:   # a protocol the budget shaped
+        if self.budget is not None and v.key() in self.budget.shaped:   # a protocol the budget shaped
             proc["budget"] = self.budget.record()
         if self.opts.stages:   # the look this process belongs to: marks a sequential run
             proc["stage"] = next(k for k, end in enumerate(self.opts.stages, 1) if rnd < end)
