@@ -120,6 +120,18 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 		jb_num(&j, "batch_ms", ri->batch_ms);
 	if (ri->hold)
 		jb_str(&j, "output", "held");
+	if (ri->budget_ms > 0) {
+		/* --budget-ms: what was asked, and whether the batches were cut to fit */
+		jb_obj_begin(&j, "budget");
+		jb_num(&j, "ms", ri->budget_ms);
+		jb_num(&j, "long_iteration_ms", BUDGET_LONG_MS);
+		jb_int(&j, "min_samples", BUDGET_MIN_SAMPLES);
+		jb_bool(&j, "long_iteration", ri->long_iteration);
+		jb_int(&j, "asked_samples", ri->asked_samples);
+		jb_int(&j, "asked_warmup", ri->asked_warmup);
+		jb_bool(&j, "fitted", ri->fitted);
+		jb_obj_end(&j);
+	}
 	if (ri->schedstat) {
 		/* run delay: the time the measuring thread was runnable but not running */
 		jb_obj_begin(&j, "run_delay");

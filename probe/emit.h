@@ -42,6 +42,11 @@ struct batch {
 	struct counter_snapshot c0, c1;
 };
 
+/* --budget-ms applies when one iteration (so one batch) takes at least
+ * BUDGET_LONG_MS; it never takes fewer than BUDGET_MIN_SAMPLES measured batches. */
+#define BUDGET_LONG_MS 1000.0
+#define BUDGET_MIN_SAMPLES 3
+
 /* What the header says of a run, and what its samples share. */
 struct run_info {
 	struct bench_ctx *ctx;     /* the benchmark, its parameters and CPUs, what setup() said */
@@ -62,6 +67,10 @@ struct run_info {
 	double target_ms;          /* <= 0: not written */
 	double batch_ms;           /* one batch as calibrated (<= 0: not known, --iters: not written) */
 	int hold;                  /* --hold: samples written after the batches ("output": "held") */
+	double budget_ms;          /* --budget-ms (<= 0: not given, "budget" not written) */
+	long asked_samples, asked_warmup; /* what was asked, before fitting the budget */
+	int fitted;                /* the budget cut the batches */
+	int long_iteration;        /* one iteration takes BUDGET_LONG_MS or more: the budget applies */
 	const struct counter_set *cs; /* NULL: none */
 	const char *schedstat;     /* NULL: not written; else where run delay comes from, or why it is not there */
 	int schedstat_ok;

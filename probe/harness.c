@@ -311,6 +311,8 @@ static uint64_t calibrate_iters(struct run *R)
 	R->batch_ms = R->o.target_ms;
 	if (R->o.fake_ns > 0) {
 		double n = R->o.target_ms * 1e6 / (R->o.fake_ns * (double)ctx_ops_per_iter(&R->ctx));
+		if (n < 1) /* one fake iteration is longer than a batch should be */
+			R->batch_ms = R->o.fake_ns * (double)ctx_ops_per_iter(&R->ctx) / 1e6;
 		return n < 1 ? 1 : (uint64_t)n;
 	}
 	uint64_t n = 1;
@@ -328,6 +330,34 @@ static uint64_t calibrate_iters(struct run *R)
 		double grow = target_ticks / 4 / t;
 		n = grow > 16 ? n * 16 : (uint64_t)((double)n * grow) + 1;
 	}
+}
+
+/* One iteration takes a second or more: calibration made the batch one
+ * iteration, and that is long (not a long --target-ms of short ones). */
+static int long_iteration(const struct run *R, uint64_t iters)
+{
+	return iters == 1 && R->o.iters <= 0 && R->batch_ms >= BUDGET_LONG_MS;
+}
+
+/* --budget-ms: when one iteration takes a second or more (the batch is then
+ * one iteration, as calibrated), take only the batches that fit in the
+ * budget: measured batches first (at least BUDGET_MIN_SAMPLES, at most those
+ * asked), warm-up with what is left; the calibration's untimed iteration
+ * (it has already run the operation once) is paid from the same budget. The front end sized the budget and reads what
+ * was done in the header; nothing here is timed. */
+static int fit_budget(struct run *R, uint64_t iters)
+{
+	if (R->o.budget_ms <= 0 || !long_iteration(R, iters))
+		return 0;
+	double fits = R->o.budget_ms / R->batch_ms - 1.0; /* the calibration's iteration was paid from it */
+	if ((double)(R->o.samples + R->o.warmup) <= fits)
+		return 0;
+	long n = (long)fits;
+	long samples = n < BUDGET_MIN_SAMPLES ? BUDGET_MIN_SAMPLES : n > R->o.samples ? R->o.samples : n;
+	long warm = n - samples;
+	R->o.samples = samples;
+	R->o.warmup = warm < 0 ? 0 : warm > R->o.warmup ? R->o.warmup : warm;
+	return 1;
 }
 
 /* What the header says of this run, and what its samples share. */
@@ -353,6 +383,7 @@ static void describe(struct run *R, uint64_t iters, struct run_info *ri)
 	ri->target_ms = R->o.target_ms;
 	ri->batch_ms = R->batch_ms;
 	ri->hold = R->o.hold;
+	ri->budget_ms = R->o.budget_ms;
 	ri->cs = &R->cs;
 	ri->schedstat_ok = R->sched_fd >= 0 || ri->fake;
 	ri->schedstat = ri->fake ? "fake clock: every batch on the CPU throughout, no run delay"
@@ -416,8 +447,14 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	struct usage dummy;
 	helper_sync(&R, &dummy, &dummy_valid, &dummy_cpu, NULL, NULL); /* baseline */
 	uint64_t iters = calibrate_iters(&R);
+	long asked_samples = R.o.samples, asked_warmup = R.o.warmup;
+	int fitted = fit_budget(&R, iters);
 	struct run_info ri;
 	describe(&R, iters, &ri);
+	ri.asked_samples = asked_samples;
+	ri.asked_warmup = asked_warmup;
+	ri.fitted = fitted;
+	ri.long_iteration = long_iteration(&R, iters);
 	emit_header(&ri, argc, argv);
 	if (R.o.hold)
 		emit_hold();

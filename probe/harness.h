@@ -23,6 +23,7 @@ struct run_opts {
 	int check; /* validate and set up, measure nothing */
 	long spin;  /* injected cost: spin_chain(spin) per operation */
 	int hold;   /* --hold: write the samples after the batches (emit_hold) */
+	double budget_ms; /* > 0: the time this process's batches may take, when one iteration is long (fit_budget) */
 };
 
 /* The whole run; its exit code. argv goes into the header as given. */

@@ -20,7 +20,9 @@ static const char usage_text[] =
 	"usage: opcost-probe list [--json]\n"
 	"       opcost-probe run BENCH [-P key=value]... [--samples N] [--warmup N]\n"
 	"                        [--target-ms MS] [--iters N] [--cpu A[,B]] [--counters LIST]\n"
-	"                        [--fake-clock NS [--seed S]] [--spin N] [--check] [--hold]\n"
+	"                        [--fake-clock NS [--seed S]] [--spin N] [--check] [--hold] [--budget-ms MS]\n"
+	"       (--budget-ms MS: when one iteration takes a second or more, take only the batches that fit\n"
+	"        in MS: no warm-up beyond what fits, at least 3 measured batches; the header says so)\n"
 	"       (--spin N: add N dependent adds per operation, a known injected cost)\n"
 	"       (--check: validate parameters and CPUs and run setup/teardown; measure nothing)\n"
 	"       (--hold: write the samples after the batches, a progress line at most once a second;\n"
@@ -66,6 +68,12 @@ static void run_options(int argc, char **argv, struct run_opts *o)
 			o->fake_ns = strtod(v, &end);
 			if (*end || !(o->fake_ns > 0) || o->fake_ns > 1e9)
 				die(EXIT_USAGE, "--fake-clock %s: expected the fake cost of one operation in ns (0 < NS <= 1e9)", v);
+		} else if (strcmp(a, "--budget-ms") == 0 && v) {
+			char *end;
+			o->budget_ms = strtod(v, &end);
+			if (*end || !(o->budget_ms > 0) || o->budget_ms > 1e12)
+				die(EXIT_USAGE, "--budget-ms %s: expected the milliseconds this process's batches may take "
+						"(0 < MS <= 1e12)", v);
 		} else if (strcmp(a, "--spin") == 0 && v) {
 			o->spin = parse_count(a, v, 0);
 			if (o->spin > SPIN_MAX)

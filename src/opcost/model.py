@@ -506,7 +506,7 @@ def machine_differences(env_a: dict, env_b: dict) -> list[tuple[str, Any, Any]]:
 
 # The runner's facts about a process; "stage" and "boundary" only in a sequential ab run,
 # "front_end" where the front end was while the probe measured.
-META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage", "boundary")
+META = ("round", "seq", "pad_bytes", "wall_s", "front_end", "stage", "boundary", "budget")
 
 
 @dataclass

@@ -214,6 +214,7 @@ class ProbeRequest:
     emulator: str | None = None     # exe, or the program, is for another architecture: run under this qemu
     ops: int = 0                    # program: operations in one run (`time --ops N`); 0: the run is the op
     machine: tuple = ()             # the vm target: (("kernel", PATH), ("cmdline", ARGS)) this process boots
+    budget_ms: float | None = None  # --budget-ms: this process's share of the run's time budget (budget.py)
 
     def argv(self, check: bool = False) -> list[str]:
         p = self.protocol
@@ -236,6 +237,8 @@ class ProbeRequest:
             a += ["--spin", str(self.spin)]
         if self.hold and not check:
             a += ["--hold"]
+        if self.budget_ms and not check:
+            a += ["--budget-ms", f"{self.budget_ms:.6g}"]
         return a + fake + (["--check"] if check else [])
 
     def command(self) -> list[str]:

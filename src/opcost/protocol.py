@@ -89,6 +89,11 @@ FIELDS = (
           Bound("float", 0, 86400, "the seconds one probe process may take", low_open=True),
           "SEC", "a hard limit per probe process (default: none; a probe that says nothing for 20 of its "
           "batches, at least 30 s, 120 s before its header, is stopped anyway)"),
+    Field("max_time", ("--max-time",), None,
+          Bound("float", 0, 604800, "the seconds the run may take", low_open=True, example="300"),
+          "SEC", "time budget for benchmarks whose one iteration takes a second or more: fewer batches per "
+          "process, then fewer processes (never under 6 per variant), so the run fits (default: "
+          "300 s for such iterations; shorter iterations keep the protocol)"),
     Field("seed", ("--seed",), 0, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
           "N", "seed for the run order and padding"),
     Field("fake_clock", ("--fake-clock",), None,
@@ -105,6 +110,7 @@ class Protocol:
     target_ms: float = 10.0
     iters: int | None = None
     timeout: float | None = None
+    max_time: float | None = None
     seed: int = 0
     fake_clock: float | None = None
 
@@ -136,6 +142,16 @@ BOUNDS.update({
     "vm_mem": Bound("int", 64, 65536, "guest memory in MiB", example="512"),
     "vm_procs": Bound("int", 1, 100, "the number of probe processes per variant and boot"),
 })
+
+# The time budget (--max-time, runner.Budget; docs/commands/run.md "Long
+# iterations"): it shapes only variants whose one iteration takes at least
+# LONG_ITERATION_MS (the probe's BUDGET_LONG_MS), DEFAULT_MAX_TIME_S when
+# none is stated; it never plans fewer than MIN_PROCESSES per variant (as
+# abtest.MIN_PROCESSES: below that the exact test can barely reach p < 0.05)
+# nor fewer than the probe's BUDGET_MIN_SAMPLES measured batches a process.
+DEFAULT_MAX_TIME_S = 300.0
+LONG_ITERATION_MS = 1000.0
+MIN_PROCESSES = 6
 
 DEFAULT_DELTA = "2"
 # The declared schedule of processes per arm (docs/statistics.md): the stages of

@@ -10,19 +10,32 @@ one, or a replay of scripted outcomes.
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
 from . import interrupts, probe
+from .budget import Budget, process_cost_s
 from .errors import NothingMeasured, OpcostError, ProbeError, ProbeTimeout, UsageError
 from .model import Process, Result
 from .summaries import summarize_variant
 from .protocol import Protocol
 from .spec import Variant
 from .targets.base import Target
+
+
+def _import_quietly(names: list[str]) -> None:
+    """The background import: a failure is met again, and raised, by the
+    main thread's own import (Runner._statistics_imported)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            return
 
 
 def _named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
@@ -116,6 +129,11 @@ class Runner:
         self.rng = random.Random(opts.protocol.seed)
         self.seq = 0  # processes started, in order: proves the interleaving
         self.timeout = process_timeout(opts.protocol)
+        self._importer: threading.Thread | None = None   # the statistics' background import
+        self.budget: Budget | None = None   # the time budget (budget.py), set when the rounds start
+        self._cap: int | None = None        # processes per variant the budget keeps (the fixed design)
+        self._said = False                  # the budget's plan line, said once
+        self._t_start = 0.0
 
     def preflight(self) -> None:
         """Before anything is stored: wrong input raises UsageError, variants
@@ -155,7 +173,8 @@ class Runner:
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
             exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
-            machine=v.machine)
+            machine=v.machine,
+            budget_ms=self.budget.per_process_ms() if self.budget and pad and not v.program else None)
 
     def _summarize(self, vr: VariantResult) -> dict:
         return summarize_variant(vr.processes, self.opts.derived, vr.parallel_rounds, self.opts.parallel)
@@ -170,20 +189,24 @@ class Runner:
             with interrupts.deferred():   # the run is created whole, or not at all
                 if self.recorder:
                     self.recorder.start(self.results)
-                # Finishing a run (even after Ctrl-C) must never be the first
-                # to import numpy: import the statistics now, signals held.
-                from . import stats  # noqa: F401
+                self._start_statistics_import()
         except KeyboardInterrupt as e:    # raised once it was created: finish it below
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
         # an OpcostError (a damaged store...) propagates: nothing was measured
         try:
             ends = self.opts.stages or (self.opts.protocol.processes,)
+            self._plan_budget(ends[-1])
             start = 0
             for number, end in enumerate(ends if status == "complete" else (), 1):
                 for rnd in range(start, end):
-                    error = self._one_round(rnd, end, error)
+                    if self._cap is not None and rnd >= self._cap:
+                        break
+                    error = self._one_round(rnd, end if self._cap is None else min(end, self._cap), error)
                 start = end
-                if number == len(ends) or not (self.look and self.look(number, self.results)):
+                if number == len(ends) or not self.look:
+                    break
+                self._statistics_imported()
+                if not self.look(number, self.results) or not self._next_stage_fits(number, end, ends[number]):
                     break
         except KeyboardInterrupt as e:
             status, signum = "interrupted", getattr(e, "signum", signal.SIGINT)
@@ -195,6 +218,7 @@ class Runner:
             else:   # a bug must not leave the run "running": finish it, then say what broke
                 status, error = "failed", OpcostError(f"internal error, the run was stopped: {e!r}")
         interrupts.hold()
+        self._statistics_imported()
         for vr in self.results:
             if vr.status == "pending":
                 vr.status = "ok" if vr.processes else ("failed" if status == "complete" else "pending")
@@ -206,16 +230,97 @@ class Runner:
             self.recorder.finish(status if status != "complete" or error is None else "failed")
         return Outcome(self.results, status, error, signum)
 
-    def _progress_counter(self):
+    def _plan_budget(self, rounds: int) -> None:
+        """The run's time budget (budget.py), before its first process: each
+        process is then told its share (--budget-ms)."""
+        pending = sum(1 for vr in self.results if vr.status == "pending")
+        self.budget = Budget.of(self.opts.protocol, rounds, pending, 2 if self.opts.parallel > 1 else 1,
+                                self.opts.stages)
+        self._t_start = time.monotonic()
+
+    def _budget_header(self, vr: VariantResult, header: dict) -> None:
+        """A process's header: the first of a long variant plans the run
+        within the budget (processes kept, the plan and its ETA said once); a
+        stated budget that cannot give the minimum is a usage error here,
+        before this process measures (it is stopped: nothing measured is lost)."""
+        b = self.budget
+        key = vr.variant.key()
+        if b is None or key in b.costs:
+            return
+        cost = process_cost_s(header)
+        if cost is None:   # short iterations: not shaped, but they take their time in each round
+            short = process_cost_s(header, long_only=False)
+            if short is not None:
+                b.costs[key] = short
+            return
+        b.costs[key] = cost
+        b.shaped.add(key)
+        fit = b.fitting()
+        first_stage = min(b.stages[0], b.rounds) if b.stages else b.minimum
+        if fit < first_stage:
+            if b.source == "--max-time":
+                raise UsageError(b.short_line(key, header))
+            if not self._said:
+                self.warn(b.short_line(key, header))
+                self._said = True
+        if not b.stages:
+            self._cap = max(b.minimum, fit)
+        if not self._said:
+            self.warn(b.plan_line(key, header, self._cap or b.rounds))
+            self._said = True
+
+    def _next_stage_fits(self, look: int, done: int, end: int) -> bool:
+        """The sequential design: whether the next stage fits in what is
+        left of the budget; if not, say so and stop at this look."""
+        b = self.budget
+        if b is None or not b.shaped:
+            return True
+        # the time spent: as measured, and at least as planned (the fake clock's seconds are not spent)
+        elapsed = max(time.monotonic() - self._t_start, done * b.round_cost_s())
+        if b.stage_fits(end - done, elapsed):
+            return True
+        self.warn(b.stage_line(look, done, end - done, elapsed))
+        return False
+
+    def _start_statistics_import(self) -> None:
+        """Import the statistics (numpy; scipy too when a look will need it)
+        before they are needed: finishing a run, even after Ctrl-C, must never
+        be the first to import numpy. Where the front end keeps off the
+        measuring CPUs (the target's `front_end_apart`), the import runs in a
+        thread while the first processes measure (about 0.3 s, and 0.5 s of
+        scipy before `ab`'s first look, off the critical path: docs/statistics.md);
+        elsewhere (one CPU, a replay) now, signals held, as before. Signals are
+        only ever raised in the main thread, so the thread's import is never
+        cut in half."""
+        names = [f"{__package__}.stats"] + ([f"{__package__}.abtest"] if self.look else [])
+        apart = getattr(self.target, "front_end_apart", None)
+        reqs = [self._request(vr.variant, 0, 0, pad=False) for vr in self.results if vr.status == "pending"]
+        if apart is None or not reqs or self.opts.parallel > 1 or not apart(reqs):   # --parallel: every CPU
+            importlib.import_module(names[0])
+            return
+        self._importer = threading.Thread(target=_import_quietly, args=(names,), name="opcost-import", daemon=True)
+        self._importer.start()
+
+    def _statistics_imported(self) -> None:
+        """Wait for the background import, if any (then import in this
+        thread: instant, or the ImportError it met, raised here)."""
+        if self._importer is not None:
+            self._importer.join()
+            self._importer = None
+            importlib.import_module(f"{__package__}.stats")
+
+    def _progress_counter(self, vr: VariantResult | None = None):
         """The progress display told of every batch: a sample line each, or
         (a probe holding its samples) its progress lines, then not again for
         the samples that follow them."""
-        seen = {"held": False}
+        seen: dict = {"held": False}
 
         def on_line(d: dict) -> None:
+            kind = d.get("type")
+            if kind == "header" and vr is not None:
+                self._budget_header(vr, d)
             if not self.progress:
                 return
-            kind = d.get("type")
             if kind == "header":
                 seen["held"] = d.get("output") == "held"
             elif kind == "progress":
@@ -335,7 +440,7 @@ class Runner:
         if self.progress:
             self.progress.begin(v.key())
 
-        on_line = self._progress_counter()
+        on_line = self._progress_counter(vr)
         try:
             res = self.target.run_process(req, self.timeout, on_line)
         except (ProbeError, ProbeTimeout, UsageError) as e:
@@ -356,6 +461,8 @@ class Runner:
         proc = {"index": len(vr.processes), "round": rnd, "seq": self.seq, "pad_bytes": res.pad_bytes,
                 "wall_s": round(res.wall_s, 4), **({"front_end": res.front_end} if res.front_end else {}),
                 "header": res.header, "samples": res.samples, "warmup": res.warmup, "trailer": res.trailer}
+        if self.budget is not None and v.key() in self.budget.shaped:   # a protocol the budget shaped
+            proc["budget"] = self.budget.record()
         if self.opts.stages:   # the look this process belongs to: marks a sequential run
             proc["stage"] = next(k for k, end in enumerate(self.opts.stages, 1) if rnd < end)
             if self.opts.boundary:

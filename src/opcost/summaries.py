@@ -7,6 +7,7 @@ store's readers when a stored run is behind (`load_run(..., summaries=True)`).
 
 from __future__ import annotations
 
+from .budget import summary_of as budget_summary
 from .model import Summary, with_facts
 
 
@@ -26,6 +27,9 @@ def summarize_variant(processes: list[dict], derived: list | None = None, parall
             summary["counters_running"] = running
         if parallel_rounds:
             summary["parallel"] = summarize_parallel(parallel_rounds, processes, copies)
+        budget = budget_summary(processes)
+        if budget:
+            summary["time_budget"] = budget
     return summary
 
 

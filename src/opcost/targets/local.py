@@ -66,6 +66,12 @@ class LocalTarget:
         finally:
             _pin_all(self._own)
 
+    def front_end_apart(self, reqs: list[probe.ProbeRequest]) -> bool:
+        """Whether the front end keeps off every CPU these requests measure
+        on (so work of its own, a background import, cannot disturb them)."""
+        measuring = set().union(*(_cpus_of(r) for r in reqs))
+        return os.environ.get("OPCOST_QUIET", "1") != "0" and bool(measuring) and bool(self._own - measuring)
+
     def host_arch(self) -> str:
         return probe.host_arch()
 

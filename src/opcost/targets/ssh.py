@@ -280,6 +280,10 @@ class SshTarget:
         assert self._env is not None
         return self._env
 
+    def front_end_apart(self, reqs: list[probe.ProbeRequest]) -> bool:
+        """The front end is on another machine: its work never shares a measuring CPU."""
+        return True
+
     def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
         self.ssh.check_cancel()
         try:
