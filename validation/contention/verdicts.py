@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Verdicts on a real machine, quiet and beside a CPU hog (issue 25, "Must
+hold": A/A gives no false verdict in 50 comparisons, quiet and beside a hog;
+a 5% injected cost is found `slower` in at least 9 of 10 beside a 50% hog).
+
+- A/A: `opcost ab syscall.null --a spin=1 --b spin=1` (identical arms), the
+  sequential design as a user runs it, --aa times quiet and --aa times with
+  the hog (validation/contention/run.py's: pinned to the measuring CPU, busy
+  for duty x 20 ms of every 20 ms, ending by itself), the two conditions
+  alternating in a random order. A false verdict is `slower` or `faster`.
+- Injected: spin=1 against spin=1+k, k the adds that cost --size (5%) of A's
+  per-operation time *in context* (after a system call), measured here first:
+  one quiet `run` of spin=1 and spin=1+K0 gives the cost of one add; then
+  --injected comparisons beside the hog. Found: `slower`.
+
+Prints the counts with their conditions and exits 0 (report only: these
+machines are shared); exit 2 when a measurement fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from validation.contention.run import Hog, opcost  # noqa: E402
+from validation.harness.checkout import build_probe  # noqa: E402
+from validation.harness.script import pick_cpu, script_main  # noqa: E402
+
+K0 = 401   # the calibration's B: enough adds to see their cost above the noise
+
+
+def verdict_of(doc: dict) -> tuple[str, float]:
+    (c,) = doc["comparisons"]
+    return c["verdict"], float(c.get("estimate", c["ratio"]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cpu", type=int, help="the measuring CPU (default: the last this process may use)")
+    ap.add_argument("--aa", type=int, default=50, help="A/A comparisons per condition (default 50)")
+    ap.add_argument("--injected", type=int, default=10, help="injected comparisons beside the hog (default 10)")
+    ap.add_argument("--duty", type=float, default=0.5, help="the hog's duty (default 0.5)")
+    ap.add_argument("--size", type=float, default=0.05, help="the injected cost over A (default 0.05)")
+    ap.add_argument("--seed", type=int, default=25)
+    args = ap.parse_args()
+    cpu = pick_cpu(ap, args.cpu)
+    build_probe()
+    rng = random.Random(args.seed)
+    common = ["--cpu", str(cpu)]
+
+    cal = opcost(["run", f"syscall.null:spin=1|{K0}", "-p", "6", *common])
+    med = {r["params"]["spin"]: r["summary"]["median_ns"] for r in cal["results"]}
+    base, per_add = med["1"], (med[str(K0)] - med["1"]) / (K0 - 1)
+    k = max(1, round(args.size * base / per_add))
+    print(f"verdicts: measuring CPU {cpu}; hog {args.duty:.0%} duty pinned there; "
+          f"calibration: spin=1 {base:.1f} ns, one add {per_add:.3f} ns after a system call, "
+          f"so {args.size:.0%} is spin={1 + k}")
+
+    plan = [("quiet", 0.0)] * args.aa + [("hog", args.duty)] * args.aa
+    rng.shuffle(plan)
+    aa: dict[str, list[tuple[str, float]]] = {"quiet": [], "hog": []}
+    for i, (cond, duty) in enumerate(plan, 1):
+        with Hog(cpu, duty):
+            aa[cond].append(verdict_of(opcost(["ab", "syscall.null", "--a", "spin=1", "--b", "spin=1", *common])))
+        print(f"  A/A {i}/{len(plan)} {cond}: {aa[cond][-1][0]} ({aa[cond][-1][1]:.4f})", flush=True)
+    inj: list[tuple[str, float]] = []
+    for i in range(args.injected):
+        with Hog(cpu, args.duty):
+            inj.append(verdict_of(opcost(["ab", "syscall.null", "--a", "spin=1", "--b", f"spin={1 + k}", *common])))
+        print(f"  injected {i + 1}/{args.injected}: {inj[-1][0]} ({inj[-1][1]:.4f})", flush=True)
+
+    print()
+    print("condition        comparisons  false slower/faster  verdicts")
+    for cond in ("quiet", "hog"):
+        vs = [v for v, _ in aa[cond]]
+        false = sum(v in ("slower", "faster") for v in vs)
+        counts = ", ".join(f"{v} {vs.count(v)}" for v in sorted(set(vs)))
+        print(f"A/A {cond:<12} {len(vs):>11}  {false:>19}  {counts}")
+    vs = [v for v, _ in inj]
+    found = sum(v == "slower" for v in vs)
+    est = sorted(e for _, e in inj)
+    print(f"injected {args.size:.0%} beside the hog: found slower in {found} of {len(vs)} "
+          f"(goal >= 9 of 10); estimates {est[0]:.4f}-{est[-1]:.4f}, "
+          f"median {est[len(est) // 2]:.4f}; verdicts: " + ", ".join(f"{v} {vs.count(v)}" for v in sorted(set(vs))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(script_main(main))
