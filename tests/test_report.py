@@ -253,3 +253,29 @@ def test_report_help_and_formats_import_nothing_heavy():
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     assert cp.stdout.strip() == "0 True []", cp
+
+
+def test_a_stored_ab_run_renders_as_its_comparison_in_every_format(run_cli, tmp_path):
+    """Issue 26: `report N` of a stored `ab` run shows the comparison `ab`
+    printed (B/A, CI, p, verdict, the savings table), rebuilt from its plan,
+    in text, markdown and html alike; json stays the stored result document."""
+    ok(run_cli("ab", "syscall.null", "--a", "spin=1", "--b", "spin=21", "--fake-clock", "100", "-p", "6", *TINY,
+               "--label", "inj"))
+    shown = ok(run_cli("show", "inj")).stdout
+    text = ok(run_cli("report", "inj", "-f", "text")).stdout
+    assert text.splitlines()[1:] == shown.splitlines()[1:]    # the same table as `show` (and `ab`)
+    md = ok(run_cli("report", "inj", "-f", "markdown")).stdout
+    row = next(ln for ln in md.splitlines() if ln.startswith("| syscall.null |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-1] == "**slower**" and 1.09 < float(cells[4]) < 1.12, row
+    assert "| per system call | A | B | saving A-B |" in md and "| elapsed |" in md
+    assert md.startswith("**run 1** (inj)")
+    page = tmp_path / "ab.html"
+    ok(run_cli("report", "inj", "-f", "html", "-o", str(page)))
+    html = page.read_text()
+    assert '<span class="slower">slower</span>' in html and "saving A-B" in html and "stored run 1 (inj)" in html
+    doc = json.loads(ok(run_cli("report", "inj", "-f", "json")).stdout)
+    assert doc["schema"] == "opcost.result/1" and doc["kind"] == "ab"
+    # a plain run is not turned into a comparison
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "plain"))
+    assert "B/A" not in ok(run_cli("report", "plain", "-f", "markdown")).stdout

@@ -124,9 +124,23 @@ def run(args, argv) -> int:
                 output.write(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
                 return 0
             docs.extend(_runs(store, ids, sample_data=True))
-    data = getattr(module, "MANY", b"").join(module.serialize(d) for d in docs)
+    data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
     output.write(args.output, data)
     return 0
+
+
+def _serialize(module, doc: dict) -> bytes:
+    """One document in `module`'s format; a stored `ab` or `variants` run, in
+    a format that renders comparisons (`serialize_stored`), as the comparison
+    the command printed, rebuilt from its plan (comparison.stored_comparison)."""
+    stored = getattr(module, "serialize_stored", None)
+    if stored is not None and "results" in doc and doc.get("run_id") is not None:
+        from ..comparison import stored_comparison
+
+        cdoc = stored_comparison(doc)
+        if cdoc is not None:
+            return stored(doc, cdoc)
+    return module.serialize(doc)
 
 
 def _runs(store, ids, *, sample_data: bool):

@@ -97,6 +97,13 @@ def serialize(doc: dict) -> bytes:
     return _render(lambda p: _run_page(p, doc))
 
 
+def serialize_stored(doc: dict, cdoc: dict) -> bytes:
+    """A stored `ab` or `variants` run (`doc`) as the command printed it: the
+    page of its comparison `cdoc` (rebuilt from the stored plan), saying
+    which run it is."""
+    return _render(lambda p: _comparison_page(p, cdoc, run=doc))
+
+
 def serialize_runs(docs: Iterable[dict]) -> bytes:
     """The page of several runs (opcost.result/1 documents, in the order to
     show): one run as in `serialize`; more runs aggregated per benchmark,
@@ -667,12 +674,18 @@ def _arm_text(arm: dict) -> str:
     return esc(t)
 
 
-def _comparison_page(page: _Page, doc: dict) -> None:
+def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
+    """`run`: the stored run this comparison was rebuilt from (its id,
+    label, date and status said under the title)."""
     entries = [e for e in doc.get("comparisons") or [] if isinstance(e, dict)]
     kind = str(doc.get("kind") or "comparison")
     page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
     page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
-    lines = [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
+    lines = []
+    if run is not None:
+        lines.append(esc(f"stored run {run.get('run_id')}" + (f" ({printable(run['label'])})" if run.get("label") else "")
+                         + ", ".join(["", *(str(run[k]) for k in ("created", "status") if run.get(k))])))
+    lines += [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
     if doc.get("interleaved"):
         lines.append("interleaved: each round ran one A and one B process in a random order")
     else:
@@ -712,6 +725,9 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                     "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
                  + ", Holm-adjusted across benchmarks."
                  + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
+    for e in entries:
+        if isinstance(e.get("savings"), dict) and isinstance(e["savings"].get("A"), dict):
+            _savings_section(page, e)
     notes = []
     for e in entries:
         for f in e.get("flags") or []:
@@ -753,6 +769,35 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                 page.add(_env_table(doc[f"env_{side}"]))
     else:
         page.add(_env_table({}))
+
+
+def _savings_section(page: _Page, e: dict) -> None:
+    """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
+    the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
+    def fmt(col: str, x: Any) -> str:
+        if col.startswith("cycles"):
+            return "-" if not isinstance(x, (int, float)) else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
+        return fmt_ns(x)
+
+    sv = e["savings"]
+    ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
+    per = str(e.get("op") or "op")
+    rows = []
+    for c in sv["A"]:
+        rows.append([esc(c), fmt(c, sv["A"].get(c)), fmt(c, (sv.get("B") or {}).get(c)),
+                     fmt(c, (sv.get("difference") or {}).get(c)), _ci_text(ci_d.get(c), lambda x: fmt(c, x)),
+                     _pct((sv.get("improvement") or {}).get(c)), _ci_text(ci_i.get(c), _pct),
+                     "spans 0" if span.get(c) else ""])
+    page.add(f"<h2>Savings of {esc(e.get('key') or e.get('bench'))}</h2>\n<p class=note>per {esc(per)}; user and "
+             "system from getrusage of the measuring side; 95% bootstrap CIs over processes (“spans 0”: not shown "
+             "to differ).</p>")
+    page.add(_table(["per " + esc(per), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""], rows,
+                    right={1, 2, 3, 4, 5, 6}))
+    seed = sv.get("seed")
+    if isinstance(seed, dict) and isinstance(seed.get("saving_ns"), (int, float)):
+        page.add(f"<p class=note>user+system saved per {esc(seed.get('per'))}: {fmt_ns(seed['saving_ns'])} "
+                 f"{_ci_text(seed.get('ci95_ns'))}" + (" (the CI spans 0: not shown to differ)"
+                                                       if seed.get("spans_zero") else "") + "</p>")
 
 
 def _arm_plain(arm: Any) -> str:
