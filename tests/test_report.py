@@ -279,3 +279,30 @@ def test_a_stored_ab_run_renders_as_its_comparison_in_every_format(run_cli, tmp_
     # a plain run is not turned into a comparison
     ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "plain"))
     assert "B/A" not in ok(run_cli("report", "plain", "-f", "markdown")).stdout
+
+
+def test_csv_says_its_units_and_flags():
+    """Issue 26: fractions say so in the header (cv_fraction, delta_fraction:
+    the text's percentages / 100), and flags get a column, each once, a
+    comparison's prefixed by their arm."""
+    import csv as _csv
+    import io
+
+    from opcost.formats import csv as fmt
+
+    run = {"results": [{"bench": "syscall.null", "key": "syscall.null", "params": {"cpu": "0"}, "op": "system call",
+                        "status": "ok", "summary": {"n_processes": 4, "median_ns": 100.0, "cv": 0.25,
+                                                     "flags": [{"flag": "unstable", "detail": "CV 25% > 5%"},
+                                                               {"flag": "contended", "detail": "x"},
+                                                               {"flag": "unstable", "detail": "again"}]}},
+                       {"bench": "signal.install", "key": "signal.install", "params": {}, "op": "sigaction call",
+                        "status": "ok", "summary": {"n_processes": 4, "median_ns": 200.0, "cv": 0.01}}]}
+    rows = list(_csv.DictReader(io.StringIO(fmt.serialize(run).decode())))
+    assert "cv" not in rows[0] and rows[0]["cv_fraction"] == "0.25"
+    assert rows[0]["flags"] == "unstable;contended" and rows[1]["flags"] == ""
+    cmp_doc = {"comparisons": [{"bench": "syscall.null", "key": "syscall.null", "op": "system call", "ratio": 1.1,
+                                "delta": 0.02, "verdict": "slower",
+                                "flags": [{"arm": "A", "flag": "bimodal", "detail": "", "text": "A: bimodal"},
+                                          {"arm": "B", "flag": "outliers", "detail": "", "text": "B: outliers"}]}]}
+    (row,) = _csv.DictReader(io.StringIO(fmt.serialize(cmp_doc).decode()))
+    assert "delta" not in row and row["delta_fraction"] == "0.02" and row["flags"] == "A:bimodal;B:outliers"
