@@ -309,3 +309,38 @@ def test_lean_load_is_the_full_document_with_plain_samples(tmp_path):
                                          for s in pf["samples"]]
                 pf["samples"] = pl["samples"] = []
         assert f == le
+
+
+def test_series_page_of_a_real_series_run(tmp_path, probe_bin):
+    """Issue 26: the page of the series document opcost itself writes (a
+    `series --run` on the fake clock, then `report N -f html` of the stored
+    run): rows counted from 1 as the text counts, "vs previous" / "vs first"
+    filled as the markdown prints them, the per-process medians drawn (one
+    grey point each), and the stored run's page is its series page."""
+    env = cli_env(tmp_path)
+
+    def cli(*args):
+        cp = subprocess.run(cli_argv(*args), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    cli("series", "--run", "syscall.null", "--over", "spin=1|21|41", "--fake-clock", "100", "-p", "3", "-n", "3",
+        "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress", "--json", "s.json", "--label", "ser")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["schema"] == "opcost.series/1"
+    assert all(len(lb["process_medians_ns"]) == 3 for lb in doc["labels"])
+    page = tmp_path / "s.html"
+    cli("report", "ser", "-f", "html", "-o", str(page))
+    data = page.read_text()
+    assert 'aria-label="series of syscall.null"' in data and "stored run 1 (ser)" in data
+    rows = re.findall(r"<tr><td class=num>(\d+)</td><td>([^<]*)</td><td class=num>\d+</td><td class=num>[^<]*</td>"
+                      r"<td class=num>[^<]*</td><td class=num>([^<]*)</td><td class=num>([^<]*)</td>", data)
+    assert [(r[0], r[1]) for r in rows] == [("1", "1"), ("2", "21"), ("3", "41")], rows
+    md = cli("report", "ser", "-f", "markdown")
+    vs_prev = [ln.split("|")[5].strip() for ln in md.splitlines() if re.match(r"\|\s*>?\s*\|\s*(1|21|41) \|", ln)]
+    assert [r[2] for r in rows] == vs_prev and vs_prev[0] == "-" and vs_prev[1].startswith("+"), (rows, vs_prev)
+    assert rows[0][3] == "-" and rows[2][3].startswith("+")
+    # the grey points: one <use> per per-process median, none without them
+    bare = {**doc, "labels": [{k: v for k, v in lb.items() if k != "process_medians_ns"} for lb in doc["labels"]]}
+    with_pts, without = html.serialize(doc).decode(), html.serialize(bare).decode()
+    assert with_pts.count("<use ") - without.count("<use ") == 9

@@ -130,16 +130,18 @@ def run(args, argv) -> int:
 
 
 def _serialize(module, doc: dict) -> bytes:
-    """One document in `module`'s format; a stored `ab` or `variants` run, in
-    a format that renders comparisons (`serialize_stored`), as the comparison
-    the command printed, rebuilt from its plan (comparison.stored_comparison)."""
+    """One document in `module`'s format; a stored `ab`, `variants` or
+    `series --run` run, in a format that renders what they printed
+    (`serialize_stored`), as its comparison or series, rebuilt from its plan
+    (comparison.stored_comparison, series.stored_series)."""
     stored = getattr(module, "serialize_stored", None)
     if stored is not None and "results" in doc and doc.get("run_id") is not None:
         from ..comparison import stored_comparison
+        from ..series import stored_series
 
-        cdoc = stored_comparison(doc)
-        if cdoc is not None:
-            return stored(doc, cdoc)
+        rebuilt = stored_comparison(doc) or stored_series(doc)
+        if rebuilt is not None:
+            return stored(doc, rebuilt)
     return module.serialize(doc)
 
 

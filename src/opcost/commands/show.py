@@ -41,7 +41,7 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
     arms, delta, --over, switches per operation); any other, or a run whose
     plan is not known, as the results table."""
     from ..comparison import stored_comparison
-    from ..model import plan_of
+    from ..series import stored_series
     from ..tables import format_comparison, format_results, format_variants
 
     res = doc["results"]
@@ -51,16 +51,9 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
                                [r for r in res if r["params"].get("reference")], color=color, width=width)
     if cdoc is not None:
         return format_comparison(cdoc, color=color, width=width)
-    plan = plan_of(doc)
-    if plan is not None and plan.kind != doc.get("kind"):
-        plan = None
-    if plan is not None and plan.kind == "series" and plan.over is not None and plan.delta is not None:
+    sdoc = stored_series(doc)
+    if sdoc is not None:
         from ..tables import format_series
-        from ..series import measured_document
 
-        values = plan.over["values"]
-        if len(res) == len(values) and sum(1 for r in res if r.get("processes")) >= 3:
-            return format_series(measured_document(res, values, param=plan.over["param"], spec=plan.specs[0],
-                                                   delta=plan.delta, run_id=doc["run_id"], env=doc.get("env")),
-                                 color=color)
+        return format_series(sdoc, color=color)
     return format_results(res, width=width)

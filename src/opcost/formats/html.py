@@ -98,9 +98,11 @@ def serialize(doc: dict) -> bytes:
 
 
 def serialize_stored(doc: dict, cdoc: dict) -> bytes:
-    """A stored `ab` or `variants` run (`doc`) as the command printed it: the
-    page of its comparison `cdoc` (rebuilt from the stored plan), saying
-    which run it is."""
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: the page of its comparison or series `cdoc` (rebuilt from
+    the stored plan), saying which run it is."""
+    if cdoc.get("schema") == SERIES_SCHEMA:
+        return _render(lambda p: _series_page(p, cdoc, run=doc))
     return _render(lambda p: _comparison_page(p, cdoc, run=doc))
 
 
@@ -681,10 +683,7 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     kind = str(doc.get("kind") or "comparison")
     page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
     page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
-    lines = []
-    if run is not None:
-        lines.append(esc(f"stored run {run.get('run_id')}" + (f" ({printable(run['label'])})" if run.get("label") else "")
-                         + ", ".join(["", *(str(run[k]) for k in ("created", "status") if run.get(k))])))
+    lines = [_stored_run_text(run)] if run is not None else []
     lines += [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
     if doc.get("interleaved"):
         lines.append("interleaved: each round ran one A and one B process in a random order")
@@ -769,6 +768,12 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
                 page.add(_env_table(doc[f"env_{side}"]))
     else:
         page.add(_env_table({}))
+
+
+def _stored_run_text(run: dict) -> str:
+    """"stored run 3 (label), DATE, complete", escaped."""
+    return esc(f"stored run {run.get('run_id')}" + (f" ({printable(run['label'])})" if run.get("label") else "")
+               + ", ".join(["", *(str(run[k]) for k in ("created", "status") if run.get(k))]))
 
 
 def _savings_section(page: _Page, e: dict) -> None:
@@ -914,13 +919,14 @@ def _change_points(s: dict, points: list[dict]) -> list[dict]:
     return out
 
 
-def _series_page(page: _Page, doc: dict) -> None:
+def _series_page(page: _Page, doc: dict, run: dict | None = None) -> None:
+    """`run`: the stored run (`series --run`) this series was rebuilt from."""
     series = _series_list(doc)
     first = series[0]
     name = first.get("key") or first.get("bench") or doc.get("bench") or "series"
     page.title = f"opcost series: {printable(name)}"
     page.add(f"<h1>series: {esc(name)}</h1>")
-    facts = []
+    facts = [_stored_run_text(run)] if run is not None else []
     by = doc.get("by") or first.get("by")
     if by:
         facts.append(f"labels by {esc(by)}")
@@ -942,9 +948,9 @@ def _series_page(page: _Page, doc: dict) -> None:
         rows = []
         for i, p in enumerate(points):
             c = at.get(i)
-            rows.append([str(i), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
+            rows.append([str(i + 1), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
                          fmt_ns(_pt(p, "median_ns", "median")), _ci_text(_pt(p, "ci95_ns", "ci")),
-                         _pct(_pt(p, "change_prev", "vs_previous")), _pct(_pt(p, "change_first", "vs_first")),
+                         _change(_pt(p, "change_prev", "vs_previous")), _change(_pt(p, "change_first", "vs_first")),
                          esc(_cp_plain(c)) if c else ""]
                         + ([esc(", ".join(dict.fromkeys(str(f.get("flag")) for f in p.get("flags") or []
                                                         if isinstance(f, dict))))] if flagged else []))
@@ -971,6 +977,17 @@ def _series_page(page: _Page, doc: dict) -> None:
             page.add("<h2>Environment</h2>")
             page.add(_env_table(doc[n]))
             break
+
+
+def _change(c: Any) -> str:
+    """A label's change against the previous or the first label, as the
+    text prints it ("+3.1%"): the series document's {change, ci95_change}
+    (or a bare fraction); "-" where there is none (the first label)."""
+    if isinstance(c, dict):
+        c = c.get("change")
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+        return "-"
+    return f"{c * 100:+.1f}%"
 
 
 def _cp_plain(c: dict) -> str:

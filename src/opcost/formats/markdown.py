@@ -207,9 +207,11 @@ def _series(doc: dict) -> list[str]:
 
 
 def serialize_stored(doc: dict, cdoc: dict) -> bytes:
-    """A stored `ab` or `variants` run (`doc`) as the command printed it: which
-    run, (variants) its builds' table, then its comparison `cdoc` (rebuilt
-    from the stored plan)."""
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: which run, (variants) its builds' table, then its comparison
+    or series `cdoc` (rebuilt from the stored plan)."""
+    if str(cdoc.get("schema", "")).startswith("opcost.series/"):
+        return ("\n".join([_run_title(doc), "", *_series(cdoc)]) + "\n").encode()
     lines = _result(doc) if cdoc.get("kind") == "variants" else [_run_title(doc)]
     if cdoc["comparisons"]:
         lines += ["", *_comparison(cdoc)]

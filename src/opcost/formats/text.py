@@ -33,11 +33,15 @@ def serialize(doc: dict) -> bytes:
 
 
 def serialize_stored(doc: dict, cdoc: dict) -> bytes:
-    """A stored `ab` or `variants` run (`doc`) as the command printed it: the
-    line saying which run, then its comparison `cdoc` (rebuilt from the plan)."""
-    from ..tables import format_comparison, format_variants
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: the line saying which run, then its comparison or series
+    `cdoc` (rebuilt from the plan)."""
+    from ..model import SERIES_SCHEMA
+    from ..tables import format_comparison, format_series, format_variants
 
-    if cdoc.get("kind") == "variants":
+    if cdoc.get("schema") == SERIES_SCHEMA:
+        text = format_series(cdoc, color=False)
+    elif cdoc.get("kind") == "variants":
         res = doc["results"]
         text = format_variants(cdoc, [r for r in res if not r["params"].get("reference")]
                                + [r for r in res if r["params"].get("reference")])
