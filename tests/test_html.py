@@ -344,3 +344,36 @@ def test_series_page_of_a_real_series_run(tmp_path, probe_bin):
     bare = {**doc, "labels": [{k: v for k, v in lb.items() if k != "process_medians_ns"} for lb in doc["labels"]]}
     with_pts, without = html.serialize(doc).decode(), html.serialize(bare).decode()
     assert with_pts.count("<use ") - without.count("<use ") == 9
+
+
+def _contended_run(outliers: tuple[float, ...]) -> dict:
+    """A run whose batches lie at 8.5 us +- 1%, a few of them (`outliers`, ns)
+    contended; its summaries computed from those batches."""
+    from opcost.model import Run
+    from opcost.summaries import fill_summaries
+
+    r = H.result("syscall.null", {"via": "libc"}, 8500.0, processes=5, samples=12, seed=3)
+    d = Run([r], H.env(), ["opcost", "run", "syscall.null"], "complete", 1, "noisy").to_json()
+    batches = [s for p in d["results"][0]["processes"] for s in p["samples"] if not s.get("warmup")]
+    for s, v in zip(batches[::17], outliers):
+        s["ns_per_op"] = v
+    return fill_summaries(d)
+
+
+def _figure_of(data: str, alt: str) -> str:
+    fig = data[data.index(f'aria-label="{alt}'):]
+    return fig[:fig.index("</figure>")]
+
+
+def test_a_few_contended_batches_do_not_squash_the_plot():
+    """Issue 26: batches at 8-9 us with three at 60-120 us: the axis stops at
+    Tukey's far-out fence (well under 20 us, so the data spread over it) and
+    the caption says how many points are above it and how far they go;
+    without the far batches nothing is cut and nothing said."""
+    fig = _figure_of(html.serialize(_contended_run((60000.0, 90000.0, 120000.0))).decode(),
+                     "distribution of syscall.null")
+    assert "3 points above it, up to 120.000 us" in fig
+    ticks = [float(t) for t in re.findall(r">(-?[0-9.]+)</text>", fig)]
+    assert ticks and max(ticks) < 20 and min(ticks) > 5, ticks     # us: the axis spans the data, not the outliers
+    plain = _figure_of(html.serialize(_contended_run(())).decode(), "distribution of syscall.null")
+    assert "above it" not in plain

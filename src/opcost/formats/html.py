@@ -269,6 +269,41 @@ def _unit(values: Iterable[float]) -> tuple[float, str]:
     return (1e6, "ms") if top >= 1e6 else (1e3, "us") if top >= 1e3 else (1.0, "ns")
 
 
+def _axis_top(values: Iterable[float]) -> tuple[float, float, int, float] | None:
+    """Where a linear axis stops so that a few far points (contended
+    batches) do not squash the rest: at Tukey's far-out fence, the 75th
+    percentile plus three times the interquartile range. None when no point
+    lies beyond it (the axis shows them all); else (the axis's low end, its
+    top, how many points lie above the top, the largest), which the caption
+    says."""
+    vals = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if len(vals) < 10:
+        return None
+
+    def q(f: float) -> float:
+        x = f * (len(vals) - 1)
+        i = int(x)
+        return vals[i] if i + 1 >= len(vals) else vals[i] + (vals[i + 1] - vals[i]) * (x - i)
+
+    q25, q75 = q(0.25), q(0.75)
+    top = max(q75 + 3 * (q75 - q25), q75 * 1.05 if q75 > 0 else q75)
+    above = [v for v in vals if v > top]
+    if not above:
+        return None
+    lo = vals[0]
+    pad = 0.04 * (top - lo)
+    return lo - pad, top + pad, len(above), above[-1]
+
+
+def _cut_text(cut: tuple[float, float, int, float] | None) -> str:
+    """"; the axis stops at ...: 3 points above it, up to 120.0 us": what a robust axis left out."""
+    if cut is None:
+        return ""
+    _, top, n, hi = cut
+    return (f"; the axis stops at {fmt_ns(top)} (the 75th percentile plus three times the interquartile range), "
+            f"{n} point{'s' if n != 1 else ''} above it, up to {fmt_ns(hi)}")
+
+
 def _thin(xs: list, limit: int) -> tuple[list, bool]:
     """At most `limit` items by a fixed stride (deterministic), and whether any went."""
     if len(xs) <= limit:
@@ -384,7 +419,9 @@ def _variant_plot(page: _Page, r: dict) -> None:
     batches = _measured(r)
     meds = process_medians(r)
     s = Summary.of(r)
-    div, unit = _unit([x for b in batches for x in b] + meds)
+    cut = _axis_top([x for b in batches for x in b] + meds)
+    div, unit = _unit([x for b in batches for x in b] + meds if cut is None else
+                      [x for b in batches for x in b if x <= cut[1]] + [m for m in meds if m <= cut[1]])
     per_row = len(batches) <= MAX_PROCESS_ROWS
     rows = batches if per_row else [[x for b in batches for x in b]]
     total = sum(len(b) for b in rows)
@@ -417,6 +454,8 @@ def _variant_plot(page: _Page, r: dict) -> None:
     keep = set(_ticks(len(ticks), 12))
     ax.set_yticks([t for i, t in enumerate(ticks) if i in keep], [lb for i, lb in enumerate(labels) if i in keep])
     ax.set_ylim(len(rows) + 1.6, 0.4)
+    if cut is not None:
+        ax.set_xlim(cut[0] / div, cut[1] / div)
     ax.set_xlabel(f"{unit} per {_plain(r.get('op') or 'op', 40)}")
     ax.set_title(_plain(result_key(r), 110), loc="left")
     ax.grid(axis="x", color="#eee", lw=0.6)
@@ -426,6 +465,7 @@ def _variant_plot(page: _Page, r: dict) -> None:
         cap += f"; more than {MAX_PROCESS_ROWS} processes, so their batches share one row"
     if thinned:
         cap += f"; {int(total * share)} of the batches drawn (every {1 / share:.1f}th), all of them counted"
+    cap += _cut_text(cut)
     page.plot(fig, cap + ".", alt=f"distribution of {result_key(r)}")
 
 
@@ -843,7 +883,9 @@ def _ab_plot(page: _Page, e: dict) -> None:
         meds = s.process_medians
         med = s.get("median_ns", e.get(f"median_{side}"))
         arms.append((side.upper(), color, meds, med if isinstance(med, (int, float)) else None, s.get("ci95_ns")))
-    div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])])
+    cut = _axis_top([v for _, _, meds, _, _ in arms for v in meds])
+    div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])
+                       if cut is None or v <= cut[1]])
     fig = _figure(7.5, 1.45)
     ax = fig.add_subplot()
     rng = np.random.default_rng(0)
@@ -857,13 +899,15 @@ def _ab_plot(page: _Page, e: dict) -> None:
             ax.plot([med / div] * 2, [y - 0.3, y + 0.3], color="#222", lw=1.4)
     ax.set_yticks([0, 1], ["A", "B"])
     ax.set_ylim(1.6, -0.6)
+    if cut is not None:
+        ax.set_xlim(cut[0] / div, cut[1] / div)
     ax.set_xlabel(f"{unit} per {_plain(e.get('op') or 'op', 40)}")
     ratio = e.get("ratio")
     ax.set_title(_plain(e.get("key") or e.get("bench"), 90) + (f"   B/A {ratio:.4f}" if ratio else "")
                  + (f"  {e.get('verdict')}" if e.get("verdict") else ""), loc="left")
     ax.grid(axis="x", color="#eee", lw=0.6)
     n = [len(m) for _, _, m, _, _ in arms]
-    page.plot(fig, f"{esc(e.get('key') or e.get('bench'))}: A {n[0]} processes, B {n[1]} processes.",
+    page.plot(fig, f"{esc(e.get('key') or e.get('bench'))}: A {n[0]} processes, B {n[1]} processes{_cut_text(cut)}.",
               alt=f"A and B of {e.get('key')}")
 
 
@@ -1013,7 +1057,9 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
     meds = [_pt(p, "median_ns", "median") for p in points]
     cis = [_pt(p, "ci95_ns", "ci") for p in points]
     procs = [[m for m in (_pt(p, "process_medians_ns") or []) if isinstance(m, (int, float))] for p in points]
-    div, unit = _unit([m for m in meds if isinstance(m, (int, float))] + [m for ps in procs for m in ps])
+    cut = _axis_top([m for ps in procs for m in ps])
+    div, unit = _unit([m for m in meds if isinstance(m, (int, float)) and (cut is None or m <= cut[1])]
+                      + [m for ps in procs for m in ps if cut is None or m <= cut[1]])
     fig = _figure(9, 3.2)
     ax = fig.add_subplot()
     xs = np.arange(len(points), dtype=float)
@@ -1042,6 +1088,8 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
     ax.set_xticks([xs[t] for t in ticks], [labels[t] for t in ticks], rotation=45 if rot else 0,
                   ha="right" if rot else "center")
     ax.set_xlim(-0.6, len(points) - 0.4)
+    if cut is not None:
+        ax.set_ylim(cut[0] / div, cut[1] / div)
     ax.set_ylabel(f"{unit} per {_plain(op or 'op', 30)}")
     ax.set_title(_plain(key, 110), loc="left")
     ax.grid(axis="y", color="#eee", lw=0.6)
@@ -1049,4 +1097,5 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
            "as dashed red lines between the labels they separate")
     if thinned:
         cap += f"; {len(pts)} per-process medians drawn (a fixed stride)"
+    cap += _cut_text(cut)
     page.plot(fig, cap + ".", alt=f"series of {key}")
