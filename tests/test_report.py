@@ -306,3 +306,18 @@ def test_csv_says_its_units_and_flags():
                                           {"arm": "B", "flag": "outliers", "detail": "", "text": "B: outliers"}]}]}
     (row,) = _csv.DictReader(io.StringIO(fmt.serialize(cmp_doc).decode()))
     assert "delta" not in row and row["delta_fraction"] == "0.02" and row["flags"] == "A:bimodal;B:outliers"
+
+
+def test_a_stored_variants_run_renders_as_its_comparison(run_cli, tmp_path):
+    """Issue 26: `report N -f markdown` of a stored `variants` run: its builds'
+    table, then the comparison `variants` printed (B/A, verdict), as `show`."""
+    (tmp_path / "prog.c").write_text("int main(void) { volatile int x = 0; for (int i = 0; i < 1000; i++) x += i; "
+                                     "return 0; }\n")
+    ok(run_cli("variants", "prog.c", "-DA", "-DB", "--fake-clock", "1000", "-p", "3", "--cpu", "0", "--no-progress",
+               "--label", "v", timeout=240))
+    md = ok(run_cli("report", "v", "-f", "markdown")).stdout
+    assert "| -DA | program run |" in md                       # the builds' table
+    assert "| benchmark | op | A | B | B/A | 95% CI | p (Holm) | delta | verdict |" in md
+    row = [ln for ln in md.splitlines() if ln.startswith("| -DB | program run | ")][-1]   # after the builds' row
+    assert row.count("|") == 10 and 0.9 < float(row.split("|")[5]) < 1.1, row
+    assert "B/A" in ok(run_cli("report", "v", "-f", "text")).stdout
