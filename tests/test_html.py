@@ -309,3 +309,71 @@ def test_lean_load_is_the_full_document_with_plain_samples(tmp_path):
                                          for s in pf["samples"]]
                 pf["samples"] = pl["samples"] = []
         assert f == le
+
+
+def test_series_page_of_a_real_series_run(tmp_path, probe_bin):
+    """Issue 26: the page of the series document opcost itself writes (a
+    `series --run` on the fake clock, then `report N -f html` of the stored
+    run): rows counted from 1 as the text counts, "vs previous" / "vs first"
+    filled as the markdown prints them, the per-process medians drawn (one
+    grey point each), and the stored run's page is its series page."""
+    env = cli_env(tmp_path)
+
+    def cli(*args):
+        cp = subprocess.run(cli_argv(*args), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    cli("series", "--run", "syscall.null", "--over", "spin=1|21|41", "--fake-clock", "100", "-p", "3", "-n", "3",
+        "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress", "--json", "s.json", "--label", "ser")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["schema"] == "opcost.series/1"
+    assert all(len(lb["process_medians_ns"]) == 3 for lb in doc["labels"])
+    page = tmp_path / "s.html"
+    cli("report", "ser", "-f", "html", "-o", str(page))
+    data = page.read_text()
+    assert 'aria-label="series of syscall.null"' in data and "stored run 1 (ser)" in data
+    rows = re.findall(r"<tr><td class=num>(\d+)</td><td>([^<]*)</td><td class=num>\d+</td><td class=num>[^<]*</td>"
+                      r"<td class=num>[^<]*</td><td class=num>([^<]*)</td><td class=num>([^<]*)</td>", data)
+    assert [(r[0], r[1]) for r in rows] == [("1", "1"), ("2", "21"), ("3", "41")], rows
+    md = cli("report", "ser", "-f", "markdown")
+    vs_prev = [ln.split("|")[5].strip() for ln in md.splitlines() if re.match(r"\|\s*>?\s*\|\s*(1|21|41) \|", ln)]
+    assert [r[2] for r in rows] == vs_prev and vs_prev[0] == "-" and vs_prev[1].startswith("+"), (rows, vs_prev)
+    assert rows[0][3] == "-" and rows[2][3].startswith("+")
+    # the grey points: one <use> per per-process median, none without them
+    bare = {**doc, "labels": [{k: v for k, v in lb.items() if k != "process_medians_ns"} for lb in doc["labels"]]}
+    with_pts, without = html.serialize(doc).decode(), html.serialize(bare).decode()
+    assert with_pts.count("<use ") - without.count("<use ") == 9
+
+
+def _contended_run(outliers: tuple[float, ...]) -> dict:
+    """A run whose batches lie at 8.5 us +- 1%, a few of them (`outliers`, ns)
+    contended; its summaries computed from those batches."""
+    from opcost.model import Run
+    from opcost.summaries import fill_summaries
+
+    r = H.result("syscall.null", {"via": "libc"}, 8500.0, processes=5, samples=12, seed=3)
+    d = Run([r], H.env(), ["opcost", "run", "syscall.null"], "complete", 1, "noisy").to_json()
+    batches = [s for p in d["results"][0]["processes"] for s in p["samples"] if not s.get("warmup")]
+    for s, v in zip(batches[::17], outliers):
+        s["ns_per_op"] = v
+    return fill_summaries(d)
+
+
+def _figure_of(data: str, alt: str) -> str:
+    fig = data[data.index(f'aria-label="{alt}'):]
+    return fig[:fig.index("</figure>")]
+
+
+def test_a_few_contended_batches_do_not_squash_the_plot():
+    """Issue 26: batches at 8-9 us with three at 60-120 us: the axis stops at
+    Tukey's far-out fence (well under 20 us, so the data spread over it) and
+    the caption says how many points are above it and how far they go;
+    without the far batches nothing is cut and nothing said."""
+    fig = _figure_of(html.serialize(_contended_run((60000.0, 90000.0, 120000.0))).decode(),
+                     "distribution of syscall.null")
+    assert "3 points above it, up to 120.000 us" in fig
+    ticks = [float(t) for t in re.findall(r">(-?[0-9.]+)</text>", fig)]
+    assert ticks and max(ticks) < 20 and min(ticks) > 5, ticks     # us: the axis spans the data, not the outliers
+    plain = _figure_of(html.serialize(_contended_run(())).decode(), "distribution of syscall.null")
+    assert "above it" not in plain

@@ -253,3 +253,71 @@ def test_report_help_and_formats_import_nothing_heavy():
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     assert cp.stdout.strip() == "0 True []", cp
+
+
+def test_a_stored_ab_run_renders_as_its_comparison_in_every_format(run_cli, tmp_path):
+    """Issue 26: `report N` of a stored `ab` run shows the comparison `ab`
+    printed (B/A, CI, p, verdict, the savings table), rebuilt from its plan,
+    in text, markdown and html alike; json stays the stored result document."""
+    ok(run_cli("ab", "syscall.null", "--a", "spin=1", "--b", "spin=21", "--fake-clock", "100", "-p", "6", *TINY,
+               "--label", "inj"))
+    shown = ok(run_cli("show", "inj")).stdout
+    text = ok(run_cli("report", "inj", "-f", "text")).stdout
+    assert text.splitlines()[1:] == shown.splitlines()[1:]    # the same table as `show` (and `ab`)
+    md = ok(run_cli("report", "inj", "-f", "markdown")).stdout
+    row = next(ln for ln in md.splitlines() if ln.startswith("| syscall.null |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-1] == "**slower**" and 1.09 < float(cells[4]) < 1.12, row
+    assert "| per system call | A | B | saving A-B |" in md and "| elapsed |" in md
+    assert md.startswith("**run 1** (inj)")
+    page = tmp_path / "ab.html"
+    ok(run_cli("report", "inj", "-f", "html", "-o", str(page)))
+    html = page.read_text()
+    assert '<span class="slower">slower</span>' in html and "saving A-B" in html and "stored run 1 (inj)" in html
+    doc = json.loads(ok(run_cli("report", "inj", "-f", "json")).stdout)
+    assert doc["schema"] == "opcost.result/1" and doc["kind"] == "ab"
+    # a plain run is not turned into a comparison
+    ok(run_cli("run", "syscall.null", "--fake-clock", "100", "-p", "2", *TINY, "--label", "plain"))
+    assert "B/A" not in ok(run_cli("report", "plain", "-f", "markdown")).stdout
+
+
+def test_csv_says_its_units_and_flags():
+    """Issue 26: fractions say so in the header (cv_fraction, delta_fraction:
+    the text's percentages / 100), and flags get a column, each once, a
+    comparison's prefixed by their arm."""
+    import csv as _csv
+    import io
+
+    from opcost.formats import csv as fmt
+
+    run = {"results": [{"bench": "syscall.null", "key": "syscall.null", "params": {"cpu": "0"}, "op": "system call",
+                        "status": "ok", "summary": {"n_processes": 4, "median_ns": 100.0, "cv": 0.25,
+                                                     "flags": [{"flag": "unstable", "detail": "CV 25% > 5%"},
+                                                               {"flag": "contended", "detail": "x"},
+                                                               {"flag": "unstable", "detail": "again"}]}},
+                       {"bench": "signal.install", "key": "signal.install", "params": {}, "op": "sigaction call",
+                        "status": "ok", "summary": {"n_processes": 4, "median_ns": 200.0, "cv": 0.01}}]}
+    rows = list(_csv.DictReader(io.StringIO(fmt.serialize(run).decode())))
+    assert "cv" not in rows[0] and rows[0]["cv_fraction"] == "0.25"
+    assert rows[0]["flags"] == "unstable;contended" and rows[1]["flags"] == ""
+    cmp_doc = {"comparisons": [{"bench": "syscall.null", "key": "syscall.null", "op": "system call", "ratio": 1.1,
+                                "delta": 0.02, "verdict": "slower",
+                                "flags": [{"arm": "A", "flag": "bimodal", "detail": "", "text": "A: bimodal"},
+                                          {"arm": "B", "flag": "outliers", "detail": "", "text": "B: outliers"}]}]}
+    (row,) = _csv.DictReader(io.StringIO(fmt.serialize(cmp_doc).decode()))
+    assert "delta" not in row and row["delta_fraction"] == "0.02" and row["flags"] == "A:bimodal;B:outliers"
+
+
+def test_a_stored_variants_run_renders_as_its_comparison(run_cli, tmp_path):
+    """Issue 26: `report N -f markdown` of a stored `variants` run: its builds'
+    table, then the comparison `variants` printed (B/A, verdict), as `show`."""
+    (tmp_path / "prog.c").write_text("int main(void) { volatile int x = 0; for (int i = 0; i < 1000; i++) x += i; "
+                                     "return 0; }\n")
+    ok(run_cli("variants", "prog.c", "-DA", "-DB", "--fake-clock", "1000", "-p", "3", "--cpu", "0", "--no-progress",
+               "--label", "v", timeout=240))
+    md = ok(run_cli("report", "v", "-f", "markdown")).stdout
+    assert "| -DA | program run |" in md                       # the builds' table
+    assert "| benchmark | op | A | B | B/A | 95% CI | p (Holm) | delta | verdict |" in md
+    row = [ln for ln in md.splitlines() if ln.startswith("| -DB | program run | ")][-1]   # after the builds' row
+    assert row.count("|") == 10 and 0.9 < float(row.split("|")[5]) < 1.1, row
+    assert "B/A" in ok(run_cli("report", "v", "-f", "text")).stdout

@@ -616,3 +616,27 @@ def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag
     return stored_runs_document(runs_a, runs_b, delta=delta,
                                 switches=switches_of(*(plan_of(r) for r in runs_a + runs_b)),
                                 diffs=differences(runs_a[0].get("env") or {}, runs_b[0].get("env") or {}))
+
+
+def stored_comparison(doc: dict) -> dict | None:
+    """The comparison a stored `ab` or `variants` run printed, rebuilt from
+    its results and its stored plan alone (model.Plan: arms, delta, switches
+    per operation, --allow-emulated): the opcost.comparison/1 document `show`
+    and every `report` format render. None: any other run, or one whose plan
+    is not known (or does not match its results)."""
+    from .model import plan_of
+
+    plan = plan_of(doc)
+    if plan is None or plan.kind != doc.get("kind"):
+        return None
+    res = doc["results"]
+    if (plan.kind == "ab" and plan.a is not None and plan.b is not None and plan.delta is not None
+            and len(res) == 2 * len(plan.specs)):
+        from .targets.vm import withhold_emulated
+
+        cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
+                           switches=plan.switches)
+        return withhold_emulated(cdoc, plan.allow_emulated)
+    if plan.kind == "variants" and plan.delta is not None and res:
+        return variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
+    return None

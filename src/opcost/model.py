@@ -141,6 +141,8 @@ opcost.series/1
     last label) and, when true, confirm (how to re-measure it); a candidate
     with one run on a side is rejected (why says so); noise.unit "run" and its
     method when from runs.
+  issue 26: labels[].process_medians_ns (the per-process medians the
+    label's figures rest on; the html page draws them in grey).
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field

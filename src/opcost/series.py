@@ -64,7 +64,8 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     rows = []
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
         rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
-                     **row, "change_point": i in cps, "flags": lb.flags})
+                     **row, "change_point": i in cps, "flags": lb.flags,
+                     "process_medians_ns": list(lb.medians)})
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
@@ -184,6 +185,27 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                             rounds=rounds))
     return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
                     order="over", delta=delta, notes=notes, run_id=run_id, env=env)
+
+
+def stored_series(doc: dict) -> dict | None:
+    """The series a stored `series --run` printed, rebuilt from its results
+    and its stored plan (--over, delta) as `show` does: the opcost.series/1
+    document every `report` format that takes a series renders. None: any
+    other run, one whose plan is not known or does not match its results,
+    or one with fewer than 3 labels measured."""
+    from .model import plan_of
+
+    plan = plan_of(doc)
+    if plan is None or plan.kind != doc.get("kind") or plan.kind != "series":
+        return None
+    if plan.over is None or plan.delta is None:
+        return None
+    res = doc["results"]
+    values = plan.over["values"]
+    if len(res) != len(values) or sum(1 for r in res if r.get("processes")) < MIN_LABELS:
+        return None
+    return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
+                             run_id=doc["run_id"], env=doc.get("env"))
 
 
 # --- stored: `series BENCH[:PARAMS] --by KEY` ---------------------------------------

@@ -124,9 +124,25 @@ def run(args, argv) -> int:
                 output.write(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
                 return 0
             docs.extend(_runs(store, ids, sample_data=True))
-    data = getattr(module, "MANY", b"").join(module.serialize(d) for d in docs)
+    data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
     output.write(args.output, data)
     return 0
+
+
+def _serialize(module, doc: dict) -> bytes:
+    """One document in `module`'s format; a stored `ab`, `variants` or
+    `series --run` run, in a format that renders what they printed
+    (`serialize_stored`), as its comparison or series, rebuilt from its plan
+    (comparison.stored_comparison, series.stored_series)."""
+    stored = getattr(module, "serialize_stored", None)
+    if stored is not None and "results" in doc and doc.get("run_id") is not None:
+        from ..comparison import stored_comparison
+        from ..series import stored_series
+
+        rebuilt = stored_comparison(doc) or stored_series(doc)
+        if rebuilt is not None:
+            return stored(doc, rebuilt)
+    return module.serialize(doc)
 
 
 def _runs(store, ids, *, sample_data: bool):

@@ -40,32 +40,20 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
     rebuilt from the stored results and the stored plan alone (model.Plan:
     arms, delta, --over, switches per operation); any other, or a run whose
     plan is not known, as the results table."""
-    from ..comparison import ab_document, variants_document
-    from ..model import plan_of
+    from ..comparison import stored_comparison
+    from ..series import stored_series
     from ..tables import format_comparison, format_results, format_variants
 
-    plan = plan_of(doc)
-    if plan is not None and plan.kind != doc.get("kind"):
-        plan = None
     res = doc["results"]
-    if (plan is not None and plan.kind == "ab" and plan.a is not None and plan.b is not None
-            and plan.delta is not None and len(res) == 2 * len(plan.specs)):
-        from ..targets.vm import withhold_emulated
-
-        cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
-                           switches=plan.switches)
-        return format_comparison(withhold_emulated(cdoc, plan.allow_emulated), color=color, width=width)
-    if plan is not None and plan.kind == "variants" and plan.delta is not None and res:
-        vdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
-        return format_variants(vdoc, [r for r in res if not r["params"].get("reference")] +
+    cdoc = stored_comparison(doc)
+    if cdoc is not None and cdoc.get("kind") == "variants":
+        return format_variants(cdoc, [r for r in res if not r["params"].get("reference")] +
                                [r for r in res if r["params"].get("reference")], color=color, width=width)
-    if plan is not None and plan.kind == "series" and plan.over is not None and plan.delta is not None:
+    if cdoc is not None:
+        return format_comparison(cdoc, color=color, width=width)
+    sdoc = stored_series(doc)
+    if sdoc is not None:
         from ..tables import format_series
-        from ..series import measured_document
 
-        values = plan.over["values"]
-        if len(res) == len(values) and sum(1 for r in res if r.get("processes")) >= 3:
-            return format_series(measured_document(res, values, param=plan.over["param"], spec=plan.specs[0],
-                                                   delta=plan.delta, run_id=doc["run_id"], env=doc.get("env")),
-                                 color=color)
+        return format_series(sdoc, color=color)
     return format_results(res, width=width)

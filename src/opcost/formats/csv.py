@@ -1,6 +1,14 @@
 """`csv`: one row per variant (a result document) or per compared benchmark
 (a comparison), for spreadsheets and scripts. Times in ns; empty cells for
-what a row does not have (an unsupported variant has no median)."""
+what a row does not have (an unsupported variant has no median). Fractions
+say so in their column's name (`cv_fraction`, `delta_fraction`: 0.02 is 2%,
+the text's percentages divided by 100); `flags` lists what makes a figure
+less trustworthy (contended, unstable, bimodal, outliers, ...), separated by
+`;`, each a comparison's prefixed by its arm (`A:unstable;B:contended`).
+
+Issue 26 renamed `cv` to `cv_fraction` and `delta` to `delta_fraction` (same
+values, same positions) and appended `flags`; readers by column name must
+use the new names (docs/commands/report.md)."""
 
 from __future__ import annotations
 
@@ -13,9 +21,10 @@ NAME = "csv"
 KINDS = ("result", "comparison")
 
 RESULT_COLUMNS = ("bench", "key", "params", "op", "status", "reason", "n_processes", "median_ns", "ci95_low_ns",
-                  "ci95_high_ns", "min_ns", "p90_ns", "cv", "median_cycles", "user_ns_per_op", "sys_ns_per_op")
+                  "ci95_high_ns", "min_ns", "p90_ns", "cv_fraction", "median_cycles", "user_ns_per_op", "sys_ns_per_op",
+                  "flags")
 COMPARISON_COLUMNS = ("bench", "key", "op", "median_a_ns", "median_b_ns", "ratio", "ci95_low", "ci95_high",
-                      "p_value", "p_adjusted", "delta", "verdict", "status")
+                      "p_value", "p_adjusted", "delta_fraction", "verdict", "status", "flags")
 
 
 def _cell(v) -> str:
@@ -26,6 +35,13 @@ def _cell(v) -> str:
     return str(v)
 
 
+def _flags(flags, arm: bool = False) -> str:
+    """Flag names, each once, in order, `;`-separated (arm: `A:name`)."""
+    names = [(f"{f.get('arm')}:" if arm and f.get("arm") else "") + str(f.get("flag"))
+             for f in flags or [] if isinstance(f, dict) and f.get("flag")]
+    return ";".join(dict.fromkeys(names))
+
+
 def _result_rows(doc: dict):
     for r in doc["results"]:
         s = Summary.of(r)
@@ -33,14 +49,16 @@ def _result_rows(doc: dict):
         params = ";".join(f"{k}={v}" for k, v in (r.get("params") or {}).items())
         yield [r["bench"], r.get("key", r["bench"]), params, r.get("op"), r.get("status"), r.get("reason"),
                s.get("n_processes", 0), s.get("median_ns"), ci[0], ci[1], s.get("min_ns"), s.get("p90_ns"),
-               s.get("cv"), s.get("median_cycles"), s.get("user_ns_per_op"), s.get("sys_ns_per_op")]
+               s.get("cv"), s.get("median_cycles"), s.get("user_ns_per_op"), s.get("sys_ns_per_op"),
+               _flags(s.get("flags"))]
 
 
 def _comparison_rows(doc: dict):
     for e in doc["comparisons"]:
         ci = e.get("ci95_ratio") or [None, None]
         yield [e["bench"], e["key"], e.get("op"), e.get("median_a"), e.get("median_b"), e.get("ratio"), ci[0], ci[1],
-               e.get("p_value"), e.get("p_adjusted"), e.get("delta"), e.get("verdict"), e.get("status")]
+               e.get("p_value"), e.get("p_adjusted"), e.get("delta"), e.get("verdict"), e.get("status"),
+               _flags(e.get("flags"), arm=True)]
 
 
 def serialize(doc: dict) -> bytes:

@@ -97,6 +97,15 @@ def serialize(doc: dict) -> bytes:
     return _render(lambda p: _run_page(p, doc))
 
 
+def serialize_stored(doc: dict, cdoc: dict) -> bytes:
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: the page of its comparison or series `cdoc` (rebuilt from
+    the stored plan), saying which run it is."""
+    if cdoc.get("schema") == SERIES_SCHEMA:
+        return _render(lambda p: _series_page(p, cdoc, run=doc))
+    return _render(lambda p: _comparison_page(p, cdoc, run=doc))
+
+
 def serialize_runs(docs: Iterable[dict]) -> bytes:
     """The page of several runs (opcost.result/1 documents, in the order to
     show): one run as in `serialize`; more runs aggregated per benchmark,
@@ -260,6 +269,41 @@ def _unit(values: Iterable[float]) -> tuple[float, str]:
     return (1e6, "ms") if top >= 1e6 else (1e3, "us") if top >= 1e3 else (1.0, "ns")
 
 
+def _axis_top(values: Iterable[float]) -> tuple[float, float, int, float] | None:
+    """Where a linear axis stops so that a few far points (contended
+    batches) do not squash the rest: at Tukey's far-out fence, the 75th
+    percentile plus three times the interquartile range. None when no point
+    lies beyond it (the axis shows them all); else (the axis's low end, its
+    top, how many points lie above the top, the largest), which the caption
+    says."""
+    vals = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if len(vals) < 10:
+        return None
+
+    def q(f: float) -> float:
+        x = f * (len(vals) - 1)
+        i = int(x)
+        return vals[i] if i + 1 >= len(vals) else vals[i] + (vals[i + 1] - vals[i]) * (x - i)
+
+    q25, q75 = q(0.25), q(0.75)
+    top = max(q75 + 3 * (q75 - q25), q75 * 1.05 if q75 > 0 else q75)
+    above = [v for v in vals if v > top]
+    if not above:
+        return None
+    lo = vals[0]
+    pad = 0.04 * (top - lo)
+    return lo - pad, top + pad, len(above), above[-1]
+
+
+def _cut_text(cut: tuple[float, float, int, float] | None) -> str:
+    """"; the axis stops at ...: 3 points above it, up to 120.0 us": what a robust axis left out."""
+    if cut is None:
+        return ""
+    _, top, n, hi = cut
+    return (f"; the axis stops at {fmt_ns(top)} (the 75th percentile plus three times the interquartile range), "
+            f"{n} point{'s' if n != 1 else ''} above it, up to {fmt_ns(hi)}")
+
+
 def _thin(xs: list, limit: int) -> tuple[list, bool]:
     """At most `limit` items by a fixed stride (deterministic), and whether any went."""
     if len(xs) <= limit:
@@ -375,7 +419,9 @@ def _variant_plot(page: _Page, r: dict) -> None:
     batches = _measured(r)
     meds = process_medians(r)
     s = Summary.of(r)
-    div, unit = _unit([x for b in batches for x in b] + meds)
+    cut = _axis_top([x for b in batches for x in b] + meds)
+    div, unit = _unit([x for b in batches for x in b] + meds if cut is None else
+                      [x for b in batches for x in b if x <= cut[1]] + [m for m in meds if m <= cut[1]])
     per_row = len(batches) <= MAX_PROCESS_ROWS
     rows = batches if per_row else [[x for b in batches for x in b]]
     total = sum(len(b) for b in rows)
@@ -408,6 +454,8 @@ def _variant_plot(page: _Page, r: dict) -> None:
     keep = set(_ticks(len(ticks), 12))
     ax.set_yticks([t for i, t in enumerate(ticks) if i in keep], [lb for i, lb in enumerate(labels) if i in keep])
     ax.set_ylim(len(rows) + 1.6, 0.4)
+    if cut is not None:
+        ax.set_xlim(cut[0] / div, cut[1] / div)
     ax.set_xlabel(f"{unit} per {_plain(r.get('op') or 'op', 40)}")
     ax.set_title(_plain(result_key(r), 110), loc="left")
     ax.grid(axis="x", color="#eee", lw=0.6)
@@ -417,6 +465,7 @@ def _variant_plot(page: _Page, r: dict) -> None:
         cap += f"; more than {MAX_PROCESS_ROWS} processes, so their batches share one row"
     if thinned:
         cap += f"; {int(total * share)} of the batches drawn (every {1 / share:.1f}th), all of them counted"
+    cap += _cut_text(cut)
     page.plot(fig, cap + ".", alt=f"distribution of {result_key(r)}")
 
 
@@ -667,12 +716,15 @@ def _arm_text(arm: dict) -> str:
     return esc(t)
 
 
-def _comparison_page(page: _Page, doc: dict) -> None:
+def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
+    """`run`: the stored run this comparison was rebuilt from (its id,
+    label, date and status said under the title)."""
     entries = [e for e in doc.get("comparisons") or [] if isinstance(e, dict)]
     kind = str(doc.get("kind") or "comparison")
     page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
     page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
-    lines = [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
+    lines = [_stored_run_text(run)] if run is not None else []
+    lines += [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
     if doc.get("interleaved"):
         lines.append("interleaved: each round ran one A and one B process in a random order")
     else:
@@ -712,6 +764,9 @@ def _comparison_page(page: _Page, doc: dict) -> None:
                     "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
                  + ", Holm-adjusted across benchmarks."
                  + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
+    for e in entries:
+        if isinstance(e.get("savings"), dict) and isinstance(e["savings"].get("A"), dict):
+            _savings_section(page, e)
     notes = []
     for e in entries:
         for f in e.get("flags") or []:
@@ -755,6 +810,41 @@ def _comparison_page(page: _Page, doc: dict) -> None:
         page.add(_env_table({}))
 
 
+def _stored_run_text(run: dict) -> str:
+    """"stored run 3 (label), DATE, complete", escaped."""
+    return esc(f"stored run {run.get('run_id')}" + (f" ({printable(run['label'])})" if run.get("label") else "")
+               + ", ".join(["", *(str(run[k]) for k in ("created", "status") if run.get(k))]))
+
+
+def _savings_section(page: _Page, e: dict) -> None:
+    """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
+    the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
+    def fmt(col: str, x: Any) -> str:
+        if col.startswith("cycles"):
+            return "-" if not isinstance(x, (int, float)) else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
+        return fmt_ns(x)
+
+    sv = e["savings"]
+    ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
+    per = str(e.get("op") or "op")
+    rows = []
+    for c in sv["A"]:
+        rows.append([esc(c), fmt(c, sv["A"].get(c)), fmt(c, (sv.get("B") or {}).get(c)),
+                     fmt(c, (sv.get("difference") or {}).get(c)), _ci_text(ci_d.get(c), lambda x: fmt(c, x)),
+                     _pct((sv.get("improvement") or {}).get(c)), _ci_text(ci_i.get(c), _pct),
+                     "spans 0" if span.get(c) else ""])
+    page.add(f"<h2>Savings of {esc(e.get('key') or e.get('bench'))}</h2>\n<p class=note>per {esc(per)}; user and "
+             "system from getrusage of the measuring side; 95% bootstrap CIs over processes (“spans 0”: not shown "
+             "to differ).</p>")
+    page.add(_table(["per " + esc(per), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""], rows,
+                    right={1, 2, 3, 4, 5, 6}))
+    seed = sv.get("seed")
+    if isinstance(seed, dict) and isinstance(seed.get("saving_ns"), (int, float)):
+        page.add(f"<p class=note>user+system saved per {esc(seed.get('per'))}: {fmt_ns(seed['saving_ns'])} "
+                 f"{_ci_text(seed.get('ci95_ns'))}" + (" (the CI spans 0: not shown to differ)"
+                                                       if seed.get("spans_zero") else "") + "</p>")
+
+
 def _arm_plain(arm: Any) -> str:
     if isinstance(arm, dict):
         if "params" in arm:
@@ -793,7 +883,9 @@ def _ab_plot(page: _Page, e: dict) -> None:
         meds = s.process_medians
         med = s.get("median_ns", e.get(f"median_{side}"))
         arms.append((side.upper(), color, meds, med if isinstance(med, (int, float)) else None, s.get("ci95_ns")))
-    div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])])
+    cut = _axis_top([v for _, _, meds, _, _ in arms for v in meds])
+    div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])
+                       if cut is None or v <= cut[1]])
     fig = _figure(7.5, 1.45)
     ax = fig.add_subplot()
     rng = np.random.default_rng(0)
@@ -807,13 +899,15 @@ def _ab_plot(page: _Page, e: dict) -> None:
             ax.plot([med / div] * 2, [y - 0.3, y + 0.3], color="#222", lw=1.4)
     ax.set_yticks([0, 1], ["A", "B"])
     ax.set_ylim(1.6, -0.6)
+    if cut is not None:
+        ax.set_xlim(cut[0] / div, cut[1] / div)
     ax.set_xlabel(f"{unit} per {_plain(e.get('op') or 'op', 40)}")
     ratio = e.get("ratio")
     ax.set_title(_plain(e.get("key") or e.get("bench"), 90) + (f"   B/A {ratio:.4f}" if ratio else "")
                  + (f"  {e.get('verdict')}" if e.get("verdict") else ""), loc="left")
     ax.grid(axis="x", color="#eee", lw=0.6)
     n = [len(m) for _, _, m, _, _ in arms]
-    page.plot(fig, f"{esc(e.get('key') or e.get('bench'))}: A {n[0]} processes, B {n[1]} processes.",
+    page.plot(fig, f"{esc(e.get('key') or e.get('bench'))}: A {n[0]} processes, B {n[1]} processes{_cut_text(cut)}.",
               alt=f"A and B of {e.get('key')}")
 
 
@@ -869,13 +963,14 @@ def _change_points(s: dict, points: list[dict]) -> list[dict]:
     return out
 
 
-def _series_page(page: _Page, doc: dict) -> None:
+def _series_page(page: _Page, doc: dict, run: dict | None = None) -> None:
+    """`run`: the stored run (`series --run`) this series was rebuilt from."""
     series = _series_list(doc)
     first = series[0]
     name = first.get("key") or first.get("bench") or doc.get("bench") or "series"
     page.title = f"opcost series: {printable(name)}"
     page.add(f"<h1>series: {esc(name)}</h1>")
-    facts = []
+    facts = [_stored_run_text(run)] if run is not None else []
     by = doc.get("by") or first.get("by")
     if by:
         facts.append(f"labels by {esc(by)}")
@@ -897,9 +992,9 @@ def _series_page(page: _Page, doc: dict) -> None:
         rows = []
         for i, p in enumerate(points):
             c = at.get(i)
-            rows.append([str(i), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
+            rows.append([str(i + 1), esc(_pt(p, "label", "value", "name")), esc(_pt(p, "n_processes", "n") or "-"),
                          fmt_ns(_pt(p, "median_ns", "median")), _ci_text(_pt(p, "ci95_ns", "ci")),
-                         _pct(_pt(p, "change_prev", "vs_previous")), _pct(_pt(p, "change_first", "vs_first")),
+                         _change(_pt(p, "change_prev", "vs_previous")), _change(_pt(p, "change_first", "vs_first")),
                          esc(_cp_plain(c)) if c else ""]
                         + ([esc(", ".join(dict.fromkeys(str(f.get("flag")) for f in p.get("flags") or []
                                                         if isinstance(f, dict))))] if flagged else []))
@@ -928,6 +1023,17 @@ def _series_page(page: _Page, doc: dict) -> None:
             break
 
 
+def _change(c: Any) -> str:
+    """A label's change against the previous or the first label, as the
+    text prints it ("+3.1%"): the series document's {change, ci95_change}
+    (or a bare fraction); "-" where there is none (the first label)."""
+    if isinstance(c, dict):
+        c = c.get("change")
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+        return "-"
+    return f"{c * 100:+.1f}%"
+
+
 def _cp_plain(c: dict) -> str:
     """A change point in words: its size, the CI of the ratio, the verdict."""
     parts = []
@@ -951,7 +1057,9 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
     meds = [_pt(p, "median_ns", "median") for p in points]
     cis = [_pt(p, "ci95_ns", "ci") for p in points]
     procs = [[m for m in (_pt(p, "process_medians_ns") or []) if isinstance(m, (int, float))] for p in points]
-    div, unit = _unit([m for m in meds if isinstance(m, (int, float))] + [m for ps in procs for m in ps])
+    cut = _axis_top([m for ps in procs for m in ps])
+    div, unit = _unit([m for m in meds if isinstance(m, (int, float)) and (cut is None or m <= cut[1])]
+                      + [m for ps in procs for m in ps if cut is None or m <= cut[1]])
     fig = _figure(9, 3.2)
     ax = fig.add_subplot()
     xs = np.arange(len(points), dtype=float)
@@ -980,6 +1088,8 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
     ax.set_xticks([xs[t] for t in ticks], [labels[t] for t in ticks], rotation=45 if rot else 0,
                   ha="right" if rot else "center")
     ax.set_xlim(-0.6, len(points) - 0.4)
+    if cut is not None:
+        ax.set_ylim(cut[0] / div, cut[1] / div)
     ax.set_ylabel(f"{unit} per {_plain(op or 'op', 30)}")
     ax.set_title(_plain(key, 110), loc="left")
     ax.grid(axis="y", color="#eee", lw=0.6)
@@ -987,4 +1097,5 @@ def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op:
            "as dashed red lines between the labels they separate")
     if thinned:
         cap += f"; {len(pts)} per-process medians drawn (a fixed stride)"
+    cap += _cut_text(cut)
     page.plot(fig, cap + ".", alt=f"series of {key}")

@@ -120,6 +120,9 @@ def _comparison(doc: dict) -> list[str]:
                 + ("the runs' medians (the run is the unit)" if runs else "per-process medians")
                 + ", Holm-adjusted across benchmarks."
                 + (f" {escape(methods_text(doc['comparisons']))}." if methods_text(doc["comparisons"]) else "")]
+    for e in doc["comparisons"]:
+        if isinstance(e.get("savings"), dict):
+            out += ["", *_savings(e)]
     notes += [f"- {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     if notes:
         out += ["", *notes]
@@ -129,6 +132,37 @@ def _comparison(doc: dict) -> list[str]:
     if diffs:
         out += ["", "Environment differences:", ""]
         out += [f"- {escape(d['field'])}: {escape(_short(d['a']))} → {escape(_short(d['b']))}" for d in diffs]
+    return out
+
+
+def _savings(e: dict) -> list[str]:
+    """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
+    the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
+    from ..tables import fmt_ns, fmt_pct
+
+    def fmt(col: str, x) -> str:
+        if col.startswith("cycles"):
+            return "-" if x is None else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
+        return fmt_ns(x)
+
+    sv = e["savings"]
+    ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
+    rows = [["per " + escape(e.get("op") or "op"), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""]]
+    for c in sv["A"]:
+        d, i = ci_d.get(c), ci_i.get(c)
+        rows.append([escape(c), fmt(c, sv["A"][c]), fmt(c, sv["B"][c]), fmt(c, sv["difference"][c]),
+                     f"{fmt(c, d[0])} – {fmt(c, d[1])}" if d else "-", fmt_pct(sv["improvement"][c]),
+                     f"{fmt_pct(i[0])} – {fmt_pct(i[1])}" if i else "-", "spans 0" if span.get(c) else ""])
+    if not any(r[-1] for r in rows[1:]):
+        rows = [r[:-1] for r in rows]
+    out = [f"**{escape(e['key'])}**: savings per {escape(e.get('op') or 'op')} (user/system from getrusage of "
+           "the measuring side)", "", *table(rows, {1, 2, 3, 5})]
+    seed = sv.get("seed")
+    if isinstance(seed, dict) and seed.get("saving_ns") is not None:
+        ci = seed.get("ci95_ns")
+        out += ["", f"user+system saved per {escape(seed.get('per'))}: {fmt_ns(seed['saving_ns'])}"
+                + (f" ({fmt_ns(ci[0])} – {fmt_ns(ci[1])})" if ci else "")
+                + (" (the CI spans 0: not shown to differ)" if seed.get("spans_zero") else "")]
     return out
 
 
@@ -170,6 +204,18 @@ def _series(doc: dict) -> list[str]:
     if flagged:
         out += ["", "Flags of the labels (their figures are less trustworthy):", "", *flagged]
     return out
+
+
+def serialize_stored(doc: dict, cdoc: dict) -> bytes:
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: which run, (variants) its builds' table, then its comparison
+    or series `cdoc` (rebuilt from the stored plan)."""
+    if str(cdoc.get("schema", "")).startswith("opcost.series/"):
+        return ("\n".join([_run_title(doc), "", *_series(cdoc)]) + "\n").encode()
+    lines = _result(doc) if cdoc.get("kind") == "variants" else [_run_title(doc)]
+    if cdoc["comparisons"]:
+        lines += ["", *_comparison(cdoc)]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def serialize(doc: dict) -> bytes:

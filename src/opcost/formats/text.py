@@ -30,3 +30,21 @@ def serialize(doc: dict) -> bytes:
     else:
         text = run_line(doc) + "\n" + format_results(doc["results"])
     return (text + "\n").encode()
+
+
+def serialize_stored(doc: dict, cdoc: dict) -> bytes:
+    """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
+    printed it: the line saying which run, then its comparison or series
+    `cdoc` (rebuilt from the plan)."""
+    from ..model import SERIES_SCHEMA
+    from ..tables import format_comparison, format_series, format_variants
+
+    if cdoc.get("schema") == SERIES_SCHEMA:
+        text = format_series(cdoc, color=False)
+    elif cdoc.get("kind") == "variants":
+        res = doc["results"]
+        text = format_variants(cdoc, [r for r in res if not r["params"].get("reference")]
+                               + [r for r in res if r["params"].get("reference")])
+    else:
+        text = format_comparison(cdoc, color=False)
+    return (run_line(doc) + "\n" + text + "\n").encode()
