@@ -111,6 +111,31 @@ def test_go_names_keep_variants_apart(run_cli):
     assert [re.sub(r"-\d+$", "", n) for n in names("one")] == ["BenchmarkSyscallNull/via=libc"]
 
 
+def test_go_leaves_out_what_does_not_apply_and_the_arms_pair_in_benchstat(run_cli, tmp_path):
+    """An ab of ctx.pipe with fp=none (A) against fp=parent,fpkind=avx (B):
+    fpkind means nothing with fp=none (the probe's table says so: list shows
+    applies_if, the run's header params_unused), so A's lines do not carry
+    it; benchstat, columns by what the arms set (fp and fpkind), pairs the
+    two arms on one row, without -ignore, n=6 a side."""
+    benchstat = tool("benchstat")
+    listing = json.loads(ok(subprocess.run([str(Path(__file__).resolve().parents[1] / "probe" / "opcost-probe"),
+                                            "list", "--json"], capture_output=True, text=True)).stdout)
+    fpkind = next(p for b in listing["benchmarks"] if b["name"] == "ctx.pipe" for p in b["params"] if p["name"] == "fpkind")
+    assert fpkind["applies_if"] == "fp!=none"
+    ok(run_cli("ab", "ctx.pipe", "--a", "fp=none", "--b", "fp=parent,fpkind=sse", "--fake-clock", "100", "-p", "6",
+               *TINY, "--label", "fp"))
+    go = ok(run_cli("report", "fp", "-f", "go", "-o", "fp.txt"))
+    names = {ln.split("\t")[0] for ln in (tmp_path / "fp.txt").read_text().splitlines() if ln.startswith("Benchmark")}
+    assert {re.sub(r"-\d+$", "", n) for n in names} == {"BenchmarkCtxPipe/fp=none/mode=process/placement=same",
+                                                        "BenchmarkCtxPipe/fp=parent/fpkind=sse/mode=process/placement=same"}
+    out = ok(subprocess.run([benchstat, "-col", "/fp,/fpkind", "fp.txt"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)).stdout
+    rows = [ln for ln in out.splitlines() if ln.startswith("CtxPipe/")]
+    assert len(rows) == 2 and re.search(r"n=6\)", rows[0]), out   # sec/op and cycles/op: one row each, paired
+    assert all("fpkind" not in r for r in rows), out
+    assert go.stderr == ""
+
+
 # --- hyperfine-json -----------------------------------------------------------------
 
 def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
