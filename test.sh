@@ -71,8 +71,10 @@ python3 tests/kernels.py >/dev/null
 export OPCOST_REQUIRE_VM=1
 # Cross-architecture tests must run here, not skip.
 export OPCOST_REQUIRE_ARCHES=x86_64,i386,aarch64,arm
-# The tools the report and completion tests check against must be there, not skip.
-export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine,zsh
+# The tools the report and completion tests check against must be there, not skip;
+# hyperfine-scripts: hyperfine's own scripts/ in the shared directory beside the
+# checkout (../shared/anchors/hyperfine-scripts, or $OPCOST_SHARED), run from there.
+export OPCOST_REQUIRE_TOOLS=benchstat,hyperfine,hyperfine-scripts,zsh
 # The HTML report's browser test must run here, not skip (chromium, playwright).
 export OPCOST_REQUIRE_BROWSER=1
 # The store tests must run against a real PostgreSQL server too, not skip.

@@ -29,6 +29,44 @@ static void emit_params(struct jb *j, const struct bench_ctx *ctx)
 	jb_obj_end(j);
 }
 
+/* The applies_if rule of parameter `name` ("NAME!=VALUE"), or NULL: it always applies. */
+static const char *applies_rule(const struct bench *b, const char *name)
+{
+	size_t n = strlen(name);
+	for (int k = 0; b->applies_if && b->applies_if[k]; k++)
+		if (strncmp(b->applies_if[k], name, n) == 0 && b->applies_if[k][n] == ':')
+			return b->applies_if[k] + n + 1;
+	return NULL;
+}
+
+/* Whether parameter i applies given the others' values. */
+static int param_applies(const struct bench_ctx *ctx, int i)
+{
+	const char *cond = applies_rule(ctx->b, ctx->b->params[i].name);
+	const char *ne = cond ? strstr(cond, "!=") : NULL;
+	if (!ne)
+		return 1;
+	for (int k = 0; ctx->b->params[k].name; k++)
+		if (strlen(ctx->b->params[k].name) == (size_t)(ne - cond) &&
+		    strncmp(ctx->b->params[k].name, cond, (size_t)(ne - cond)) == 0)
+			return strcmp(ctx->values[k], ne + 2) != 0;
+	return 1;
+}
+
+static void emit_unused_params(struct jb *j, const struct bench_ctx *ctx)
+{
+	int any = 0;
+	for (int i = 0; ctx->b->params && ctx->b->params[i].name; i++)
+		any |= !param_applies(ctx, i);
+	if (!any)
+		return;
+	jb_arr_begin(j, "params_unused");
+	for (int i = 0; ctx->b->params[i].name; i++)
+		if (!param_applies(ctx, i))
+			jb_str(j, NULL, ctx->b->params[i].name);
+	jb_arr_end(j);
+}
+
 void emit_header(const struct run_info *ri, int argc, char **argv)
 {
 	struct bench_ctx *ctx = ri->ctx;
@@ -46,6 +84,7 @@ void emit_header(const struct run_info *ri, int argc, char **argv)
 	jb_str(&j, "op", ctx->b->op);
 	jb_bool(&j, "blocks", bench_blocks(ctx->b));
 	emit_params(&j, ctx);
+	emit_unused_params(&j, ctx);
 	jb_arr_begin(&j, "cpus");
 	jb_int(&j, NULL, ctx->cpus[0]);
 	if (ctx->b->flags & BENCH_HAS_HELPER)
@@ -440,7 +479,7 @@ void emit_unsupported(const struct bench_ctx *ctx)
 	jb_free(&j);
 }
 
-static void emit_param(struct jb *j, const struct bench_param *p)
+static void emit_param(struct jb *j, const struct bench *b, const struct bench_param *p)
 {
 	static const char *const tnames[] = {"enum", "int", "str"};
 	jb_obj_begin(j, NULL);
@@ -458,6 +497,8 @@ static void emit_param(struct jb *j, const struct bench_param *p)
 		jb_int(j, "min", p->min);
 		jb_int(j, "max", p->max);
 	}
+	if (applies_rule(b, p->name))
+		jb_str(j, "applies_if", applies_rule(b, p->name));
 	jb_obj_end(j);
 }
 
@@ -482,7 +523,7 @@ void emit_list(void)
 		jb_int(&j, "switches_per_op", b->switches);
 		jb_arr_begin(&j, "params");
 		for (int k = 0; b->params && b->params[k].name; k++)
-			emit_param(&j, &b->params[k]);
+			emit_param(&j, b, &b->params[k]);
 		jb_arr_end(&j);
 		jb_obj_end(&j);
 	}

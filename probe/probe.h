@@ -116,6 +116,12 @@ struct bench {
 	unsigned switches;               /* context switches one operation implies (0: none) */
 	unsigned flags;
 	const struct bench_param *params; /* terminated by {NULL} */
+	/* Optional, NULL-terminated: "PARAM:NAME!=VALUE", PARAM applies only when
+	 * parameter NAME is not VALUE (fpkind means nothing with fp=none). `list`
+	 * shows it as the parameter's applies_if; a run's header names the
+	 * parameters that do not apply to it in params_unused, and the exports
+	 * leave those out. */
+	const char *const *applies_if;
 	int (*setup)(struct bench_ctx *ctx);
 	/* The measured loop: exactly `iters` operations and nothing else. */
 	void (*run)(struct bench_ctx *ctx, uint64_t iters);

@@ -215,3 +215,41 @@ def test_compare_refuses_another_cpu_model_unless_forced(run_cli, tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert "kernel_release:" in cp.stdout and "9.9.9-test" in cp.stdout
     assert "cpu_model_name:" in cp.stdout
+
+
+def test_ks_of_near_identical_arms_warns_nothing():
+    """Two arms whose ECDFs differ by the least two untied samples can (an
+    A/A run with tied process medians: seed 001's counters A/A): the KS p is
+    1 exactly. scipy's exact routine computed it as 1 plus a rounding error,
+    rejected it and fell back with a RuntimeWarning that leaked into ab's
+    output; here, with warnings as errors, nothing is raised and p is 1."""
+    import warnings
+
+    from opcost import abtest
+
+    a, b = [2.0, 2.0, 3.0, 3.0, 2.0], [3.0, 1.0, 2.0, 3.0, 3.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = abtest.p_value(a, b)
+        assert q["ks"] == 1.0
+        abtest.compare_arms(a, b)
+        assert abtest.ks_p(abtest.np.array([1.0] * 6 + [2.0]), abtest.np.array([1.0] * 7)) == 1.0
+    # not a p of 1 for everything: a real difference keeps scipy's exact p
+    assert abtest.ks_p(abtest.np.array([1.0, 2, 3, 4, 5, 6]), abtest.np.array([7.0, 8, 9, 10, 11, 12])) < 0.01
+
+
+def test_counters_aa_of_ctx_yield_with_warnings_as_errors(tmp_path, probe_bin):
+    """The seed 001 counters A/A, with RuntimeWarning (scipy's and numpy's
+    numerical warnings) an error: exit 0, no warning text (a warning would be
+    a traceback here)."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    cp = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "opcost", "ab", "ctx.yield", "--a", "", "--b", "",
+                         "--counters", "task-clock,context-switches", "-p", "6", "--fake-clock", "100", *FAST,
+                         "--no-progress", "--no-store"], env=cli_env(tmp_path), cwd=tmp_path, capture_output=True,
+                        text=True, timeout=180)
+    assert cp.returncode == 0, cp.stderr
+    assert "RuntimeWarning" not in cp.stdout + cp.stderr and "counters per op, B against A" in cp.stdout

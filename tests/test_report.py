@@ -3,8 +3,9 @@
 escaping, the -o/--force rules, colour and width on a terminal.
 
 benchstat and hyperfine are installed by test.sh, which sets
-OPCOST_REQUIRE_TOOLS=benchstat,hyperfine: there, a missing tool fails the
-test instead of skipping it."""
+OPCOST_REQUIRE_TOOLS=benchstat,hyperfine,hyperfine-scripts: there, a missing
+tool (or hyperfine's scripts/ missing from the shared directory beside the
+checkout) fails the test instead of skipping it."""
 
 from __future__ import annotations
 
@@ -110,6 +111,31 @@ def test_go_names_keep_variants_apart(run_cli):
     assert [re.sub(r"-\d+$", "", n) for n in names("one")] == ["BenchmarkSyscallNull/via=libc"]
 
 
+def test_go_leaves_out_what_does_not_apply_and_the_arms_pair_in_benchstat(run_cli, tmp_path):
+    """An ab of ctx.pipe with fp=none (A) against fp=parent,fpkind=avx (B):
+    fpkind means nothing with fp=none (the probe's table says so: list shows
+    applies_if, the run's header params_unused), so A's lines do not carry
+    it; benchstat, columns by what the arms set (fp and fpkind), pairs the
+    two arms on one row, without -ignore, n=6 a side."""
+    benchstat = tool("benchstat")
+    listing = json.loads(ok(subprocess.run([str(Path(__file__).resolve().parents[1] / "probe" / "opcost-probe"),
+                                            "list", "--json"], capture_output=True, text=True)).stdout)
+    fpkind = next(p for b in listing["benchmarks"] if b["name"] == "ctx.pipe" for p in b["params"] if p["name"] == "fpkind")
+    assert fpkind["applies_if"] == "fp!=none"
+    ok(run_cli("ab", "ctx.pipe", "--a", "fp=none", "--b", "fp=parent,fpkind=sse", "--fake-clock", "100", "-p", "6",
+               *TINY, "--label", "fp"))
+    go = ok(run_cli("report", "fp", "-f", "go", "-o", "fp.txt"))
+    names = {ln.split("\t")[0] for ln in (tmp_path / "fp.txt").read_text().splitlines() if ln.startswith("Benchmark")}
+    assert {re.sub(r"-\d+$", "", n) for n in names} == {"BenchmarkCtxPipe/fp=none/mode=process/placement=same",
+                                                        "BenchmarkCtxPipe/fp=parent/fpkind=sse/mode=process/placement=same"}
+    out = ok(subprocess.run([benchstat, "-col", "/fp,/fpkind", "fp.txt"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)).stdout
+    rows = [ln for ln in out.splitlines() if ln.startswith("CtxPipe/")]
+    assert len(rows) == 2 and re.search(r"n=6\)", rows[0]), out   # sec/op and cycles/op: one row each, paired
+    assert all("fpkind" not in r for r in rows), out
+    assert go.stderr == ""
+
+
 # --- hyperfine-json -----------------------------------------------------------------
 
 def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
@@ -138,14 +164,17 @@ def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
     for r in ours[1:]:   # ctx.pipe: has parameters
         assert {k: kind(v) for k, v in r.items()} == want, r
         assert all(isinstance(v, str) for v in r["parameters"].values())
-    assert "parameters" in ours[0] and ours[0]["parameters"]["via"] == "libc"
+    # only what varies between the entries: via (syscall.null's only), ctx.pipe's own, not cpu=0 (all share it)
+    assert ours[0]["parameters"] == {"via": "libc"}
+    assert [b["parameters"]["mode"] for b in ours[1:]] == ["process", "thread"]
+    assert not any("cpu" in b["parameters"] for b in ours)
 
     commands = [b["command"] for b in ours]
     times = [b["times"] for b in ours]
-    assert commands == ["syscall.null", "ctx.pipe:mode=process", "ctx.pipe:mode=thread"]
+    assert commands == ["1e9 x syscall.null", "1e9 x ctx.pipe:mode=process", "1e9 x ctx.pipe:mode=thread"]
     for b, ts in zip(ours, times):
         assert len(ts) == 4 and len(b["exit_codes"]) == 4 and set(b["exit_codes"]) == {0}
-        assert all(9e-8 < t < 1.1e-7 for t in ts), ts      # 100 ns per op, in seconds
+        assert all(90 < t < 110 for t in ts), ts      # 100 ns per op: 100 s per 1e9 operations
         assert b["mean"] == pytest.approx(np.mean(ts))
         assert b["stddev"] == pytest.approx(np.std(ts, ddof=1))
         assert b["median"] == pytest.approx(np.median(ts))
@@ -153,7 +182,57 @@ def test_hyperfine_json_has_hyperfines_layout(run_cli, tmp_path):
         assert 0 < b["user"] < b["mean"] and 0 < b["system"] < b["mean"]
     doc = json.loads(ok(run_cli("report", "x", "-f", "json")).stdout)
     medians = [r["summary"]["process_medians_ns"] for r in doc["results"]]
-    assert [t * 1e9 for ts in times for t in ts] == pytest.approx([m for ms in medians for m in ms])
+    assert [t for ts in times for t in ts] == pytest.approx([m for ms in medians for m in ms])
+
+
+SHARED = Path(os.environ.get("OPCOST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+HYPERFINE_SCRIPTS = SHARED / "anchors" / "hyperfine-scripts"
+
+
+def hyperfine_scripts() -> Path:
+    """hyperfine's own scripts/ (at a fixed commit, with its licences) in the
+    shared directory beside the checkout (or $OPCOST_SHARED): run from there,
+    never copied into the project."""
+    if not (HYPERFINE_SCRIPTS / "advanced_statistics.py").is_file():
+        if "hyperfine-scripts" in REQUIRED:
+            pytest.fail(f"{HYPERFINE_SCRIPTS} missing but OPCOST_REQUIRE_TOOLS names hyperfine-scripts")
+        pytest.skip(f"hyperfine's scripts not found in {HYPERFINE_SCRIPTS} (the shared directory beside the "
+                    "checkout, or $OPCOST_SHARED)")
+    return HYPERFINE_SCRIPTS
+
+
+def test_hyperfines_own_scripts_read_the_export(run_cli, tmp_path):
+    """advanced_statistics.py prints the statistics of the per-process
+    medians (100 ns per operation and more on the fake clock: over 90 s per 1e9
+    operations, not 0.000), and plot_parametrized.py draws the one parameter
+    that varies (spin; cpu and via are the same for every entry)."""
+    scripts = hyperfine_scripts()
+    ok(run_cli("run", "syscall.null:spin=1|101|201", "--fake-clock", "100", "-p", "4", *TINY, "--label", "s"))
+    ok(run_cli("report", "s", "-f", "hyperfine-json", "-o", "h.json"))
+    ours = json.loads((tmp_path / "h.json").read_text())["results"]
+    env = dict(os.environ, MPLBACKEND="Agg")
+    out = ok(subprocess.run([sys.executable, str(scripts / "advanced_statistics.py"), "h.json"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)).stdout
+    blocks = out.split("Command '")[1:]
+    assert [b.split("'")[0] for b in blocks] == [f"1e9 x syscall.null:spin={n}" for n in (1, 101, 201)], out
+    for block, b in zip(blocks, ours):
+        stats = dict(re.findall(r"^  (\w+):\s+([\d.]+) s$", block, re.M))
+        assert set(stats) == {"mean", "stddev", "median", "min", "max"}, block
+        assert float(stats["mean"]) == pytest.approx(b["mean"], abs=1e-3) and float(stats["mean"]) > 90
+        assert float(stats["median"]) == pytest.approx(b["median"], abs=1e-3)
+        assert (float(stats["min"]), float(stats["max"])) == pytest.approx((min(b["times"]), max(b["times"])), abs=1e-3)
+    cp = ok(subprocess.run([sys.executable, str(scripts / "plot_parametrized.py"), "h.json", "-o", "p.png"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120))
+    assert cp.stderr == "" and (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # an ab of the two arms: the parameter that varies is the arm's, plotted as well
+    ok(run_cli("ab", "syscall.null", "--a", "spin=1", "--b", "spin=101", "--fake-clock", "100", "-p", "4", *TINY,
+               "--label", "ab"))
+    ok(run_cli("report", "ab", "-f", "hyperfine-json", "-o", "ab.json"))
+    ab = json.loads((tmp_path / "ab.json").read_text())["results"]
+    assert [b["parameters"] for b in ab] == [{"spin": "1"}, {"spin": "101"}]
+    ok(subprocess.run([sys.executable, str(scripts / "plot_parametrized.py"), "ab.json", "-o", "ab.png"],
+                      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120))
+    assert (tmp_path / "ab.png").stat().st_size > 0
 
 
 # --- markdown ---------------------------------------------------------------------

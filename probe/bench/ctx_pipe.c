@@ -27,6 +27,8 @@ static const struct bench_param params[] = {
 	{NULL, 0, NULL, NULL, NULL, 0, 0},
 };
 
+static const char *const applies_if[] = {"fpkind:fp!=none", NULL};
+
 struct state {
 	int to_helper[2], from_helper[2];
 	int parent_fp, child_fp;
@@ -108,6 +110,7 @@ const struct bench bench_ctx_pipe = {
 	.switches = 2,
 	.flags = BENCH_HAS_HELPER,
 	.params = params,
+	.applies_if = applies_if,
 	.setup = setup,
 	.run = run,
 	.sync_helper = sync_helper,

@@ -10,7 +10,9 @@ benchmark for a confidence interval):
   SyscallNull: benchstat prints it without the prefix), then one `/key=value`
   part per parameter (arch and cpu only when they differ within the run, as
   with `--cpu 0-3`: otherwise they are where it ran, not what, and left out
-  so that runs pinned differently still pair up),
+  so that runs pinned differently still pair up; a parameter that does not
+  apply to the variant, as the probe's header says in params_unused, is
+  left out too: fpkind with fp=none),
   then `-N` with N the number of CPUs of the machine that ran it (what Go's
   GOMAXPROCS defaults to; the same for every run on one machine);
 - the iteration count: the operations the process measured (batches x
@@ -96,10 +98,18 @@ def uniform(doc: dict) -> set[str]:
     return {k for k in WHERE if len({str((r.get("params") or {}).get(k)) for r in doc["results"]}) <= 1}
 
 
+def unused(r: dict) -> set[str]:
+    """The parameters that do not apply to this variant (the probe's header
+    names them, params_unused: fpkind with fp=none), left out of its name so
+    that the arms of an ab pair up in benchstat without -ignore."""
+    return {str(k) for p in r.get("processes") or [] for k in (p.get("header") or {}).get("params_unused") or []}
+
+
 def result_lines(r: dict, procs: int, same: set[str] = set(WHERE)) -> list[str]:
     from ..stats import process_stats
 
-    params = {k: v for k, v in (r.get("params") or {}).items() if k not in same}
+    skip = same | unused(r)
+    params = {k: v for k, v in (r.get("params") or {}).items() if k not in skip}
     name = "Benchmark" + bench_name(r["bench"]) + "".join(f"/{_clean(k)}={_clean(v)}" for k, v in params.items())
     name += f"-{procs}"
     lines = []

@@ -3,16 +3,23 @@ that read hyperfine's exports (plot_whisker.py, plot_histogram.py,
 advanced_statistics.py: `json.load(f)["results"]`, then each result's
 `command` and `times`) read opcost results.
 
-One entry per measured variant (`command`: its key, `bench:k=v,...`), and in
-a comparison one per arm and benchmark (`A: key`, `B: key`). What hyperfine
-calls a run's time is here one probe process: `times` are the per-process
-medians of the time per operation (the numbers opcost's median, CI and
-verdicts are computed over), in seconds; mean, stddev (n-1, null for one
-process), median, min and max are over those; `user` and `system` the
-getrusage CPU time per operation (median over processes); `exit_codes` one 0
-per measured process (a process that failed left no times); `parameters`
-the variant's parameters as strings (with `arm` in a comparison), present
-when there are any, as hyperfine writes them only with -P/-L.
+One entry per measured variant, and in a comparison one per arm and
+benchmark. What hyperfine calls a run's time is here one probe process:
+`times` are the per-process medians of the time per operation (the numbers
+opcost's median, CI and verdicts are computed over), scaled to OPS (1e9)
+operations and in seconds, so that the `command` is `1e9 x KEY` (`A: 1e9 x
+KEY`, `B: ...` in a comparison) and its seconds read as nanoseconds per
+operation: hyperfine's scripts print three decimals of seconds or
+milliseconds, and a time per operation in seconds (1e-7) printed as 0.000.
+mean, stddev (n-1, null for one process), median, min and max are over
+those; `user` and `system` the getrusage CPU time per operation (median over
+processes), scaled alike; `exit_codes` one 0 per measured process (a process
+that failed left no times); `parameters` the parameters that vary between
+the document's entries (with `arm` in a comparison), as strings, each entry
+holding those it has, and none when nothing varies: hyperfine writes the one
+it was given with -P (plot_parametrized.py wants exactly one), and a
+parameter every entry shares (`via=libc`, the CPU of a pinned run) says
+nothing about the entries.
 """
 
 from __future__ import annotations
@@ -26,13 +33,23 @@ NAME = "hyperfine-json"
 KINDS = ("result", "comparison")
 
 
+OPS = 1e9   # operations per hyperfine "run": seconds per OPS operations are nanoseconds per operation
+
+
+SCALE = OPS / 1e9   # nanoseconds per operation -> seconds per OPS operations
+
+
 def _s(ns) -> float | None:
-    return None if ns is None else ns / 1e9
+    return None if ns is None else ns * SCALE
+
+
+def command(key: str) -> str:
+    return f"{OPS:.0e}".replace("+0", "") + f" x {key}"
 
 
 def entry(command: str, summary: Summary, params: dict) -> dict | None:
     s = summary
-    times = [t / 1e9 for t in s.process_medians]
+    times = [t * SCALE for t in s.process_medians]
     if not times:
         return None
     n = len(times)
@@ -48,19 +65,25 @@ def entry(command: str, summary: Summary, params: dict) -> dict | None:
     return out
 
 
-def _params(r: dict) -> dict:
-    return {k: v for k, v in (r.get("params") or {}).items() if k != "arch"}
+def varying(params: list[dict]) -> list[dict]:
+    """Each entry's parameters, keeping only the keys whose value (absent
+    counting as a value) is not the same in every entry."""
+    keys = {k for p in params for k in p}
+    vary = {k for k in keys if len({str(p[k]) if k in p else None for p in params}) > 1}
+    return [{k: v for k, v in p.items() if k in vary} for p in params]
 
 
 def serialize(doc: dict) -> bytes:
-    results = []
+    rows: list[tuple[str, Summary, dict]] = []
     if "comparisons" in doc:
         for e in doc["comparisons"]:
             for arm in ("a", "b"):
                 side = e.get(arm) or {}
                 params = {"arm": arm.upper(), **{k: v for k, v in (side.get("params") or {}).items() if k != "arch"}}
-                results.append(entry(f"{arm.upper()}: {e['key']}", Summary.of(side), params))
+                rows.append((f"{arm.upper()}: {command(e['key'])}", Summary.of(side), params))
     else:
-        results = [entry(result_key(r), Summary.of(r), _params(r)) for r in doc["results"]]
+        rows = [(command(result_key(r)), Summary.of(r), {k: v for k, v in (r.get("params") or {}).items() if k != "arch"})
+                for r in doc["results"]]
+    results = [entry(c, s, p) for (c, s, _), p in zip(rows, varying([p for _, _, p in rows]))]
     return (json.dumps({"results": [r for r in results if r is not None]}, indent=2, allow_nan=False)
             + "\n").encode()
