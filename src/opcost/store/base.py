@@ -190,6 +190,11 @@ class SqlStore:
         """Dialect: a run was inserted with this id given (an import): ids given
         later must be above it."""
 
+    def _check_identity(self, doing: str) -> None:
+        """Dialect: raise StoreGone if the store this connection writes is no
+        longer the one at self.path (removed or replaced while in use), so
+        that nothing is committed into a file no one will read again."""
+
     def _describe(self, e: Exception) -> str:
         """Dialect: a driver error as one line of text for a message."""
         return str(e)
@@ -303,6 +308,7 @@ class SqlStore:
                 self._begin(db, exclusive)
 
         def commit() -> None:
+            self._check_identity(doing)
             with self._guard(doing):
                 self._run(db, "COMMIT")
 
