@@ -105,6 +105,37 @@ def check_target(path: str, option: str = "--json", *, overwrite: bool = True) -
         raise UsageError(f"{option} {path} cannot be written ({e.strerror}); give a writable file path") from None
 
 
+def _identity(path: str) -> tuple[str, object]:
+    """What a target is, whatever the spelling (`x`, `./x`, a symlink to it,
+    another hard link): its (device, inode) if it exists, else its real path."""
+    real = _real(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return "path", real
+    return "inode", (st.st_dev, st.st_ino)
+
+
+def check_distinct(targets: list[tuple[str, str]]) -> None:
+    """Raise UsageError when two of these (option as given, path) outputs are
+    the same file: the last write would silently replace the first. Standard
+    output (`-`) and devices (/dev/null, a terminal) may be given twice."""
+    seen: dict[tuple[str, object], str] = {}
+    for option, path in targets:
+        if path == STDOUT:
+            continue
+        try:
+            if stat.S_ISCHR(os.stat(path).st_mode):
+                continue
+        except OSError:
+            pass
+        key = _identity(path)
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {option} are the same file: the second would replace the "
+                             "first; give each output its own file")
+        seen[key] = option
+
+
 def write(path: str, data: bytes, give_up: Callable[[], bool] | None = None) -> None:
     """Write `data` to `path` by the rules above. OSError propagates.
     give_up() true while waiting for a FIFO's reader: stop waiting (a signal
