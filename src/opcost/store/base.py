@@ -27,11 +27,11 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 
 from .. import interrupts
 from .. import labels as _labels
-from ..errors import StoreError, StoreLocked, UnknownRun
+from ..errors import StoreError, StoreLocked, UnknownRun, UsageError
 from ..redact import redact_argv
 from ..safetext import printable
 from . import rows
-from .owner import owner_here, shown_status
+from .owner import owner_alive, owner_here, shown_status
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed", "abandoned")
 FINAL_RUN_STATUSES = RUN_STATUSES[1:]
@@ -521,6 +521,16 @@ class SqlStore:
         ids = sorted({int(i) for i in run_ids})
         gone: list[int] = []
         with self._transaction("deleting runs") as db:
+            # Under the write lock: a run still being measured (its opcost
+            # alive on this host) would lose everything it measured and then
+            # fail; nothing is deleted.
+            owner = self._column("runs.owner", "owner")
+            for rid in ids:
+                row = self._run(db, "SELECT status, " + owner + " FROM runs WHERE id = ?", (rid,)).fetchone()
+                who = rows.decode(row[1]) if row is not None else None
+                if row is not None and row[0] == "running" and who is not None and owner_alive(who):
+                    raise UsageError(f"run {rid} is still being measured (opcost pid {who['pid']} on this host): "
+                                     "delete it once that opcost has ended (or stop it first); nothing was deleted")
             for rid in ids:
                 if self._run(db, "DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 1:
                     gone.append(rid)
