@@ -523,12 +523,13 @@ class SqlStore:
         with self._transaction("deleting runs") as db:
             # Under the write lock: a run still being measured (its opcost
             # alive on this host) would lose everything it measured and then
-            # fail; nothing is deleted.
+            # fail; nothing is deleted. (Our own runs are ours to delete.)
             owner = self._column("runs.owner", "owner")
             for rid in ids:
                 row = self._run(db, "SELECT status, " + owner + " FROM runs WHERE id = ?", (rid,)).fetchone()
                 who = rows.decode(row[1]) if row is not None else None
-                if row is not None and row[0] == "running" and who is not None and owner_alive(who):
+                if (row is not None and row[0] == "running" and who is not None and owner_alive(who)
+                        and who.get("pid") != os.getpid()):
                     raise UsageError(f"run {rid} is still being measured (opcost pid {who['pid']} on this host): "
                                      "delete it once that opcost has ended (or stop it first); nothing was deleted")
             for rid in ids:
