@@ -103,11 +103,19 @@ class Store(Protocol):
 
 
 def lock_wait_s() -> float:
-    try:
-        v = float(os.environ.get("OPCOST_STORE_WAIT", DEFAULT_LOCK_WAIT_S))
-    except ValueError:
+    """OPCOST_STORE_WAIT seconds (default 60); anything but a number >= 0 is
+    refused (before anything is measured: the store is opened first)."""
+    raw = os.environ.get("OPCOST_STORE_WAIT", "")
+    if raw == "":
         return DEFAULT_LOCK_WAIT_S
-    return v if v >= 0 else DEFAULT_LOCK_WAIT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < float("inf"):
+        raise UsageError(f"OPCOST_STORE_WAIT={raw}: give how many seconds a write waits for a store locked "
+                         f"by another program, a number >= 0 (default {DEFAULT_LOCK_WAIT_S:g})")
+    return v
 
 
 def identity(doc: dict[str, Any]) -> str:
