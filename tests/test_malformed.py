@@ -34,7 +34,8 @@ from test_store import _v1_store, damage
 CORPUS = Path(__file__).with_name("data") / "malformed.txt"
 COMPILER_MESSAGES = "!compiler"
 FAST = "--fake-clock 100 -p 2 -n 1 -w 0 --target-ms 1"
-CONTROL = {"{nl}": "\n", "{tab}": "\t", "{cr}": "\r", "{esc}": "\x1b", "{del}": "\x7f"}
+CONTROL = {"{nl}": "\n", "{tab}": "\t", "{cr}": "\r", "{esc}": "\x1b", "{del}": "\x7f",
+           "{xff}": "\udcff"}   # the byte 0xff, not UTF-8: subprocess passes it as that byte (os.fsencode)
 # Options that write a file another module owns (the --json/--export writer) are not in this corpus.
 NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json"),
             ("series", "--json")}

@@ -51,6 +51,11 @@ def _main(argv: list[str] | None) -> int:
     try:
         from . import commands
 
+        if argv[:1] == ["--version"] and len(argv) > 1:
+            from .safetext import printable
+
+            # argparse prints the version and exits at --version, ignoring the rest.
+            raise UsageError(f"--version takes nothing more (got '{printable(argv[1])}'): `opcost --version` alone")
         parser = commands.build_parser()
         args = parser.parse_args(argv)
         if args.command is None:

@@ -164,7 +164,7 @@ def split_list(text: str) -> list[str]:
         else:
             cur += ch
     out.append(cur)
-    return [t.strip() for t in out if t.strip()]
+    return [t.strip() for t in out]
 
 
 def _mods_at(name: str) -> int:
@@ -214,9 +214,12 @@ def expand(text: str | None, known: list[str], catalog=None) -> Plan | None:
     if text is None:
         return None
     names = split_list(text)
-    if not names:
+    if not any(names):
         raise UsageError("--counters is empty; give perf event or profile names, e.g. software or "
                          "context-switches,task-clock (" + _valid_text(known) + ")")
+    if not all(names):
+        raise UsageError(f"--counters {text!r} has an empty item (two commas in a row, or one at an end); "
+                         "give names separated by single commas, e.g. context-switches,task-clock")
     profiles = set(profile_names())
     events: list[str] = []
     derived: list[Derived] = []

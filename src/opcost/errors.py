@@ -41,6 +41,13 @@ class StoreLocked(OpcostError):
     exit_code = EXIT_BENCH_FAILED
 
 
+class StoreGone(OpcostError):
+    """The store's file was removed or replaced (another file, another
+    directory) while opcost used it: like a locked store, not bad input
+    (exit 1); the run goes on without it, into --json or a rescue file."""
+    exit_code = EXIT_BENCH_FAILED
+
+
 class NothingMeasured(OpcostError):
     """Every variant was unsupported here or failed: not a success (exit 1)."""
     exit_code = EXIT_BENCH_FAILED

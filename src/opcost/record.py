@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 
-from . import __version__, output
+from . import __version__, interrupts, output
 from .errors import OpcostError
 from . import formats
 from .model import META, Plan, Run
@@ -143,7 +143,7 @@ class Recorder:
         doc = self.document()
         for fmt, path in targets:
             try:
-                output.write(path, formats.serialize(fmt, doc))
+                output.write(path, formats.serialize(fmt, doc), give_up=interrupts.pending)
             except OSError as e:
                 if final:
                     raise OpcostError(f"cannot write {path} ({e.strerror or e})") from None

@@ -227,7 +227,10 @@ class Runner:
         if status == "complete" and error is None and not any(vr.processes for vr in self.results):
             error = NothingMeasured("nothing was measured: no variant produced a result (the reasons are above)")
         if self.recorder:
-            self.recorder.finish(status if status != "complete" or error is None else "failed")
+            try:
+                self.recorder.finish(status if status != "complete" or error is None else "failed")
+            except OpcostError as e:   # a final export that cannot be written: the run stays as stored
+                error = error or e
         return Outcome(self.results, status, error, signum)
 
     def _plan_budget(self, rounds: int) -> None:

@@ -124,6 +124,9 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
         output.check_target(args.json)
         out.append(("json", args.json))
     out += [formats.parse(text) for text in getattr(args, "export", None) or []]
+    named = ([f"--json {args.json}"] if getattr(args, "json", None) is not None else []) + [
+        f"--export {text}" for text in getattr(args, "export", None) or []]
+    output.check_distinct(list(zip(named, (p for _, p in out))))
     if document is not None:
         formats.check(out, document)
     return out

@@ -107,6 +107,7 @@ def add_export_options(g, what: str) -> None:
 
 # Text options that must not be empty (an empty --cpu would silently mean the default).
 _NONEMPTY = {"cpu": "a CPU, e.g. --cpu 0 or --cpu 0,1", "label": "a name, e.g. --label 6.18-lazyfpu",
+             "bench": "a benchmark name, e.g. --bench syscall.null",
              "cc": "a compiler, e.g. --cc gcc", "out": "a file, e.g. --out ./opcost-probe-aarch64"}
 # Text options checked for control characters (a SPEC ending in a newline, an
 # escape sequence in a label): never what was meant, and they break the tables.
@@ -120,10 +121,34 @@ def flag_of(dest: str) -> str:
             "b": "--b"}.get(dest, "--" + dest.replace("_", "-"))
 
 
+# File paths may hold any bytes (a Linux file name need not be UTF-8); every
+# other text argument (run references, labels, --where) must be UTF-8 text.
+_PATHS = ("json", "output", "order_file", "files", "hosts", "ssh_config")
+
+
+def _not_utf8(v: str) -> bool:
+    # Bytes that are not UTF-8 reach Python's argv as lone surrogates (surrogateescape).
+    return any("\udc80" <= c <= "\udcff" for c in v)
+
+
+def _check_utf8(args: argparse.Namespace) -> None:
+    for dest, value in vars(args).items():
+        if dest in _PATHS or dest.startswith("_"):
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            for item in v if isinstance(v, (list, tuple)) else [v]:
+                if isinstance(item, str) and _not_utf8(item):
+                    shown = printable(item.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+                    name = {"run": "RUN", "runs": "RUN", "run_a": "RUN_A", "run_b": "RUN_B"}.get(dest) or flag_of(dest)
+                    raise UsageError(f"{name} '{redact(shown)}' is not UTF-8 text; give it in UTF-8 "
+                                     "(only file paths may hold other bytes)")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """The checks every subcommand shares, before it runs: numbers in range
     (protocol.BOUNDS, converting them from text), no control characters in
     text, no empty value where empty would silently mean something else."""
+    _check_utf8(args)
     protocol.check_numbers(args, flag_of)
     for dest in _TEXT:
         value = getattr(args, dest, None)

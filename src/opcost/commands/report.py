@@ -74,6 +74,9 @@ def check(args) -> str:
     else:
         if args.runs and args.last:
             raise UsageError("give RUN... or --last, not both (--last is the latest run)")
+        if args.any_machine:
+            raise UsageError("--any-machine goes with --compare A B or --series BENCH (runs of different "
+                             "machines compared); a report of runs compares nothing")
         kind = "result"
     module = FORMATS[fmt]
     if kind not in module.KINDS:

@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
     g.add_argument("--force", action="store_true", help="walk the series even when CPU model or architecture differ")
     m = s.add_argument_group("measured")
     m.add_argument("--run", metavar="SPEC", help="measure the labels of one variant of this benchmark")
-    m.add_argument("--over", metavar="PARAM=V1|V2|...", help="the labels: values of PARAM in series order")
+    m.add_argument("--over", action="append", metavar="PARAM=V1|V2|...",
+                   help="the labels: values of PARAM in series order (once)")
     protocol.add_delta(s)
     add_measure_options(s)
     from ..targets.vm_options import add_vm_options
@@ -40,6 +41,11 @@ def add_parser(sub) -> None:
 
 
 def _mode(args) -> str:
+    if isinstance(args.over, list):
+        if len(args.over) > 1:
+            raise UsageError(f"--over is given {len(args.over)} times; give it once, with every value "
+                             "(e.g. --over 'spin=1|2|4')")
+        args.over = args.over[0]
     if args.run is not None or args.over is not None:
         if args.bench is not None:
             raise UsageError(f"give either BENCH --by KEY (stored runs) or --run SPEC --over PARAM=... "
@@ -50,6 +56,9 @@ def _mode(args) -> str:
         stray = [f for f, v in (("--by", args.by), ("--order", args.order), ("--order-file", args.order_file)) if v]
         if stray:
             raise UsageError(f"{stray[0]} is for stored runs; with --run the order is --over's")
+        if args.force:
+            raise UsageError("--force is for stored runs (a series across machines); --run measures here, "
+                             "on one machine: leave it out")
         return "measured"
     if args.bench is None:
         raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "

@@ -27,11 +27,11 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 
 from .. import interrupts
 from .. import labels as _labels
-from ..errors import StoreError, StoreLocked, UnknownRun
+from ..errors import StoreError, StoreLocked, UnknownRun, UsageError
 from ..redact import redact_argv
 from ..safetext import printable
 from . import rows
-from .owner import owner_here, shown_status
+from .owner import owner_alive, owner_here, shown_status
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed", "abandoned")
 FINAL_RUN_STATUSES = RUN_STATUSES[1:]
@@ -103,11 +103,19 @@ class Store(Protocol):
 
 
 def lock_wait_s() -> float:
-    try:
-        v = float(os.environ.get("OPCOST_STORE_WAIT", DEFAULT_LOCK_WAIT_S))
-    except ValueError:
+    """OPCOST_STORE_WAIT seconds (default 60); anything but a number >= 0 is
+    refused (before anything is measured: the store is opened first)."""
+    raw = os.environ.get("OPCOST_STORE_WAIT", "")
+    if raw == "":
         return DEFAULT_LOCK_WAIT_S
-    return v if v >= 0 else DEFAULT_LOCK_WAIT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < float("inf"):
+        raise UsageError(f"OPCOST_STORE_WAIT={raw}: give how many seconds a write waits for a store locked "
+                         f"by another program, a number >= 0 (default {DEFAULT_LOCK_WAIT_S:g})")
+    return v
 
 
 def identity(doc: dict[str, Any]) -> str:
@@ -189,6 +197,11 @@ class SqlStore:
     def _explicit_id(self, db: Any, run_id: int) -> None:
         """Dialect: a run was inserted with this id given (an import): ids given
         later must be above it."""
+
+    def _check_identity(self, doing: str) -> None:
+        """Dialect: raise StoreGone if the store this connection writes is no
+        longer the one at self.path (removed or replaced while in use), so
+        that nothing is committed into a file no one will read again."""
 
     def _describe(self, e: Exception) -> str:
         """Dialect: a driver error as one line of text for a message."""
@@ -303,6 +316,7 @@ class SqlStore:
                 self._begin(db, exclusive)
 
         def commit() -> None:
+            self._check_identity(doing)
             with self._guard(doing):
                 self._run(db, "COMMIT")
 
@@ -515,6 +529,17 @@ class SqlStore:
         ids = sorted({int(i) for i in run_ids})
         gone: list[int] = []
         with self._transaction("deleting runs") as db:
+            # Under the write lock: a run still being measured (its opcost
+            # alive on this host) would lose everything it measured and then
+            # fail; nothing is deleted. (Our own runs are ours to delete.)
+            owner = self._column("runs.owner", "owner")
+            for rid in ids:
+                row = self._run(db, "SELECT status, " + owner + " FROM runs WHERE id = ?", (rid,)).fetchone()
+                who = rows.decode(row[1]) if row is not None else None
+                if (row is not None and row[0] == "running" and who is not None and owner_alive(who)
+                        and who.get("pid") != os.getpid()):
+                    raise UsageError(f"run {rid} is still being measured (opcost pid {who['pid']} on this host): "
+                                     "delete it once that opcost has ended (or stop it first); nothing was deleted")
             for rid in ids:
                 if self._run(db, "DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 1:
                     gone.append(rid)

@@ -16,7 +16,7 @@ import urllib.parse
 from types import ModuleType
 from typing import Any, ClassVar, Sequence
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreGone
 from .base import OnWait, SqlStore
 from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS, statements
 
@@ -72,6 +72,7 @@ class SqliteStore(SqlStore):
             raise StoreError(f"empty store path: {_HINT}")
         self.memory = raw == ":memory:"
         self.path = pathlib.Path(raw) if self.memory else pathlib.Path(raw).expanduser()
+        self._ident: tuple[int, int] | None = None   # (device, inode) of the file opened
         if not self.memory:
             self._prepare_file()
         if readonly and (self.memory or not self.path.exists()):
@@ -81,6 +82,8 @@ class SqliteStore(SqlStore):
             self._empty = True
             return
         self._open()
+        if not self.memory:
+            self._ident = self._file_ident()
 
     # --- the file, before SQLite sees it ------------------------------------------------
 
@@ -121,7 +124,27 @@ class SqliteStore(SqlStore):
             raise StoreError(f"cannot create directory {p.parent} for store {p} "
                              f"({e.strerror or e}): {_HINT}") from None
 
+    def _file_ident(self) -> tuple[int, int] | None:
+        """(device, inode) of the file at self.path now; None if there is none."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
     # --- the dialect --------------------------------------------------------------------
+
+    def _check_identity(self, doing: str) -> None:
+        # The connection keeps writing into the file it opened even after that
+        # file is unlinked (rm, or its directory removed or replaced): every
+        # commit would "work" and be lost. Checked before each commit.
+        if self._ident is None:
+            return
+        now = self._file_ident()
+        if now != self._ident:
+            what = "was removed" if now is None else "was replaced by another file"
+            raise StoreGone(f"store {self.path} {what} while opcost was using it (while {doing}): "
+                            "nothing more goes into it")
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: the sqlite3 module starts no transactions of its
