@@ -587,7 +587,7 @@ def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag
     """The opcost.comparison/1 document of stored runs (`opcost compare`,
     `opcost report --compare`): each side one run reference, several joined
     by commas, or a list of them; refused when a run is on both sides, or
-    runs ran on different machines unless `force` (the option that says so:
+    runs whose machines differ unless `force` (the option that says so:
     `force_flag`). Switches per operation come from the runs' plans (A's first)."""
     from .env import differences
     from .model import plan_of, same_machine, switches_of
