@@ -9,9 +9,12 @@ a 5% injected cost is found `slower` in at least 9 of 10 beside a 50% hog).
   for duty x 20 ms of every 20 ms, ending by itself), the two conditions
   alternating in a random order. A false verdict is `slower` or `faster`.
 - Injected: spin=1 against spin=1+k, k the adds that cost --size (5%) of A's
-  per-operation time *in context* (after a system call), measured here first:
-  one quiet `run` of spin=1 and spin=1+K0 gives the cost of one add; then
-  --injected comparisons beside the hog. Found: `slower`.
+  per-operation time *in context* (after a system call), measured here first,
+  quiet: a `run` of spin=1 and spin=1+K0 gives a first k from the slope, then
+  one of spin=1 and candidates from k to 6k gives the median extra cost per
+  add over them (a few adds overlap the system call's tail and cost less than
+  the first slope says), and k = size / that, rounded up; then --injected comparisons beside the hog.
+  Found: `slower`.
 
 Prints the counts with their conditions and exits 0 (report only: these
 machines are shared); exit 2 when a measurement fails.
@@ -20,6 +23,7 @@ machines are shared); exit 2 when a measurement fails.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from pathlib import Path
@@ -54,10 +58,22 @@ def main() -> int:
     cal = opcost(["run", f"syscall.null:spin=1|{K0}", "-p", "6", *common])
     med = {r["params"]["spin"]: r["summary"]["median_ns"] for r in cal["results"]}
     base, per_add = med["1"], (med[str(K0)] - med["1"]) / (K0 - 1)
-    k = max(1, round(args.size * base / per_add))
+    # A few adds after a system call cost less than the slope says (they overlap
+    # its tail), so the size is measured: candidates around the slope's k, the
+    # smallest whose measured extra reaches the asked size.
+    k0 = max(1, round(args.size * base / per_add))
+    ks = sorted({max(1, round(k0 * f)) for f in (1, 1.5, 2, 3, 4, 6)})
+    cal = opcost(["run", "syscall.null:spin=" + "|".join(str(1 + k) for k in [0, *ks]), "-p", "6", *common])
+    med = {int(r["params"]["spin"]): r["summary"]["median_ns"] for r in cal["results"]}
+    extra = {k: med[1 + k] / med[1] - 1 for k in ks}
+    # the median of the candidates' per-add slopes (robust to one disturbed
+    # variant), rounded up
+    slope = sorted(extra[kk] / kk for kk in ks)[len(ks) // 2]
+    k = max(1, math.ceil(args.size / slope)) if slope > 0 else ks[-1]
     print(f"verdicts: measuring CPU {cpu}; hog {args.duty:.0%} duty pinned there; "
-          f"calibration: spin=1 {base:.1f} ns, one add {per_add:.3f} ns after a system call, "
-          f"so {args.size:.0%} is spin={1 + k}")
+          f"calibration: spin=1 {med[1]:.1f} ns; extra cost of k adds after a system call: "
+          + ", ".join(f"{kk}: {extra[kk]:+.1%}" for kk in ks) + f"; so {args.size:.0%} is spin={1 + k} "
+          f"(median slope {slope:.2%} per add)")
 
     plan = [("quiet", 0.0)] * args.aa + [("hog", args.duty)] * args.aa
     rng.shuffle(plan)
