@@ -338,12 +338,6 @@ def summarize(processes: list[dict]) -> dict:
     if cont is not None:
         summary["contention"] = cont
     summary["flags"] = flags(procs, stats, summary)
-    if summary["figure"] != FIGURE_WALL:
-        for f in summary["flags"]:
-            if f["flag"] == "contended":
-                # flags() says what the wall figure does; this figure leaves the waiting out
-                f["detail"] = f["detail"].replace("the figure includes that waiting", _EXCLUDED[summary["figure"]])
-                f["in_figure"] = False
     return summary
 
 
@@ -410,13 +404,15 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
                               "raise --warmup"})
     cont = summary.get("contention")
     if cont and cont["batches_over"] > CONTENDED_BATCHES * cont["batches"]:
+        figure = summary.get("figure", FIGURE_WALL)   # what the waiting is, or is not, part of
         out.append({"flag": "contended", "lost_share": cont["lost_share"],
                     "detail": f"{cont['lost_share']:.1%} of the measured time lost waiting for the CPU ("
                               + ("neither the measuring thread nor its helper on the same CPU ran: another task did"
                                  if cont["method"].startswith("wall") else "run delay: runnable, another task running")
                               + f"); {cont['batches_over']} of {cont['batches']} batches "
                               f"lost > {CONTENDED_BATCH_SHARE:.0%}, {cont['involuntary_switches_per_batch']:.1f} "
-                              "involuntary switches per batch: the figure includes that waiting"})
+                              "involuntary switches per batch: " + _EXCLUDED.get(figure, "the figure includes that waiting"),
+                    **({"in_figure": False} if figure in _EXCLUDED else {})})
     emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "
