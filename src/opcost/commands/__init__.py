@@ -61,7 +61,7 @@ def add_measure_options(s: argparse.ArgumentParser, defaults: dict | None = None
     if target:
         g.add_argument("--target", metavar="SPEC", help="where the probe runs: local (this machine, the default), "
                        "ssh://[USER@]HOST[:PORT] (a host reached with your OpenSSH client and its known key) or "
-                       "vm:KERNEL[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS] (a kernel booted in QEMU; "
+                       "vm:KERNEL[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS] (a kernel booted in QEMU; "
                        "--kernel and kernel= say the same)")
     g.add_argument("--cpu", metavar="CPU[,CPU]", help="pin here unless the SPEC says cpu= "
                    "(default: the last CPU; a second CPU is the helper's)")

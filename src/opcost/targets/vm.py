@@ -25,6 +25,13 @@ on cost without --allow-emulated), `kvm` (-cpu host, vCPU threads pinned to
 host CPUs through QMP query-cpus-fast, QEMU's other threads kept off them,
 guest memory preallocated), `auto` (KVM when a short trial boot under it
 works, remembered per kernel image and host; else TCG).
+
+Machine type: `microvm` (no PCI, no firmware tables to speak of: the
+fastest boot) where the kernel boots there, else `pc`. Under TCG microvm has
+no clock to calibrate the TSC against (no HPET, no PM timer, no kvmclock),
+so the kernel is told the TSC's frequency (`tsc_early_khz=`, the host's: TCG's
+guest TSC is the host's); `auto` boots microvm first and falls back to pc,
+the answer remembered per kernel image, host and accel.
 """
 
 from __future__ import annotations
@@ -47,12 +54,13 @@ from pathlib import Path
 
 from .. import probe
 from ..errors import ProbeError, ProbeTimeout, UsageError
-from .vm_options import ACCELS
+from .vm_options import ACCELS, MACHINES
 
 QEMU = "qemu-system-x86_64"
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line
 KVM_TRIAL_S = 10.0                           # --accel auto: a KVM boot that takes longer does not work here
+MICROVM_TRIAL_S = {"tcg": 45.0, "kvm": 10.0}  # --vm-machine auto: a first microvm boot slower than this: pc
 BASE_CMDLINE = "console=ttyS0 panic=-1 quiet"
 FRAME = re.compile(rb"@OPC (\d+) ([0-9a-f]{8}) (.*)")
 CONSOLE_TAIL = 60    # lines of the kernel's console kept for a failed boot
@@ -295,16 +303,46 @@ class VmConfig:
     accel: str = "auto"
     allow_emulated: bool = False
     procs: int = 1              # probe processes of each variant per boot (--vm-procs)
+    machine: str = "auto"       # QEMU machine type: microvm, pc or auto (--vm-machine)
+
+
+_TSC_KHZ: list[int | None] = []
+
+
+def host_tsc_khz() -> int | None:
+    """The host's TSC frequency in kHz as the static probe calibrates it
+    (against CLOCK_MONOTONIC_RAW, 20 ms; once per opcost process), or None."""
+    if not _TSC_KHZ:
+        hz = None
+        with contextlib.suppress(OSError, ValueError, IndexError, subprocess.TimeoutExpired, ProbeError, UsageError):
+            cp = subprocess.run([str(probe.probe_path(probe.host_arch())), "run", "insn.chain", "--samples", "1",
+                                 "--warmup", "0", "--iters", "1"], capture_output=True, text=True, timeout=30)
+            hz = float(json.loads(cp.stdout.splitlines()[0]).get("tsc_hz") or 0)
+        _TSC_KHZ.append(round(hz / 1000) if hz and hz > 1e6 else None)
+    return _TSC_KHZ[0]
+
+
+def machine_cmdline(machine_type: str, accel: str) -> str:
+    """Kernel parameters the machine type needs: microvm under TCG has no
+    reference clock (no HPET, PM timer or kvmclock), so the kernel is given
+    the TSC's frequency, which under TCG is the host's."""
+    if machine_type == "microvm" and accel == "tcg":
+        khz = host_tsc_khz()
+        return f"tsc_early_khz={khz}" if khz else ""
+    return ""
 
 
 def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_fd: int, console_fd: int,
               qmp_fd: int) -> list[str]:
-    cmdline = " ".join(x for x in (BASE_CMDLINE, m.cmdline) if x)
+    cmdline = " ".join(x for x in (BASE_CMDLINE, machine_cmdline(machine_type, accel), m.cmdline) if x)
+    # the data port is the second serial port (ttyS1); microvm makes only the first from -serial
+    data = (["-serial", "stdio"] if machine_type != "microvm" else
+            ["-chardev", "stdio,id=data", "-device", "isa-serial,chardev=data,index=1"])
     argv = [cfg.qemu, "-machine", machine_type, "-accel", accel,
             "-cpu", "host" if accel == "kvm" else "max", "-smp", f"{cfg.cpus},sockets=1,cores={cfg.cpus},threads=1",
             "-kernel", str(m.kernel), "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", cmdline,
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-nic", "none",
-            "-serial", f"file:/proc/self/fd/{console_fd}", "-serial", "stdio",
+            "-serial", f"file:/proc/self/fd/{console_fd}", *data,
             "-chardev", f"socket,id=qmp,fd={qmp_fd}", "-mon", "chardev=qmp,mode=control", "-S"]
     if accel == "kvm":   # guest memory allocated and touched before the guest runs
         argv += ["-object", f"memory-backend-ram,id=mem0,size={cfg.mem_mib}M,prealloc=on",
@@ -374,6 +412,7 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple[list[str], dict[str, str]]]
             _kill(proc)
         if isinstance(e, (ProbeError, ProbeTimeout, UsageError)):
             setattr(e, "console", b.console)
+            setattr(e, "reached_init", b.facts is not None)
         raise
     finally:
         if proc is not None and proc.poll() is None:
@@ -551,6 +590,7 @@ class VmTarget:
         self._qemu_version: str | None = None
         self._sha: dict[Path, str] = {}
         self._accel: dict[str, tuple[str, str]] = {}       # sha -> (accel, why)
+        self._machine: dict[tuple, tuple[str, str]] = {}   # (sha, accel) -> (machine type, why)
         self._checks: dict[tuple, Command] = {}
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
@@ -559,6 +599,8 @@ class VmTarget:
                              "qemu-system-x86) to boot kernels")
         if cfg.accel not in ACCELS:
             raise UsageError(f"--accel {cfg.accel}: valid: {', '.join(ACCELS)}")
+        if cfg.machine not in MACHINES:
+            raise UsageError(f"--vm-machine {cfg.machine}: valid: {', '.join(MACHINES)}")
         if cfg.accel == "kvm":
             why = kvm_usable()
             if why:
@@ -628,7 +670,8 @@ class VmTarget:
             # compare refuses runs whose guests saw different CPU models (commands/compare.py)
             env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
         env["vm"] = {"value": {"qemu": self.qemu_version(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
-                               "accel_asked": self.cfg.accel, "allow_emulated": self.cfg.allow_emulated,
+                               "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
+                               "allow_emulated": self.cfg.allow_emulated,
                                "host_hypervisor": _hypervisor_flag(),
                                "machines": [{"kernel": str(k[0]), "cmdline": k[1], **v}
                                             for k, v in self.machines.items()]},
@@ -673,10 +716,7 @@ class VmTarget:
             return self._accel[sha]
         path = cache_dir() / "vm-accel.json"
         key = f"{sha}|{host_key(self.qemu_version())}"
-        try:
-            known = json.loads(path.read_text())
-        except (OSError, ValueError):
-            known = {}
+        known = _read_json(path)
         if key in known:
             self._accel[sha] = (known[key]["accel"], known[key]["why"] + " (remembered)")
             return self._accel[sha]
@@ -686,20 +726,34 @@ class VmTarget:
             answer = ("kvm", "a trial boot under KVM reached the init")
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             answer = ("tcg", f"a trial boot under KVM failed ({e})")
-        known[key] = {"accel": answer[0], "why": answer[1]}
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known, indent=1))
-            os.replace(tmp, path)
+        _remember(path, key, {"accel": answer[0], "why": answer[1]})
         self._accel[sha] = answer
         return answer
 
+    def machine_for(self, m: Machine, accel: str) -> tuple[str | None, str]:
+        """(microvm|pc, why) for this kernel under `accel`: --vm-machine as
+        asked, or auto's remembered answer; (None, ...) when auto has not
+        tried this kernel, host and accel yet (the next boot tries microvm)."""
+        if self.cfg.machine != "auto":
+            return self.cfg.machine, "asked (--vm-machine)"
+        key = (self.sha(m.kernel), accel)
+        if key not in self._machine:
+            known = _read_json(cache_dir() / "vm-machine.json").get(self._machine_key(m, accel))
+            if not known:
+                return None, "not tried yet"
+            self._machine[key] = (known["machine"], known["why"] + " (remembered)")
+        return self._machine[key]
+
+    def _machine_key(self, m: Machine, accel: str) -> str:
+        return f"{self.sha(m.kernel)}|{accel}|{host_key(self.qemu_version())}"
+
+    def _machine_found(self, m: Machine, accel: str, machine_type: str, why: str) -> None:
+        self._machine[(self.sha(m.kernel), accel)] = (machine_type, why)
+        _remember(cache_dir() / "vm-machine.json", self._machine_key(m, accel), {"machine": machine_type, "why": why})
+
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "") -> tuple[Boot, str, str]:
         accel, why = self.accel_for(m)
-        # microvm needs a clock source it can calibrate against: without KVM's
-        # kvmclock Debian's kernels hang there (TSC unstable), so TCG boots `pc`
-        machine_type = "pc"
+        machine_type, _ = self.machine_for(m, accel)
         host_cpus = None
         if accel == "kvm" or os.environ.get("OPCOST_VM_PIN") == "1":   # (=1: the tests pin under TCG too)
             own = sorted(os.sched_getaffinity(0))
@@ -711,8 +765,25 @@ class VmTarget:
         try:
             if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
                 _pin_threads(own_cpus - set(host_cpus))
-            b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=limit,
-                     timeout=timeout, host_cpus=host_cpus, on_frame=on_frame)
+            b = None
+            if machine_type is None:   # auto, not tried: this boot tries microvm, briefly; else pc
+                try:
+                    b = boot(self.cfg, m, cmds, accel=accel, machine_type="microvm",
+                             boot_limit=min(limit, MICROVM_TRIAL_S[accel]), timeout=timeout, host_cpus=host_cpus,
+                             on_frame=on_frame)
+                    machine_type = "microvm"
+                    self._machine_found(m, accel, "microvm", "a first boot on microvm reached the init")
+                except (BootFailed, ProbeError, ProbeTimeout) as e:
+                    if getattr(e, "reached_init", True):
+                        raise   # it booted: whatever failed after, it is not the machine type
+                    machine_type = "pc"
+                    microvm_failed = f"a first boot on microvm did not reach the init ({e})"
+                    b = boot(self.cfg, m, cmds, accel=accel, machine_type="pc", boot_limit=limit, timeout=timeout,
+                             host_cpus=host_cpus, on_frame=on_frame)
+                    self._machine_found(m, accel, "pc", microvm_failed)   # pc booted: remembered
+            if b is None:
+                b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=limit,
+                         timeout=timeout, host_cpus=host_cpus, on_frame=on_frame)
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             tail = getattr(e, "console", None)
             saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
@@ -720,12 +791,14 @@ class VmTarget:
         finally:
             if host_cpus:
                 _pin_threads(own_cpus)
-        self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel})
+        self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
+                           "machine": machine_type})
         return b, accel, machine_type
 
     def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
         return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
-                "guest": b.facts, "accel": accel, "accel_why": self.accel_for(m)[1], "machine": machine_type, "qemu": self.qemu_version(),
+                "guest": b.facts, "accel": accel, "accel_why": self.accel_for(m)[1], "machine": machine_type,
+                "machine_why": self.machine_for(m, accel)[1], "qemu": self.qemu_version(),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()},
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
                 "host_kernel": os.uname().release, "host_hypervisor": _hypervisor_flag()}
@@ -883,6 +956,25 @@ def _pooled(parts: list):
     return first
 
 
+def _read_json(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _remember(path: Path, key: str, value: dict) -> None:
+    """One answer added to a small JSON cache (written whole, atomically)."""
+    known = _read_json(path)
+    known[key] = value
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1))
+        os.replace(tmp, path)
+
+
 def _pin_threads(cpus: set[int]) -> None:
     """Every thread of this process onto `cpus`."""
     for t in _threads(os.getpid()):
@@ -916,7 +1008,8 @@ def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
     cmdline = check_cmdline(args.kernel_cmdline or "")
     default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem,
-                   accel=args.accel, allow_emulated=args.allow_emulated, procs=procs)
+                   accel=args.accel, allow_emulated=args.allow_emulated, procs=procs,
+                   machine=getattr(args, "vm_machine", None) or "auto")
     return VmTarget(cfg, default, cmdline)
 
 
@@ -945,21 +1038,24 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
 
 def open_vm_spec(spec: str) -> VmTarget:
     """A vm target from a target spec, for open_target's registry:
-    `vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]` (the cmdline
+    `vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS]` (the cmdline
     URL-encoded). UsageError when a part is wrong."""
     from urllib.parse import parse_qs, urlsplit
 
     u = urlsplit(spec)
     if u.scheme != "vm" or not u.path:
-        raise UsageError(f"target {spec!r}: write vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]")
+        raise UsageError(f"target {spec!r}: write "
+                         "vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS]")
     q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
-    unknown = set(q) - {"cpus", "mem", "accel", "cmdline"}
+    unknown = set(q) - {"cpus", "mem", "accel", "machine", "cmdline"}
     if unknown:
-        raise UsageError(f"target {spec!r}: unknown {', '.join(sorted(unknown))}; valid: cpus, mem, accel, cmdline")
+        raise UsageError(f"target {spec!r}: unknown {', '.join(sorted(unknown))}; "
+                         "valid: cpus, mem, accel, machine, cmdline")
     try:
         cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
     cmdline = check_cmdline(q.get("cmdline", ""), "cmdline=")
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem, accel=q.get("accel", "auto"))
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem, accel=q.get("accel", "auto"),
+                   machine=q.get("machine", "auto"))
     return VmTarget(cfg, Machine(check_kernel(u.path, "vm:"), cmdline), cmdline)
