@@ -15,6 +15,14 @@ FAKE_QEMU_MODE says:
            hangs (interrupted while measuring)
 
 FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
+FAKE_QEMU_ARGV: a file it appends its argv to, one JSON list a line.
+FAKE_QEMU_MICROVM: hang or panic: how it behaves as `-machine microvm`
+(a kernel that does not boot there); else as FAKE_QEMU_MODE says.
+
+Like QEMU it has one thread per vCPU (`-smp N`; query-cpus-fast names
+them) and another thread of its own; its first line (the init's facts)
+says where each thread may run once opcost let it `cont`, and where opcost
+itself (its parent) may run then.
 """
 
 import json
@@ -23,6 +31,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zlib
 
@@ -41,7 +50,18 @@ def main(argv):
     if os.environ.get("FAKE_QEMU_PIDFILE"):
         with open(os.environ["FAKE_QEMU_PIDFILE"], "a") as f:
             f.write(f"{os.getpid()}\n")
+    if os.environ.get("FAKE_QEMU_ARGV"):
+        with open(os.environ["FAKE_QEMU_ARGV"], "a") as f:
+            f.write(json.dumps(argv) + "\n")
     mode = os.environ.get("FAKE_QEMU_MODE", "ok")
+    if arg(argv, "-machine")[0].split(",")[0] == "microvm" and os.environ.get("FAKE_QEMU_MICROVM"):
+        mode = os.environ["FAKE_QEMU_MICROVM"]
+    ncpus = int(arg(argv, "-smp")[0].split(",")[0])
+    stop = threading.Event()
+    vcpus = [threading.Thread(target=stop.wait, daemon=True) for _ in range(ncpus)]
+    worker = threading.Thread(target=stop.wait, daemon=True)   # QEMU's other threads (RCU, I/O...)
+    for t in [*vcpus, worker]:
+        t.start()
     qmp_fd = int(re.search(r"fd=(\d+)", [a for a in arg(argv, "-chardev") if "id=qmp" in a][0]).group(1))
     console = [a for a in arg(argv, "-serial") if a.startswith("file:")][0][5:]
     initrd = open(arg(argv, "-initrd")[0], "rb").read()
@@ -52,7 +72,8 @@ def main(argv):
     while True:
         cmd = json.loads(f.readline())["execute"]
         if cmd == "query-cpus-fast":
-            s.sendall(json.dumps({"return": [{"cpu-index": 0, "thread-id": os.getpid()}]}).encode() + b"\n")
+            s.sendall(json.dumps({"return": [{"cpu-index": i, "thread-id": t.native_id}
+                                             for i, t in enumerate(vcpus)]}).encode() + b"\n")
         else:
             s.sendall(b'{"return": {}}\n')
         if cmd == "cont":
@@ -77,10 +98,13 @@ def main(argv):
         out.write(b"\x1b[2J garbage \xff\xfe\n@OPC 1 00000000 C 0 start\n")
         out.flush()
         return 0
-    # where opcost pinned "vCPU 0" (this process's thread); then every CPU again, for the host probe
-    pinned = sorted(os.sched_getaffinity(0))
+    # where opcost pinned each thread; then every CPU again for this one, for the host probe
+    threads = {int(t): sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+    facts = {"release": "fake", "clocksource": "tsc", "affinity": threads[vcpus[0].native_id],
+             "threads": threads, "vcpu_threads": [t.native_id for t in vcpus],
+             "frontend_affinity": sorted(os.sched_getaffinity(os.getppid()))}
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    frame('B ' + json.dumps({"release": "fake", "clocksource": "tsc", "affinity": pinned}))
+    frame('B ' + json.dumps(facts))
     cmds, cur = [], None
     for line in job.splitlines()[1:]:
         if cur is None:

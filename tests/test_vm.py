@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -305,3 +306,106 @@ def test_several_processes_per_boot_make_one_figure(run_cli, tmp_path):
             assert pos[1] - pos[0] == 2 and pos[2] - pos[1] == 2
             assert len({q["pad_bytes"] for q in v["processes"]}) == 3
             assert len(p["samples"]) == 9 and [s["i"] for s in p["samples"]] == list(range(9))
+
+
+def test_kvm_path_argv_and_thread_placement(tmp_path, monkeypatch):
+    """The KVM path with the stand-in QEMU (it has a thread per vCPU and one
+    more): -accel kvm, -cpu host, guest memory preallocated; vCPU i's thread
+    (from QMP query-cpus-fast) pinned to one host CPU of its own, QEMU's
+    other threads and opcost itself kept off those CPUs while the guest
+    runs; opcost's own CPUs given back after the boot."""
+    own = set(os.sched_getaffinity(0))
+    if len(own) < 2:
+        pytest.skip("pinning needs a CPU for the vCPUs and one for the rest")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("OPCOST_VM_PIN", raising=False)
+    cpus = min(3, len(own) - 1)
+    t = vm.VmTarget(vm.VmConfig(qemu=str(FAKE), accel="kvm", cpus=cpus, machine="pc", mem_mib=256),
+                    vm.Machine(fake_kernel(tmp_path / "k")))
+    b, accel, machine = t._boot(t.default, [(["cpuid"], {})], 60.0)
+    assert (accel, machine) == ("kvm", "pc") and b.done
+    argv = b.argv
+    assert argv[argv.index("-accel") + 1] == "kvm" and argv[argv.index("-cpu") + 1] == "host"
+    assert "memory-backend-ram,id=mem0,size=256M,prealloc=on" in argv and "memory-backend=mem0" in argv
+    assert argv[argv.index("-smp") + 1].startswith(f"{cpus},") and "-S" in argv
+    vcpu_cpus = sorted(own)[-cpus:]
+    rest = sorted(own - set(vcpu_cpus))
+    facts = b.facts
+    assert facts["vcpu_threads"] == [b.vcpus[i]["thread"] for i in range(cpus)]
+    for i in range(cpus):   # each vCPU thread on its own host CPU, as recorded
+        assert b.vcpus[i]["host_cpu"] == vcpu_cpus[i]
+        assert facts["threads"][str(b.vcpus[i]["thread"])] == [vcpu_cpus[i]]
+    others = {tid: a for tid, a in facts["threads"].items() if int(tid) not in facts["vcpu_threads"]}
+    assert len(others) >= 2 and all(a == rest for a in others.values()), others   # QEMU's other threads
+    assert facts["frontend_affinity"] == rest        # opcost off the vCPUs' CPUs while the guest ran
+    assert set(os.sched_getaffinity(0)) == own       # and back on all of its CPUs after
+
+
+def test_kvm_with_too_few_host_cpus_says_it_did_not_pin(tmp_path, monkeypatch):
+    monkeypatch.setattr(vm, "kvm_usable", lambda: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = len(os.sched_getaffinity(0))
+    t = vm.VmTarget(vm.VmConfig(qemu=str(FAKE), accel="kvm", cpus=own, machine="pc"),
+                    vm.Machine(fake_kernel(tmp_path / "k")))
+    b, _, _ = t._boot(t.default, [], 60.0)
+    rec = t._record(t.default, b, "kvm", "pc")
+    assert all("host_cpu" not in v for v in rec["vcpus"].values())
+    assert "not pinned" in rec["pinning"] and f"--vm-cpus {own}" in rec["pinning"]
+
+
+def _machines_tried(argv_log: Path) -> list[str]:
+    return [a[a.index("-machine") + 1] for a in map(json.loads, argv_log.read_text().splitlines())
+            if "--version" not in a]
+
+
+def test_machine_auto_boots_microvm_where_it_boots(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out, log = tmp_path / "r.json", tmp_path / "argv.log"
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out),
+                 env={"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_ARGV": str(log)})
+    assert cp.returncode == 0, cp.stderr
+    assert _machines_tried(log) == ["microvm"] * 3   # the preflight (the trial) and two measuring boots
+    argv = json.loads(log.read_text().splitlines()[0])
+    append = argv[argv.index("-append") + 1]
+    assert re.search(r"\btsc_early_khz=\d{4,}\b", append)   # TCG: the kernel told the TSC's frequency
+    assert "isa-serial,chardev=data,index=1" in argv and "stdio" not in argv   # the data port is ttyS1
+    for p in json.loads(out.read_text())["results"][0]["processes"]:
+        assert p["header"]["vm"]["machine"] == "microvm" and "microvm" in p["header"]["vm"]["machine_why"]
+
+
+def test_machine_auto_falls_back_to_pc_and_remembers(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out, log = tmp_path / "r.json", tmp_path / "argv.log"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_ARGV": str(log), "FAKE_QEMU_MICROVM": "hang",
+           "OPCOST_VM_BOOT_LIMIT": "3"}
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out), env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert _machines_tried(log) == ["microvm", "pc", "pc", "pc"]   # tried once, briefly
+    for p in json.loads(out.read_text())["results"][0]["processes"]:
+        v = p["header"]["vm"]
+        assert v["machine"] == "pc" and "microvm did not reach the init" in v["machine_why"]
+        assert "tsc_early_khz" not in v["qemu_argv"][v["qemu_argv"].index("-append") + 1]
+    log.unlink()
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "1", *FAST, env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert _machines_tried(log) == ["pc", "pc"]   # remembered for this kernel, host and accel
+    cached = json.loads((tmp_path / "cache" / "opcost" / "vm-machine.json").read_text())
+    (key,) = cached
+    assert key.startswith(vm.sha256_of(k) + "|tcg|") and cached[key]["machine"] == "pc"
+
+
+def test_machine_asked_is_not_second_guessed(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    log = tmp_path / "argv.log"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_ARGV": str(log), "FAKE_QEMU_MICROVM": "panic",
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    line = one_error_line(run_cli("run", "syscall.null", "--kernel", str(k), "--vm-machine", "microvm", *FAST,
+                                  env=env))
+    assert "did not boot" in line and _machines_tried(log) == ["microvm"]
+    log.unlink()
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "--vm-machine", "pc", "-p", "1", *FAST, env=env)
+    assert cp.returncode == 0 and _machines_tried(log) == ["pc", "pc"], cp.stderr
+    assert "--vm-machine" in one_error_line(run_cli("run", "syscall.null", "--kernel", str(k), "--vm-machine", "q35",
+                                                    *FAST, env=env))

@@ -209,6 +209,7 @@ class Boot:
     argv: list[str] = field(default_factory=list)
     vcpus: dict[int, dict] = field(default_factory=dict)   # guest CPU -> {"thread": tid, "host_cpu": n}
     exit_status: int | None = None
+    pinning: str = ""                # how the vCPU threads were placed, or why they were not
 
 
 def _pdeathsig() -> None:
@@ -755,9 +756,14 @@ class VmTarget:
         accel, why = self.accel_for(m)
         machine_type, _ = self.machine_for(m, accel)
         host_cpus = None
+        pinning = "not pinned: under TCG QEMU's threads run where the host schedules them"
         if accel == "kvm" or os.environ.get("OPCOST_VM_PIN") == "1":   # (=1: the tests pin under TCG too)
             own = sorted(os.sched_getaffinity(0))
             host_cpus = own[-self.cfg.cpus:] if len(own) > self.cfg.cpus else None
+            pinning = (f"vCPU 0..{len(host_cpus) - 1} on host CPUs {', '.join(map(str, host_cpus))}, one each; "
+                       f"QEMU's other threads and opcost on the other {len(own) - len(host_cpus)}" if host_cpus else
+                       f"not pinned: --vm-cpus {self.cfg.cpus} leaves none of the {len(own)} host CPU(s) opcost "
+                       "may use for QEMU's other threads and opcost itself; give fewer guest CPUs")
         limit = BOOT_LIMIT_S[accel]
         with contextlib.suppress(ValueError):
             limit = float(os.environ.get("OPCOST_VM_BOOT_LIMIT") or limit)
@@ -791,6 +797,7 @@ class VmTarget:
         finally:
             if host_cpus:
                 _pin_threads(own_cpus)
+        b.pinning = pinning
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
                            "machine": machine_type})
         return b, accel, machine_type
@@ -799,7 +806,7 @@ class VmTarget:
         return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
                 "guest": b.facts, "accel": accel, "accel_why": self.accel_for(m)[1], "machine": machine_type,
                 "machine_why": self.machine_for(m, accel)[1], "qemu": self.qemu_version(),
-                "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()},
+                "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
                 "host_kernel": os.uname().release, "host_hypervisor": _hypervisor_flag()}
 
