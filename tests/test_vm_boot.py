@@ -64,7 +64,8 @@ def test_each_kernel_boots_and_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path,
         assert r["status"] == "ok", r
         (p,) = r["processes"]
         v = p["header"]["vm"]
-        assert v["accel"] == "tcg" and v["machine"] == "pc" and v["processes_in_boot"] == 2
+        assert v["accel"] == "tcg" and v["machine"] == "microvm" and v["processes_in_boot"] == 2
+        assert v["guest"]["clocksource"] == "tsc"   # microvm under TCG: the kernel was told the TSC's frequency
         assert v["kernel"] == r["params"]["kernel"] and len(v["kernel_sha256"]) == 64
         assert v["guest"]["proc_version"].startswith("Linux version " + v["guest"]["release"])
         assert v["guest"]["clocksource"] and v["guest"]["vulnerabilities"]
@@ -157,6 +158,66 @@ def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_
             time.sleep(0.1)
         assert not [p for p in _qemu_with(str(kernel)) if p != proc.pid], "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _measuring(trace) -> bool:
+    """The trace (OPCOST_VM_TRACE) says a second boot, the first measuring
+    one, runs its probe process (command 1; 0 is `opcost-probe cpuid`) and
+    that process has not ended."""
+    if not trace.exists():
+        return False
+    boots = trace.read_text().split(" qemu ")
+    return len(boots) >= 3 and "start 1\n" in boots[2] and "exit 1 " not in boots[2]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_while_the_guest_measures_leaves_no_qemu_and_nothing_measured(cli_environ, tmp_path, kernel_pair,
+                                                                             sig):
+    """Interrupted while the guest runs the probe (the preflight boot done,
+    the measuring boot's probe process started and not ended, as the boot
+    trace shows): opcost exits 128+signal, no QEMU after 5 s, no temporary
+    file, and nothing from that boot stored (the run is kept as interrupted,
+    with no process)."""
+    import sqlite3
+
+    from conftest import cli_argv
+
+    kernel = tmp_path / f"vmlinuz-measuring-{sig}"
+    shutil.copyfile(kernel_pair[0], kernel)
+    tmp, trace, out = tmp_path / "tmp", tmp_path / "trace", tmp_path / "r.json"
+    tmp.mkdir()
+    # a real clock and 400 batches of 20 ms: the probe measures for 8 s or more in the guest
+    argv = cli_argv("run", "syscall.null", "--kernel", str(kernel), "-p", "1", "-n", "400", "-w", "1",
+                    "--target-ms", "20", "--accel", "tcg", "--vm-cpus", "1", "--vm-mem", "256", "--json", str(out))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=cli_environ(TMPDIR=str(tmp), OPCOST_VM_TRACE=str(trace)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        t0 = time.monotonic()
+        while not _measuring(trace) and proc.poll() is None and time.monotonic() - t0 < 300:
+            time.sleep(0.1)
+        assert _measuring(trace), trace.read_text() if trace.exists() else "no boot traced"
+        time.sleep(0.5)
+        qemu = [p for p in _qemu_with(str(kernel)) if p != proc.pid]
+        assert qemu and _measuring(trace), "the guest stopped measuring before the signal"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + sig, err
+        t0 = time.monotonic()
+        while [p for p in _qemu_with(str(kernel)) if p != proc.pid] and time.monotonic() - t0 < 5:
+            time.sleep(0.1)
+        assert not [p for p in _qemu_with(str(kernel)) if p != proc.pid], "a QEMU outlived opcost"
+        assert list(tmp.iterdir()) == []
+        assert "exit 1 " not in trace.read_text().split(" qemu ")[2]   # killed while its probe measured
+        doc = json.loads(out.read_text())
+        assert doc["status"] == "interrupted" and all(r["processes"] == [] for r in doc["results"])
+        with sqlite3.connect(tmp_path / "opcost" / "opcost.db") as c:
+            assert c.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+            assert c.execute("SELECT count(*) FROM processes").fetchone()[0] == 0
+            assert c.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -392,9 +392,10 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple[list[str], dict[str, str]]]
                                     preexec_fn=_pdeathsig, start_new_session=True)
         except FileNotFoundError:
             raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
-                             "qemu-system-x86) or give --qemu PATH") from None
+                             "qemu-system-x86) or set OPCOST_QEMU=PATH") from None
         except OSError as e:
             raise ProbeError(f"cannot start {cfg.qemu}: {e.strerror}") from None
+        _trace(0.0, f"qemu {proc.pid} {machine_type} {accel}")
         os.close(con_w)
         con_w = -1
         theirs.close()
@@ -499,8 +500,23 @@ def _pump(proc, con_r: int, b: Boot, t0: float, boot_limit: float, timeout: floa
                          + (b.console[-1] if b.console else "no console output") + ")")
 
 
+def _trace(t: float, event: str) -> None:
+    """OPCOST_VM_TRACE=FILE: each boot's events appended there, one a line,
+    seconds from QEMU's start: `qemu PID MACHINE ACCEL`, `init` (the init's
+    first line), `start I` and `exit I STATUS` (the job's commands; 0 is
+    `opcost-probe cpuid`), `done`. Where a boot's time goes; the tests use
+    it to interrupt a guest while it measures."""
+    path = os.environ.get("OPCOST_VM_TRACE")
+    if path:
+        with contextlib.suppress(OSError), open(path, "a") as f:
+            f.write(f"{t:.3f} {event}\n")
+
+
 def _frame(b: Boot, payload: bytes, t: float, on_frame) -> None:
     kind, _, rest = payload.partition(b" ")
+    if kind in (b"B", b"Z", b"C", b"X"):
+        _trace(t, {b"B": "init", b"Z": "done"}.get(kind) or
+               ("start " if kind == b"C" else "exit ") + rest.decode(errors="replace").split(" start")[0])
     if kind == b"B":
         b.facts = json.loads(rest)
         b.boot_s = t
