@@ -305,3 +305,51 @@ def test_several_processes_per_boot_make_one_figure(run_cli, tmp_path):
             assert pos[1] - pos[0] == 2 and pos[2] - pos[1] == 2
             assert len({q["pad_bytes"] for q in v["processes"]}) == 3
             assert len(p["samples"]) == 9 and [s["i"] for s in p["samples"]] == list(range(9))
+
+
+@pytest.mark.parametrize("opts, flag", [
+    (["--kernel", "{k}"], "--kernel"),
+    (["--kernel-cmdline", "mitigations=off"], "--kernel-cmdline"),
+    (["--vm-cpus", "2"], "--vm-cpus"),
+    (["--vm-mem", "256"], "--vm-mem"),
+    (["--vm-procs", "3"], "--vm-procs"),
+    (["--accel", "tcg"], "--accel"),
+    (["--accel", "auto"], "--accel"),   # given, even as the default: it is refused, not ignored
+])
+def test_stored_series_refuses_the_vm_options(run_cli, tmp_path, opts, flag):
+    k = fake_kernel(tmp_path / "k")
+    cp = run_cli("series", "syscall.null", "--by", "commit", *[o.format(k=k) for o in opts],
+                 env={"OPCOST_QEMU": str(FAKE)})
+    line = one_error_line(cp)
+    assert line.startswith(f"opcost: {flag} is for measuring") and f"leave {flag} out" in line
+
+
+def test_the_vm_goes_through_open_target(tmp_path, monkeypatch):
+    """No special case: the vm target the command line asks for is TARGETS["vm"]'s, through open_target."""
+    import argparse
+
+    from opcost import protocol, targets
+    from opcost.targets.vm_options import add_vm_options
+
+    k = fake_kernel(tmp_path / "k")
+    p = argparse.ArgumentParser()
+    p.add_argument("--target")
+    add_vm_options(p)
+    monkeypatch.setenv("OPCOST_QEMU", str(FAKE))
+    opened = []
+    real = targets.open_target
+    monkeypatch.setattr(targets, "open_target", lambda spec=None, **o: opened.append((spec, o)) or real(spec, **o))
+    args = p.parse_args(["--kernel", str(k), "--vm-procs", "3", "--accel", "tcg"])
+    protocol.check_numbers(args, lambda dest: "--" + dest.replace("_", "-"))   # as cli.main does
+    t = targets.target_of(args)
+    assert isinstance(t, vm.VmTarget) and t.cfg.procs == 3 and t.cfg.accel == "tcg" and t.default.kernel == k.resolve()
+    assert opened == [("vm:", {"kernel": str(k), "cmdline": "", "cpus": None, "mem_mib": None, "procs": 3,
+                               "accel": "tcg", "allow_emulated": False})]
+    t = targets.target_of(p.parse_args([]), ["syscall.null:kernel=" + str(k)])
+    assert isinstance(t, vm.VmTarget) and t.default is None and opened[-1][0] == "vm:"
+    assert not isinstance(targets.target_of(p.parse_args([]), ["syscall.null"]), vm.VmTarget)
+    assert opened[-1] == (None, {})
+    with pytest.raises(UsageError, match="name two targets"):
+        targets.target_of(p.parse_args(["--target", f"vm:{k}", "--kernel", str(k)]))
+    t = targets.target_of(p.parse_args(["--target", f"vm:{k}?accel=tcg"]))
+    assert isinstance(t, vm.VmTarget) and opened[-1] == (f"vm:{k}?accel=tcg", {})

@@ -64,7 +64,12 @@ def _mode(args) -> str:
         raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "
                          "or --run SPEC --over PARAM=V1|V2|...")
     from ..series import check_by
+    from ..targets.vm_options import given
 
+    vm = given(args)
+    if vm:   # a series of stored runs boots nothing: its runs say where they ran
+        raise UsageError(f"{vm[0]} is for measuring (series --run SPEC --over ...); a series of stored runs "
+                         f"walks runs already measured, whatever they ran on: leave {', '.join(vm)} out")
     check_by(args.by, f"series {printable(args.bench)}")
     return "stored"
 

@@ -901,22 +901,16 @@ def _hypervisor_flag() -> bool | None:
 
 # ---- the command line ------------------------------------------------------
 
-def wants_vm(args, texts: list[str]) -> bool:
-    """A VM is asked for: --kernel, or kernel=/cmdline= in a SPEC or an arm."""
-    return bool(getattr(args, "kernel", None)) or any(
-        re.search(r"(^|[:,])\s*(kernel|cmdline)\s*=", t or "") for t in texts)
-
-
-def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
-    """The VM target the arguments ask for, or None (then the local one)."""
-    if not wants_vm(args, list(texts)):
-        return None
-    # numbers range-checked with every other (protocol.BOUNDS); None: not given
-    cpus, mem, procs = args.vm_cpus or 2, args.vm_mem or 512, args.vm_procs or 1
-    cmdline = check_cmdline(args.kernel_cmdline or "")
-    default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem,
-                   accel=args.accel, allow_emulated=args.allow_emulated, procs=procs)
+def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
+            procs: int | None = None, accel: str = "auto", allow_emulated: bool = False) -> VmTarget:
+    """The vm target (targets.open_target's opener, from --kernel and the
+    --vm-* options, vm_options.from_args, or from a vm: spec): `kernel` is
+    the machine of a variant that names no kernel= (None: every variant names
+    one). None for a number: its default."""
+    cmdline = check_cmdline(cmdline or "")
+    default = Machine(check_kernel(kernel), cmdline) if kernel else None
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or 2, mem_mib=mem_mib or 512,
+                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1)
     return VmTarget(cfg, default, cmdline)
 
 
@@ -960,6 +954,5 @@ def open_vm_spec(spec: str) -> VmTarget:
         cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
-    cmdline = check_cmdline(q.get("cmdline", ""), "cmdline=")
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem, accel=q.get("accel", "auto"))
-    return VmTarget(cfg, Machine(check_kernel(u.path, "vm:"), cmdline), cmdline)
+    check_kernel(u.path, "vm:")
+    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"))
