@@ -353,3 +353,36 @@ def test_the_vm_goes_through_open_target(tmp_path, monkeypatch):
         targets.target_of(p.parse_args(["--target", f"vm:{k}", "--kernel", str(k)]))
     t = targets.target_of(p.parse_args(["--target", f"vm:{k}?accel=tcg"]))
     assert isinstance(t, vm.VmTarget) and opened[-1] == (f"vm:{k}?accel=tcg", {})
+
+
+def test_series_under_tcg_withholds_its_change_points(run_cli, tmp_path):
+    """As ab does: every label flagged emulated, the change point (a real
+    step, spin 1 -> 8 on the fake clock) not given without --allow-emulated,
+    the reason said; the plan records --allow-emulated and show replays both."""
+    k = fake_kernel(tmp_path / "k")
+    env = {"OPCOST_QEMU": str(FAKE)}
+    common = ["series", "--run", f"syscall.null:kernel={k}", "--over", "spin=1|1|1|8|8|8", "-p", "3",
+              "--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1"]
+    for run_id, allow in ((1, []), (2, ["--allow-emulated"])):
+        out = tmp_path / f"s{run_id}.json"
+        cp = run_cli(*common, *allow, "--json", str(out), env=env)
+        assert cp.returncode == 0, cp.stderr
+        doc = json.loads(out.read_text())
+        assert all(lb["emulated"] for lb in doc["labels"]) and doc["allow_emulated"] == bool(allow)
+        assert all("emulated" in lb["flags"][0]["flag"] for lb in doc["labels"])
+        if allow:
+            assert [c["label"] for c in doc["change_points"]] == ["8"] and "withheld" not in doc
+            assert doc["change_points"][0]["verdict"] == "slower" and doc["labels"][3]["change_point"]
+            assert "change points (1;" in cp.stdout
+        else:
+            assert doc["change_points"] == [] and not any(lb["change_point"] for lb in doc["labels"])
+            assert [c["index"] for c in doc["withheld_change_points"]] == [3]   # found, figures kept
+            assert "--allow-emulated" in doc["withheld"] and "emulated (QEMU TCG)" in doc["withheld"]
+            assert "change points: withheld: 6 of 6 labels emulated (QEMU TCG)" in cp.stdout
+            assert "(1 found, not given: 8 (label 4))" in cp.stdout
+        sh = run_cli("show", str(run_id), env=env)
+        assert sh.returncode == 0, sh.stderr
+        assert cp.stdout.split("change points")[1] == sh.stdout.split("change points")[1]   # replayed alike
+        md = run_cli("report", str(run_id), "--format", "markdown", env=env)
+        assert md.returncode == 0, md.stderr
+        assert ("No change point given: 6 of 6 labels emulated" in md.stdout) == (not allow)

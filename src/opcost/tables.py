@@ -606,6 +606,12 @@ def format_series(doc: dict, color: bool = False) -> str:
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
         out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
+    elif doc.get("withheld"):
+        held = doc.get("withheld_change_points") or []
+        out.append(f"change points: withheld: {printable(doc['withheld'])}"
+                   + (f"\n  ({len(held)} found, not given: " + ", ".join(
+                       f"{_short(printable(c['label']), 40)} (label {c['index'] + 1})" for c in held) + ")"
+                      if held else ""))
     else:
         out.append("change points: none (no step of at least "
                    f"{fmt_pct(doc['delta_requested'])} confirmed)")

@@ -98,7 +98,7 @@ def stored(args) -> int:
     order, how = read_order(args.order, args.order_file)
     with open_store(args.store, readonly=True) as store:
         doc = stored_document(store, args.bench, args.by.strip(), order=order, order_how=how,
-                              delta=args.delta, force=args.force)
+                              delta=args.delta, force=args.force, allow_emulated=args.allow_emulated)
     return present(doc, series_table, exports)
 
 
@@ -117,7 +117,8 @@ def measured(args, argv) -> int:
     if any(r.get("processes") for r in m.results):
         try:
             doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta,
-                                    run_id=m.recorder.run_id, env=m.recorder.env)
+                                    run_id=m.recorder.run_id, env=m.recorder.env,
+                                    allow_emulated=args.allow_emulated)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
             warn(f"opcost: the series was not analysed: {e}")
     return present(doc, series_table, settings.exports, measured=m)
