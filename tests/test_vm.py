@@ -386,3 +386,61 @@ def test_series_under_tcg_withholds_its_change_points(run_cli, tmp_path):
         md = run_cli("report", str(run_id), "--format", "markdown", env=env)
         assert md.returncode == 0, md.stderr
         assert ("No change point given: 6 of 6 labels emulated" in md.stdout) == (not allow)
+
+
+def test_boot_spread_against_a_hand_computed_anova():
+    """stats.boot_spread: the two MADs and ICC(1) = (F - 1) / (F + n0 - 1),
+    F from mean squares computed here by hand (not by scipy)."""
+    import math
+
+    from opcost.stats import boot_spread
+
+    def boot(*meds):
+        return {"header": {"vm": {"processes": [{"median_ns": m} for m in meds]}}}
+
+    groups = [[100.0, 102.0, 101.0], [110.0, 108.0, 111.0], [95.0, 96.0, 99.0], [105.0, 104.0, 103.0]]
+    figures = [101.0, 110.0, 96.0, 104.0]
+    got = boot_spread([boot(*g) for g in groups], figures)
+    logs = [[math.log(x) for x in g] for g in groups]
+    grand = sum(map(sum, logs)) / 12
+    msb = sum(3 * (sum(g) / 3 - grand) ** 2 for g in logs) / 3
+    msw = sum((x - sum(g) / 3) ** 2 for g in logs for x in g) / 8
+    f = msb / msw
+    assert got["between_share"] == pytest.approx((f - 1) / (f + 3 - 1), rel=1e-9)
+    dev = sorted(abs(x - sorted(g)[1]) for g in logs for x in g)
+    assert got["within_boot_mad"] == pytest.approx(1.4826 * (dev[5] + dev[6]) / 2, rel=1e-9)
+    lf = sorted(math.log(x) for x in figures)
+    mid = (lf[1] + lf[2]) / 2
+    bd = sorted(abs(x - mid) for x in lf)
+    assert got["between_boot_mad"] == pytest.approx(1.4826 * (bd[1] + bd[2]) / 2, rel=1e-9)
+    assert got["n_boots"] == 4 and got["processes_per_boot"] == [3]
+    # boots alike, processes not: nothing between boots; one process a boot: nothing to say
+    assert boot_spread([boot(100, 120), boot(120, 100), boot(110, 110.0001)], [110, 110, 110])["between_share"] == 0.0
+    assert boot_spread([boot(100), boot(120)], [100, 120]) is None
+    assert boot_spread([{"header": {}}, {"header": {}}], [1, 2]) is None
+
+
+def test_vm_procs_reports_within_against_between_boots(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE)}
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "3", "--vm-procs", "2", *FAST, "--json", str(out),
+                 env=env)
+    assert cp.returncode == 0, cp.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    meds = [[q["median_ns"] for q in p["header"]["vm"]["processes"]] for p in r["processes"]]
+    assert len(meds) == 3 and all(len(m) == 2 and all(x > 0 for x in m) for m in meds)   # recorded per boot
+    from opcost.stats import boot_spread
+
+    b = r["summary"]["boots"]
+    want = boot_spread(r["processes"], r["summary"]["process_medians_ns"])
+    assert b["within_boot_mad"] == pytest.approx(want["within_boot_mad"]) and b["n_boots"] == 3
+    assert b["between_boot_mad"] == pytest.approx(want["between_boot_mad"]) and b["processes_per_boot"] == [2]
+    assert b["between_share"] == pytest.approx(want["between_share"])
+    line = [ln for ln in cp.stdout.splitlines() if "boots of 2 processes" in ln]
+    assert len(line) == 1 and "within a boot" in line[0] and "of the variance between boots" in line[0]
+    assert line == [ln for ln in run_cli("show", "1", env=env).stdout.splitlines() if "boots of" in ln]
+    one = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(tmp_path / "1.json"),
+                  env=env)
+    assert one.returncode == 0 and "boots of" not in one.stdout   # one process a boot: no such line
+    assert "boots" not in json.loads((tmp_path / "1.json").read_text())["results"][0]["summary"]

@@ -35,6 +35,7 @@ class Label:
     flags: list[dict] = field(default_factory=list)   # its results' summary flags (with "run" when stored)
     run_medians: list[list[float]] = field(default_factory=list)   # per run, its process medians (stored)
     rounds: list[int] = field(default_factory=list)   # per process, its round (measured, interleaved)
+    boots: dict | None = None   # vm --vm-procs N > 1: within- against between-boot spread (stats.boot_spread)
 
 
 def differing(labels: list[Label]) -> dict:
@@ -67,7 +68,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
         rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
                      **row, "change_point": i in cps, "flags": lb.flags,
-                     "process_medians_ns": list(lb.medians)})
+                     "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {})})
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
@@ -173,7 +174,7 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env, allow_emulated: bool = False) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
-    from .model import process_median
+    from .model import Summary, process_median
 
     for v, r in zip(values, results):
         meds = process_medians(r)
@@ -186,7 +187,7 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                          + ": left out of the series")
             continue
         labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
-                            rounds=rounds))
+                            rounds=rounds, boots=Summary.of(r).get("boots")))
     return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
                     order="over", delta=delta, notes=notes, run_id=run_id, env=env, allow_emulated=allow_emulated)
 

@@ -129,6 +129,13 @@ def format_results(results: list[dict], width: int | None = None) -> str:
                          + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
                             if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
                          + "; waiting for the CPU is in wall time only (docs/statistics.md)")
+        bt = s.get("boots")
+        if bt:
+            share = bt.get("between_share")
+            notes.append(f"  {name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
+                         f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
+                         f"{fmt_pct(bt['between_boot_mad'])}; "
+                         + ("-" if share is None else f"{share:.0%}") + " of the variance between boots")
         for f in s.get("flags", []):
             if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
                 continue   # said once above, for the whole run

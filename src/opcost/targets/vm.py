@@ -863,7 +863,7 @@ def _pooled(parts: list):
     """The processes of one variant in one boot as one figure: an error or
     unsupported if any ended so; else the first's header, every measured and
     warm-up batch of all of them (renumbered), and each process's own facts
-    under header.vm.processes."""
+    (its median among them) under header.vm.processes."""
     for p in parts:
         if isinstance(p, Exception) or p.unsupported is not None:
             return p
@@ -871,8 +871,12 @@ def _pooled(parts: list):
     if len(parts) == 1:
         return first
     vm = dict(first.header["vm"])
+    from ..model import process_median
+
+    # each process's own figure: the within-boot spread against the between-boot one (stats.boot_spread)
     vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],
-                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3)}
+                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3),
+                        "median_ns": process_median(p.samples, p.header) if p.samples else None}
                        for p in parts]
     vm.pop("position_in_boot", None)
     first.header = dict(first.header, vm=vm)
