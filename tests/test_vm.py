@@ -409,3 +409,142 @@ def test_machine_asked_is_not_second_guessed(run_cli, tmp_path):
     assert cp.returncode == 0 and _machines_tried(log) == ["pc", "pc"], cp.stderr
     assert "--vm-machine" in one_error_line(run_cli("run", "syscall.null", "--kernel", str(k), "--vm-machine", "q35",
                                                     *FAST, env=env))
+
+
+@pytest.mark.parametrize("opts, flag", [
+    (["--kernel", "{k}"], "--kernel"),
+    (["--kernel-cmdline", "mitigations=off"], "--kernel-cmdline"),
+    (["--vm-cpus", "2"], "--vm-cpus"),
+    (["--vm-mem", "256"], "--vm-mem"),
+    (["--vm-procs", "3"], "--vm-procs"),
+    (["--accel", "tcg"], "--accel"),
+    (["--accel", "auto"], "--accel"),   # given, even as the default: it is refused, not ignored
+])
+def test_stored_series_refuses_the_vm_options(run_cli, tmp_path, opts, flag):
+    k = fake_kernel(tmp_path / "k")
+    cp = run_cli("series", "syscall.null", "--by", "commit", *[o.format(k=k) for o in opts],
+                 env={"OPCOST_QEMU": str(FAKE)})
+    line = one_error_line(cp)
+    assert line.startswith(f"opcost: {flag} is for measuring") and f"leave {flag} out" in line
+
+
+def test_the_vm_goes_through_open_target(tmp_path, monkeypatch):
+    """No special case: the vm target the command line asks for is TARGETS["vm"]'s, through open_target."""
+    import argparse
+
+    from opcost import protocol, targets
+    from opcost.targets.vm_options import add_vm_options
+
+    k = fake_kernel(tmp_path / "k")
+    p = argparse.ArgumentParser()
+    p.add_argument("--target")
+    add_vm_options(p)
+    monkeypatch.setenv("OPCOST_QEMU", str(FAKE))
+    opened = []
+    real = targets.open_target
+    monkeypatch.setattr(targets, "open_target", lambda spec=None, **o: opened.append((spec, o)) or real(spec, **o))
+    args = p.parse_args(["--kernel", str(k), "--vm-procs", "3", "--accel", "tcg"])
+    protocol.check_numbers(args, lambda dest: "--" + dest.replace("_", "-"))   # as cli.main does
+    t = targets.target_of(args)
+    assert isinstance(t, vm.VmTarget) and t.cfg.procs == 3 and t.cfg.accel == "tcg" and t.default.kernel == k.resolve()
+    assert opened == [("vm:", {"kernel": str(k), "cmdline": "", "cpus": None, "mem_mib": None, "procs": 3,
+                               "accel": "tcg", "allow_emulated": False})]
+    t = targets.target_of(p.parse_args([]), ["syscall.null:kernel=" + str(k)])
+    assert isinstance(t, vm.VmTarget) and t.default is None and opened[-1][0] == "vm:"
+    assert not isinstance(targets.target_of(p.parse_args([]), ["syscall.null"]), vm.VmTarget)
+    assert opened[-1] == (None, {})
+    with pytest.raises(UsageError, match="name two targets"):
+        targets.target_of(p.parse_args(["--target", f"vm:{k}", "--kernel", str(k)]))
+    t = targets.target_of(p.parse_args(["--target", f"vm:{k}?accel=tcg"]))
+    assert isinstance(t, vm.VmTarget) and opened[-1] == (f"vm:{k}?accel=tcg", {})
+
+
+def test_series_under_tcg_withholds_its_change_points(run_cli, tmp_path):
+    """As ab does: every label flagged emulated, the change point (a real
+    step, spin 1 -> 8 on the fake clock) not given without --allow-emulated,
+    the reason said; the plan records --allow-emulated and show replays both."""
+    k = fake_kernel(tmp_path / "k")
+    env = {"OPCOST_QEMU": str(FAKE)}
+    common = ["series", "--run", f"syscall.null:kernel={k}", "--over", "spin=1|1|1|8|8|8", "-p", "3",
+              "--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1"]
+    for run_id, allow in ((1, []), (2, ["--allow-emulated"])):
+        out = tmp_path / f"s{run_id}.json"
+        cp = run_cli(*common, *allow, "--json", str(out), env=env)
+        assert cp.returncode == 0, cp.stderr
+        doc = json.loads(out.read_text())
+        assert all(lb["emulated"] for lb in doc["labels"]) and doc["allow_emulated"] == bool(allow)
+        assert all("emulated" in lb["flags"][0]["flag"] for lb in doc["labels"])
+        if allow:
+            assert [c["label"] for c in doc["change_points"]] == ["8"] and "withheld" not in doc
+            assert doc["change_points"][0]["verdict"] == "slower" and doc["labels"][3]["change_point"]
+            assert "change points (1;" in cp.stdout
+        else:
+            assert doc["change_points"] == [] and not any(lb["change_point"] for lb in doc["labels"])
+            assert [c["index"] for c in doc["withheld_change_points"]] == [3]   # found, figures kept
+            assert "--allow-emulated" in doc["withheld"] and "emulated (QEMU TCG)" in doc["withheld"]
+            assert "change points: withheld: 6 of 6 labels emulated (QEMU TCG)" in cp.stdout
+            assert "(1 found, not given: 8 (label 4))" in cp.stdout
+        sh = run_cli("show", str(run_id), env=env)
+        assert sh.returncode == 0, sh.stderr
+        assert cp.stdout.split("change points")[1] == sh.stdout.split("change points")[1]   # replayed alike
+        md = run_cli("report", str(run_id), "--format", "markdown", env=env)
+        assert md.returncode == 0, md.stderr
+        assert ("No change point given: 6 of 6 labels emulated" in md.stdout) == (not allow)
+
+
+def test_boot_spread_against_a_hand_computed_anova():
+    """stats.boot_spread: the two MADs and ICC(1) = (F - 1) / (F + n0 - 1),
+    F from mean squares computed here by hand (not by scipy)."""
+    import math
+
+    from opcost.stats import boot_spread
+
+    def boot(*meds):
+        return {"header": {"vm": {"processes": [{"median_ns": m} for m in meds]}}}
+
+    groups = [[100.0, 102.0, 101.0], [110.0, 108.0, 111.0], [95.0, 96.0, 99.0], [105.0, 104.0, 103.0]]
+    figures = [101.0, 110.0, 96.0, 104.0]
+    got = boot_spread([boot(*g) for g in groups], figures)
+    logs = [[math.log(x) for x in g] for g in groups]
+    grand = sum(map(sum, logs)) / 12
+    msb = sum(3 * (sum(g) / 3 - grand) ** 2 for g in logs) / 3
+    msw = sum((x - sum(g) / 3) ** 2 for g in logs for x in g) / 8
+    f = msb / msw
+    assert got["between_share"] == pytest.approx((f - 1) / (f + 3 - 1), rel=1e-9)
+    dev = sorted(abs(x - sorted(g)[1]) for g in logs for x in g)
+    assert got["within_boot_mad"] == pytest.approx(1.4826 * (dev[5] + dev[6]) / 2, rel=1e-9)
+    lf = sorted(math.log(x) for x in figures)
+    mid = (lf[1] + lf[2]) / 2
+    bd = sorted(abs(x - mid) for x in lf)
+    assert got["between_boot_mad"] == pytest.approx(1.4826 * (bd[1] + bd[2]) / 2, rel=1e-9)
+    assert got["n_boots"] == 4 and got["processes_per_boot"] == [3]
+    # boots alike, processes not: nothing between boots; one process a boot: nothing to say
+    assert boot_spread([boot(100, 120), boot(120, 100), boot(110, 110.0001)], [110, 110, 110])["between_share"] == 0.0
+    assert boot_spread([boot(100), boot(120)], [100, 120]) is None
+    assert boot_spread([{"header": {}}, {"header": {}}], [1, 2]) is None
+
+
+def test_vm_procs_reports_within_against_between_boots(run_cli, tmp_path):
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE)}
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "3", "--vm-procs", "2", *FAST, "--json", str(out),
+                 env=env)
+    assert cp.returncode == 0, cp.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    meds = [[q["median_ns"] for q in p["header"]["vm"]["processes"]] for p in r["processes"]]
+    assert len(meds) == 3 and all(len(m) == 2 and all(x > 0 for x in m) for m in meds)   # recorded per boot
+    from opcost.stats import boot_spread
+
+    b = r["summary"]["boots"]
+    want = boot_spread(r["processes"], r["summary"]["process_medians_ns"])
+    assert b["within_boot_mad"] == pytest.approx(want["within_boot_mad"]) and b["n_boots"] == 3
+    assert b["between_boot_mad"] == pytest.approx(want["between_boot_mad"]) and b["processes_per_boot"] == [2]
+    assert b["between_share"] == pytest.approx(want["between_share"])
+    line = [ln for ln in cp.stdout.splitlines() if "boots of 2 processes" in ln]
+    assert len(line) == 1 and "within a boot" in line[0] and "of the variance between boots" in line[0]
+    assert line == [ln for ln in run_cli("show", "1", env=env).stdout.splitlines() if "boots of" in ln]
+    one = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(tmp_path / "1.json"),
+                  env=env)
+    assert one.returncode == 0 and "boots of" not in one.stdout   # one process a boot: no such line
+    assert "boots" not in json.loads((tmp_path / "1.json").read_text())["results"][0]["summary"]

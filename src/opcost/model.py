@@ -53,6 +53,12 @@ opcost.result/1
     summary.median_wall_ns beside it; the probe header's blocks (true: the
     measuring thread waits inside the operation); a contended flag's
     in_figure (false: the figure leaves the waiting out).
+  issue 27 (vm target, --vm-procs N > 1): a process record is a boot;
+    header.vm.processes[] gain median_ns (each pooled process's own median),
+    and summary.boots {n_boots, processes_per_boot, within_boot_mad,
+    between_boot_mad, between_share (ICC(1), null when nothing varies),
+    method}: the spread within a boot against between boots, on log medians
+    (stats.boot_spread, docs/statistics.md).
 
 opcost.comparison/1
   0.1.0: schema, opcost_version, kind (ab|compare|variants), interleaved, aa
@@ -143,6 +149,11 @@ opcost.series/1
     method when from runs.
   issue 26: labels[].process_medians_ns (the per-process medians the
     label's figures rest on; the html page draws them in grey).
+  issue 27: labels[].emulated (its figures came from a QEMU TCG guest);
+    allow_emulated; with an emulated label and without --allow-emulated,
+    change_points is empty (no label's change_point is true), the ones found
+    are under withheld_change_points and `withheld` says why; labels[].boots
+    (a vm series with --vm-procs N > 1: the result summary's `boots`).
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field

@@ -35,6 +35,7 @@ class Label:
     flags: list[dict] = field(default_factory=list)   # its results' summary flags (with "run" when stored)
     run_medians: list[list[float]] = field(default_factory=list)   # per run, its process medians (stored)
     rounds: list[int] = field(default_factory=list)   # per process, its round (measured, interleaved)
+    boots: dict | None = None   # vm --vm-procs N > 1: within- against between-boot spread (stats.boot_spread)
 
 
 def differing(labels: list[Label]) -> dict:
@@ -45,8 +46,10 @@ def differing(labels: list[Label]) -> dict:
 
 
 def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, spec: str, by: str, order: str,
-             delta: float, notes: list[str], **context) -> dict:
-    """The analysis of the labels (changepoint.analyse) as an opcost.series/1 document."""
+             delta: float, notes: list[str], allow_emulated: bool = False, **context) -> dict:
+    """The analysis of the labels (changepoint.analyse) as an opcost.series/1
+    document; change points withheld when a label ran in a TCG guest, unless
+    allow_emulated (--allow-emulated, targets.vm.withhold_emulated_series)."""
     if len(labels) < MIN_LABELS:
         raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
                          f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
@@ -65,7 +68,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
         rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
                      **row, "change_point": i in cps, "flags": lb.flags,
-                     "process_medians_ns": list(lb.medians)})
+                     "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {})})
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
@@ -83,13 +86,15 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
                 "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
                 **unconfirmed(c["index"], labels, interleaved)}
 
-    return {"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
+    from .targets.vm import withhold_emulated_series
+
+    return withhold_emulated_series({"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
             "labels": rows, "noise": a["noise"], "candidates": a["candidates"],
             "unit": "process" if interleaved else "run",
             "change_points": [point(c) for c in a["change_points"]],
             "rejected": [dict(point(c), why=c["why"]) for c in a["rejected"]],
-            "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}
+            "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}, allow_emulated)
 
 
 def unconfirmed(index: int, labels: list[Label], interleaved: bool) -> dict:
@@ -166,10 +171,10 @@ def over_variants(spec: str, param: str, values: list[str], target, cpus) -> lis
 
 
 def measured_document(results: list[dict], values: list[str], *, param: str, spec: str, delta: float,
-                      run_id, env) -> dict:
+                      run_id, env, allow_emulated: bool = False) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
-    from .model import process_median
+    from .model import Summary, process_median
 
     for v, r in zip(values, results):
         meds = process_medians(r)
@@ -182,9 +187,9 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                          + ": left out of the series")
             continue
         labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
-                            rounds=rounds))
+                            rounds=rounds, boots=Summary.of(r).get("boots")))
     return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
-                    order="over", delta=delta, notes=notes, run_id=run_id, env=env)
+                    order="over", delta=delta, notes=notes, run_id=run_id, env=env, allow_emulated=allow_emulated)
 
 
 def stored_series(doc: dict) -> dict | None:
@@ -205,7 +210,7 @@ def stored_series(doc: dict) -> dict | None:
     if len(res) != len(values) or sum(1 for r in res if r.get("processes")) < MIN_LABELS:
         return None
     return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
-                             run_id=doc["run_id"], env=doc.get("env"))
+                             run_id=doc["run_id"], env=doc.get("env"), allow_emulated=plan.allow_emulated)
 
 
 # --- stored: `series BENCH[:PARAMS] --by KEY` ---------------------------------------
@@ -356,10 +361,10 @@ def _tell_apart(found: list[dict]) -> str:
 
 
 def stored_document(store, spec: str, key: str, *, order: list[str] | None, order_how: str, delta: float,
-                    force: bool) -> dict:
+                    force: bool, allow_emulated: bool = False) -> dict:
     from .spec import split_spec
 
     labels, notes, forced = stored_labels(store, spec, key, order, force=force)
     return document(labels, kind="stored", interleaved=False, bench=split_spec(spec)[0], spec=spec, by=key,
-                    order=order_how, delta=delta, notes=notes,
+                    order=order_how, delta=delta, notes=notes, allow_emulated=allow_emulated,
                     env_differences=[{"run": rid, "field": f, "a": a, "b": b} for rid, f, a, b in forced])

@@ -141,21 +141,13 @@ def local_target() -> Target:
 
 
 def target_of(args, texts: list | tuple = ()) -> Target:
-    """The target the arguments name, ready to use: a virtual machine when
-    --kernel or a kernel=/cmdline= among `texts` (the SPECs, arms, --over)
-    asks for one (targets.vm, docs/kernels.md), else the one `--target SPEC`
-    names (targets.open_target; this machine without one); cli.main closes
-    it on the way out."""
-    from .targets import open_target
-    from .targets.vm import open_vm_target
+    """The target the arguments name, ready to use (targets.target_of:
+    `--target SPEC`, a virtual machine when --kernel or a kernel=/cmdline=
+    among `texts` -- the SPECs, arms, --over -- asks for one, docs/kernels.md,
+    else this machine); cli.main closes it on the way out."""
+    from .targets import target_of
 
-    vm = open_vm_target(args, texts) if hasattr(args, "kernel") else None
-    if vm is None:
-        return open_target(getattr(args, "target", None))
-    if getattr(args, "target", None):
-        raise UsageError(f"--target {args.target} and a kernel to boot (--kernel, kernel=, cmdline=) name two "
-                         "targets; give one of them")
-    return vm
+    return target_of(args, texts)
 
 
 def counter_plan(text: str | None, target: Target):

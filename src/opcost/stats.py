@@ -337,8 +337,57 @@ def summarize(processes: list[dict]) -> dict:
     cont = contention(procs)
     if cont is not None:
         summary["contention"] = cont
+    boots = boot_spread(procs, meds)
+    if boots is not None:
+        summary["boots"] = boots
     summary["flags"] = flags(procs, stats, summary)
     return summary
+
+
+MAD_SD = 1.4826   # a normal distribution's standard deviation over its median absolute deviation
+
+
+def boot_spread(procs: list[dict], figures: list[float]) -> dict | None:
+    """How much the probe processes of one boot vary against how much the
+    boots do (vm target, --vm-procs N > 1: each process record is one boot,
+    `figures` its figures, header.vm.processes[].median_ns the medians of the
+    processes pooled into it). On log medians, so the spreads are shares of
+    the cost: within_boot_mad from each process's distance to its boot's
+    median of them, between_boot_mad over the boots' figures (it still holds
+    1/N of the within-boot variance), and between_share the intraclass
+    correlation ICC(1) from scipy's one-way ANOVA F over the boots: the share
+    of a process's variance that is the boot's (0: boots are alike, 1: the
+    processes of a boot are). None below 2 boots of 2 processes.
+    docs/statistics.md ("boots and processes")."""
+    groups, figs = [], []
+    for p, fig in zip(procs, figures):
+        meds = [q.get("median_ns") for q in ((p.get("header") or {}).get("vm") or {}).get("processes") or []]
+        if len(meds) >= 2 and all(isinstance(m, (int, float)) and m > 0 for m in meds) and fig > 0:
+            groups.append(np.log(np.asarray(meds, dtype=float)))
+            figs.append(fig)
+    if len(groups) < 2:
+        return None
+    within = np.concatenate([g - np.median(g) for g in groups])
+    lf = np.log(np.asarray(figs))
+    sizes = [len(g) for g in groups]
+    total = sum(sizes)
+    ss_within = float(sum(((g - g.mean()) ** 2).sum() for g in groups))
+    ss_between = float(sum(len(g) * (g.mean() - np.concatenate(groups).mean()) ** 2 for g in groups))
+    if ss_within <= 0:
+        share = None if ss_between <= 0 else 1.0   # no spread inside the boots: all of it is between them
+    else:
+        from scipy import stats as sps
+
+        f = float(sps.f_oneway(*groups).statistic)
+        n0 = (total - sum(n * n for n in sizes) / total) / (len(groups) - 1)
+        share = min(1.0, max(0.0, (f - 1) / (f + n0 - 1)))
+    return {"n_boots": len(groups), "processes_per_boot": sorted(set(sizes)),
+            "within_boot_mad": MAD_SD * float(np.median(np.abs(within))),
+            "between_boot_mad": MAD_SD * float(np.median(np.abs(lf - np.median(lf)))),
+            "between_share": share,
+            "method": "log medians: MAD (x1.4826) of each process from its boot's median, and of the boots' "
+                      "figures; between_share: ICC(1) of a one-way ANOVA over the boots (scipy f_oneway), "
+                      "clipped to [0, 1]"}
 
 
 _EXCLUDED = {"cpu": "the figure (time on the CPU) leaves it out; wall time includes it",

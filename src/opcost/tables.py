@@ -129,6 +129,13 @@ def format_results(results: list[dict], width: int | None = None) -> str:
                          + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
                             if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
                          + "; waiting for the CPU is in wall time only (docs/statistics.md)")
+        bt = s.get("boots")
+        if bt:
+            share = bt.get("between_share")
+            notes.append(f"  {name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
+                         f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
+                         f"{fmt_pct(bt['between_boot_mad'])}; "
+                         + ("-" if share is None else f"{share:.0%}") + " of the variance between boots")
         for f in s.get("flags", []):
             if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
                 continue   # said once above, for the whole run
@@ -606,6 +613,12 @@ def format_series(doc: dict, color: bool = False) -> str:
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
         out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
+    elif doc.get("withheld"):
+        held = doc.get("withheld_change_points") or []
+        out.append(f"change points: withheld: {printable(doc['withheld'])}"
+                   + (f"\n  ({len(held)} found, not given: " + ", ".join(
+                       f"{_short(printable(c['label']), 40)} (label {c['index'] + 1})" for c in held) + ")"
+                      if held else ""))
     else:
         out.append("change points: none (no step of at least "
                    f"{fmt_pct(doc['delta_requested'])} confirmed)")

@@ -64,7 +64,12 @@ def _mode(args) -> str:
         raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "
                          "or --run SPEC --over PARAM=V1|V2|...")
     from ..series import check_by
+    from ..targets.vm_options import given
 
+    vm = given(args)
+    if vm:   # a series of stored runs boots nothing: its runs say where they ran
+        raise UsageError(f"{vm[0]} is for measuring (series --run SPEC --over ...); a series of stored runs "
+                         f"walks runs already measured, whatever they ran on: leave {', '.join(vm)} out")
     check_by(args.by, f"series {printable(args.bench)}")
     return "stored"
 
@@ -93,7 +98,7 @@ def stored(args) -> int:
     order, how = read_order(args.order, args.order_file)
     with open_store(args.store, readonly=True) as store:
         doc = stored_document(store, args.bench, args.by.strip(), order=order, order_how=how,
-                              delta=args.delta, force=args.force)
+                              delta=args.delta, force=args.force, allow_emulated=args.allow_emulated)
     return present(doc, series_table, exports)
 
 
@@ -112,7 +117,8 @@ def measured(args, argv) -> int:
     if any(r.get("processes") for r in m.results):
         try:
             doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta,
-                                    run_id=m.recorder.run_id, env=m.recorder.env)
+                                    run_id=m.recorder.run_id, env=m.recorder.env,
+                                    allow_emulated=args.allow_emulated)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
             warn(f"opcost: the series was not analysed: {e}")
     return present(doc, series_table, settings.exports, measured=m)

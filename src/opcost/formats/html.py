@@ -1007,6 +1007,8 @@ def _series_page(page: _Page, doc: dict, run: dict | None = None) -> None:
                 f"{esc(_pt(points[c['index']], 'label', 'value', 'name')) if c['index'] < len(points) else '?'}: "
                 f"{esc(_cp_plain(c))}" + (f"<br>unconfirmed: {esc(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
                 + "</li>" for c in cps) + "</ul>")
+        elif points and s.get("withheld"):
+            page.add(f"<p class=note>no change point given: {esc(s['withheld'])}.</p>")
         elif points:
             page.add("<p class=note>no change point found.</p>")
         notes = [f"{esc(_pt(p, 'label', 'value', 'name'))}: {esc(f.get('flag'))}"

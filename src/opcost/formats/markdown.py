@@ -198,7 +198,8 @@ def _series(doc: dict) -> list[str]:
     out += [""] + ([f"- > {escape(c.get('label'))} (after {escape(c.get('previous'))}): "
                     f"{(c['ratio'] - 1) * 100:+.1f}% **{escape(c.get('verdict') or '-')}**"
                     + (f", unconfirmed: {escape(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
-                    for c in cps] or ["No change point confirmed."])
+                    for c in cps] or ([f"No change point given: {escape(doc['withheld'])}."] if doc.get("withheld")
+                                      else ["No change point confirmed."]))
     flagged = [f"- {escape(lb.get('value'))}: {escape(f.get('flag'))}" + (f": {escape(f['detail'])}" if f.get("detail") else "")
                for lb in doc.get("labels") or [] for f in lb.get("flags") or [] if isinstance(f, dict)]
     if flagged:

@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..safetext import printable
 from .base import Target
 
-__all__ = ["TARGETS", "Target", "open_target", "close_all", "held", "local_target", "parse_ssh"]
+__all__ = ["TARGETS", "FROM_ARGS", "Target", "open_target", "target_of", "close_all", "held", "local_target", "parse_ssh"]
 
 # One opener per kind: opener(rest, **options) -> a Target ready to use (connected).
 # `rest` is the spec after "NAME:" (for ssh://: after "ssh://"); `options` are the
@@ -119,9 +119,15 @@ def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
 
 def _open_vm(rest: str, **options) -> Target:
     """vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]: a kernel booted in QEMU
-    (targets/vm.py, docs/kernels.md); its options --kernel and kernel= give the same."""
-    from .vm import open_vm_spec
+    (targets/vm.py, docs/kernels.md); `vm:` with the options of --kernel and the
+    --vm-* options (vm_options.from_args: kernel=, cmdline=, cpus=, ...) gives the same."""
+    from .vm import open_vm, open_vm_spec
 
+    if not rest:
+        return open_vm(**options)
+    if options:
+        raise UsageError(f"--target vm:{printable(rest)} and a kernel to boot (--kernel, kernel=, cmdline=) name two "
+                         "targets; give one of them")
     return open_vm_spec("vm:" + rest)
 
 
@@ -133,8 +139,39 @@ TARGETS: dict[str, tuple[Opener, str]] = {
 }
 
 
+def _vm_from_args(args, texts) -> dict | None:
+    from .vm_options import from_args
+
+    return from_args(args, texts)
+
+
+# name -> (reads a command line's options of that kind: the opener's options when they ask
+# for such a target without --target, else None; what asks for it, for the one line that
+# refuses two targets at once).
+FROM_ARGS: dict[str, tuple[Callable[..., "dict | None"], str]] = {
+    "vm": (_vm_from_args, "a kernel to boot (--kernel, kernel=, cmdline=)"),
+}
+
+
 def _supported() -> str:
     return "; ".join(form for _, form in TARGETS.values())
+
+
+def target_of(args, texts: list | tuple = ()) -> Target:
+    """The target a command line names, ready to use: `--target SPEC`, or the
+    kind whose options ask for one (FROM_ARGS: a virtual machine for --kernel,
+    or kernel=/cmdline= among `texts`, the SPECs, arms and --over), else this
+    machine; each through open_target. Two of them at once: UsageError."""
+    spec = getattr(args, "target", None)
+    asked = [(name, what, opts) for name, (read, what) in FROM_ARGS.items() if (opts := read(args, texts)) is not None]
+    if len(asked) > 1:
+        raise UsageError(f"{' and '.join(w for _, w, _ in asked)} name two targets; give one of them")
+    if not asked:
+        return open_target(spec)
+    name, what, opts = asked[0]
+    if spec:
+        raise UsageError(f"--target {printable(spec)} and {what} name two targets; give one of them")
+    return open_target(f"{name}:", **opts)
 
 
 def open_target(spec: str | None = None, **options) -> Target:

@@ -975,7 +975,7 @@ def _pooled(parts: list):
     """The processes of one variant in one boot as one figure: an error or
     unsupported if any ended so; else the first's header, every measured and
     warm-up batch of all of them (renumbered), and each process's own facts
-    under header.vm.processes."""
+    (its median among them) under header.vm.processes."""
     for p in parts:
         if isinstance(p, Exception) or p.unsupported is not None:
             return p
@@ -983,8 +983,12 @@ def _pooled(parts: list):
     if len(parts) == 1:
         return first
     vm = dict(first.header["vm"])
+    from ..model import process_median
+
+    # each process's own figure: the within-boot spread against the between-boot one (stats.boot_spread)
     vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],
-                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3)}
+                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3),
+                        "median_ns": process_median(p.samples, p.header) if p.samples else None}
                        for p in parts]
     vm.pop("position_in_boot", None)
     first.header = dict(first.header, vm=vm)
@@ -1032,24 +1036,27 @@ def _hypervisor_flag() -> bool | None:
 
 # ---- the command line ------------------------------------------------------
 
-def wants_vm(args, texts: list[str]) -> bool:
-    """A VM is asked for: --kernel, or kernel=/cmdline= in a SPEC or an arm."""
-    return bool(getattr(args, "kernel", None)) or any(
-        re.search(r"(^|[:,])\s*(kernel|cmdline)\s*=", t or "") for t in texts)
-
-
-def open_vm_target(args, texts: tuple | list = ()) -> "VmTarget | None":
-    """The VM target the arguments ask for, or None (then the local one)."""
-    if not wants_vm(args, list(texts)):
-        return None
-    # numbers range-checked with every other (protocol.BOUNDS); None: not given
-    cpus, mem, procs = args.vm_cpus or 2, args.vm_mem or 512, args.vm_procs or 1
-    cmdline = check_cmdline(args.kernel_cmdline or "")
-    default = Machine(check_kernel(args.kernel), cmdline) if args.kernel else None
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem,
-                   accel=args.accel, allow_emulated=args.allow_emulated, procs=procs,
-                   machine=getattr(args, "vm_machine", None) or "auto")
+def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
+            procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
+            machine: str = "auto") -> VmTarget:
+    """The vm target (targets.open_target's opener, from --kernel and the
+    --vm-* options, vm_options.from_args, or from a vm: spec): `kernel` is
+    the machine of a variant that names no kernel= (None: every variant names
+    one). None for a number: its default."""
+    cmdline = check_cmdline(cmdline or "")
+    default = Machine(check_kernel(kernel), cmdline) if kernel else None
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or 2, mem_mib=mem_mib or 512,
+                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine)
     return VmTarget(cfg, default, cmdline)
+
+
+WITHHELD = "emulated (QEMU TCG): the timings are the emulator's, so no verdict on cost; --allow-emulated gives one"
+
+
+def tcg_emulated(flags) -> bool:
+    """Summary flags that say the figures came from a guest emulated by QEMU's TCG."""
+    return any(isinstance(f, dict) and f.get("flag") == "emulated" and "(TCG)" in str(f.get("detail", ""))
+               for f in flags or [])
 
 
 def withhold_emulated(doc: dict, allow: bool) -> dict:
@@ -1061,10 +1068,8 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
         return doc
     changed = False
     for e in doc.get("comparisons") or []:
-        if e.get("verdict") is not None and any(f.get("flag") == "emulated" and "(TCG)" in f.get("detail", "")
-                                                for f in e.get("flags") or []):
-            e["withheld"] = ("emulated (QEMU TCG): the timings are the emulator's, so no verdict on cost; "
-                             "--allow-emulated gives one")
+        if e.get("verdict") is not None and tcg_emulated(e.get("flags")):
+            e["withheld"] = WITHHELD
             e["verdict"] = None
             changed = True
     summary = doc.get("summary")   # the comparison's counts of each verdict
@@ -1072,6 +1077,27 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
     if changed and counts is not None:
         for k in counts:
             counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
+    return doc
+
+
+def withhold_emulated_series(doc: dict, allow: bool) -> dict:
+    """A series, as withhold_emulated does a comparison: every label whose
+    figures a TCG guest gave is `emulated: true` (always); unless
+    --allow-emulated, a series with such a label gives no change point: they
+    move, figures kept, to `withheld_change_points`, no label is marked, and
+    `withheld` says why and what to do."""
+    emulated = [lb for lb in doc.get("labels") or [] if tcg_emulated(lb.get("flags"))]
+    for lb in doc.get("labels") or []:
+        lb["emulated"] = lb in emulated
+    doc["allow_emulated"] = bool(allow)
+    if allow or not emulated:
+        return doc
+    doc["withheld"] = (f"{len(emulated)} of {len(doc['labels'])} labels emulated (QEMU TCG): the timings are the "
+                       "emulator's, so no change point is given on cost; --allow-emulated gives them")
+    doc["withheld_change_points"] = doc.get("change_points") or []
+    doc["change_points"] = []
+    for lb in doc["labels"]:
+        lb["change_point"] = False
     return doc
 
 
@@ -1094,7 +1120,6 @@ def open_vm_spec(spec: str) -> VmTarget:
         cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
-    cmdline = check_cmdline(q.get("cmdline", ""), "cmdline=")
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus, mem_mib=mem, accel=q.get("accel", "auto"),
+    check_kernel(u.path, "vm:")
+    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
                    machine=q.get("machine", "auto"))
-    return VmTarget(cfg, Machine(check_kernel(u.path, "vm:"), cmdline), cmdline)
