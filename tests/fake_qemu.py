@@ -15,6 +15,10 @@ FAKE_QEMU_MODE says:
            hangs (interrupted while measuring)
 
 FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
+
+The builds of `opcost variants` (/opcost/build-N in the initramfs: a job's
+`exe` line, or a program after `time --`) are unpacked from the initramfs
+into a temporary directory, removed when the job is done, and run from there.
 """
 
 import json
@@ -23,6 +27,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -81,13 +86,15 @@ def main(argv):
     pinned = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
     frame('B ' + json.dumps({"release": "fake", "clocksource": "tsc", "affinity": pinned}))
-    cmds, cur = [], None
+    cmds, cur, exes = [], None, []
     for line in job.splitlines()[1:]:
         if cur is None:
             cur = ([], {})
         if line == "end":
             cmds.append(cur)
             cur = None
+        elif line.startswith("exe "):
+            exes.append((len(cmds), line[4:]))
         elif line.startswith("arg "):
             cur[0].append(line[4:])
         elif line.startswith("env "):
@@ -98,18 +105,47 @@ def main(argv):
         out.write(b"@OPC 1 00000000 C 0 start\n")
         out.flush()
         return 0
+    exe = dict(exes)
+    builds = tempfile.TemporaryDirectory(prefix="fake-qemu-") if "/opcost/build-" in job else None
+    if builds:
+        for name, (mode_bits, body) in unpack(initrd).items():
+            if name.startswith("opcost/build-"):
+                path = os.path.join(builds.name, name.split("/")[1])
+                with open(path, "wb") as f:
+                    f.write(body)
+                os.chmod(path, mode_bits & 0o777)
+
+    def here(a: str) -> str:
+        return os.path.join(builds.name, a[len("/opcost/"):]) if builds and a.startswith("/opcost/build-") else a
+
     for i, (a, env) in enumerate(cmds):
         frame(f"C {i} start")
         if mode == "stall" and measuring and i >= 1:
             time.sleep(3600)
-        cp = subprocess.run([PROBE, *a], capture_output=True, env={**os.environ, **env})
+        cp = subprocess.run([here(exe.get(i, PROBE)), *map(here, a)], capture_output=True, env={**os.environ, **env})
         for ln in cp.stdout.decode().splitlines():
             frame(f"O {i} {ln}")
         for ln in cp.stderr.decode().splitlines():
             frame(f"E {i} {ln}")
         frame(f"X {i} {cp.returncode}")
     frame(f"Z {len(cmds)}")
+    if builds:
+        builds.cleanup()
     return 0
+
+
+def unpack(data: bytes) -> dict:
+    """The initramfs (newc cpio): name -> (mode, data)."""
+    out, i = {}, 0
+    while data[i:i + 6] == b"070701":
+        f = [int(data[i + 6 + 8 * k:i + 14 + 8 * k], 16) for k in range(13)]
+        name = data[i + 110:i + 110 + f[11] - 1].decode()
+        i += 110 + f[11]
+        i += -i % 4
+        out[name] = (f[1], data[i:i + f[6]])
+        i += f[6]
+        i += -i % 4
+    return out
 
 
 if __name__ == "__main__":
