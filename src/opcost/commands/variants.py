@@ -161,10 +161,7 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
         b = variantbuild.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
                         cache=variantcache.Cache() if args.build_cache else None,
-                        static="in the virtual machine (its initramfs has no libc)" if in_vm else None)
-        if in_vm and b.arch != "x86_64":
-            raise UsageError(f"{' '.join(b.cc)} builds for {b.arch}; the virtual machine runs x86_64 builds only: "
-                             "give an x86_64 compiler (leave --cc out) or measure here without --kernel")
+                        guest="the virtual machine" if in_vm else None)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):

@@ -204,10 +204,10 @@ def guest_files(reqs: list[probe.ProbeRequest]) -> tuple[list[tuple], dict[str, 
             files[names[path]] = Path(path)
         return names[path]
 
-    out = []
+    out: list[tuple[probe.ProbeRequest, str | None]] = []
     for r in reqs:
         if r.emulator:
-            raise UsageError(f"{r.exe or r.program[-1]} is built for another architecture (it runs under "
+            raise UsageError(f"{r.exe or (r.program or ('?',))[-1]} is built for another architecture (it runs under "
                              f"{os.path.basename(r.emulator)}); the guest runs x86_64 builds only")
         if r.exe:
             out.append((dataclasses.replace(r, exe=None), into(r.exe)))
