@@ -5,7 +5,8 @@ order, TCG results withheld from verdicts unless --allow-emulated, the run
 stored with its plan and replayed by `show`; and what cannot be meaningful
 (a build for another architecture, --over of a non-machine parameter) is
 refused with one line. The real boot is in test_vm_boot.py. Every figure
-comes from the fake clock."""
+comes from the fake clock. One real boot (Debian's kernel under TCG, as in
+test_vm_boot.py) runs two program builds."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from opcost import probe
 from opcost.errors import UsageError
 from opcost.targets import vm
 from test_vm import FAKE, _alive, fake_kernel, one_error_line, parse_cpio
+from test_vm_boot import kernel_pair, releases  # noqa: F401 (a fixture)
 
 QUICK = ["--accel", "tcg", "--vm-cpus", "1", "--no-progress"]
 
@@ -179,3 +181,23 @@ def test_target_vm_spec_runs_the_builds_there(run_cli, src, tmp_path, env):
     assert "no verdict: emulated (QEMU TCG)" in cp.stdout
     booted = [int(x) for x in pids.read_text().split()]
     assert len(booted) >= 3 and not any(_alive(p) for p in booted)   # a preflight and 2 rounds; none left
+
+
+def test_real_boot_runs_the_program_builds(run_cli, src, tmp_path, kernel_pair):
+    """One real TCG boot of Debian's kernel beside the preflight (about 30 s
+    here): both static builds run in it, from the initramfs."""
+    k1 = kernel_pair[0]
+    out = tmp_path / "c.json"
+    cp = run_cli("variants", str(src(PROGRAM)), "-D", "A", "-D", "B", "--kernel", str(k1), "-p", "1",
+                 "--fake-clock", "1e6", *QUICK, "--vm-mem", "256", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    assert e["verdict"] is None   # one boot a side: nothing to decide (the fake-QEMU tests decide, and withhold)
+    run = stored(run_cli, {}, tmp_path)
+    release = releases()[0]
+    for r in run["results"]:
+        assert r["status"] == "ok" and r["params"]["link"] == "-static"
+        assert any(f["flag"] == "emulated" and "(TCG)" in f["detail"] for f in r["summary"]["flags"])
+        (p,) = r["processes"]
+        v = p["header"]["vm"]
+        assert v["guest"]["release"] == release and v["processes_in_boot"] == 2 and v["accel"] == "tcg"
