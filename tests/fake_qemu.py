@@ -18,7 +18,8 @@ FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
 
 The builds of `opcost variants` (/opcost/build-N in the initramfs: a job's
 `exe` line, or a program after `time --`) are unpacked from the initramfs
-into a temporary directory, removed when the job is done, and run from there.
+into memfds and run from there (/proc/PID/fd/N): nothing on disk, also when
+this stand-in is killed.
 """
 
 import json
@@ -27,7 +28,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 
@@ -100,37 +100,34 @@ def main(argv):
         elif line.startswith("env "):
             k, _, v = line[4:].partition("=")
             cur[1][k] = v
-    measuring = any("--check" not in c[0] and c[0] and c[0][0] == "run" for c in cmds)
+    measuring = any("--check" not in c[0] and c[0] and c[0][0] in ("run", "time") for c in cmds)
     if mode == "garbage_run" and measuring:
         out.write(b"@OPC 1 00000000 C 0 start\n")
         out.flush()
         return 0
     exe = dict(exes)
-    builds = tempfile.TemporaryDirectory(prefix="fake-qemu-") if "/opcost/build-" in job else None
-    if builds:
-        for name, (mode_bits, body) in unpack(initrd).items():
-            if name.startswith("opcost/build-"):
-                path = os.path.join(builds.name, name.split("/")[1])
-                with open(path, "wb") as f:
-                    f.write(body)
-                os.chmod(path, mode_bits & 0o777)
+    builds = {}
+    for name, (_, body) in (unpack(initrd).items() if "/opcost/build-" in job else ()):
+        if name.startswith("opcost/build-"):
+            fd = os.memfd_create(name.split("/")[1], 0)   # inherited: the probe's `time` may exec it
+            os.write(fd, body)
+            builds["/" + name] = f"/proc/{os.getpid()}/fd/{fd}"
 
     def here(a: str) -> str:
-        return os.path.join(builds.name, a[len("/opcost/"):]) if builds and a.startswith("/opcost/build-") else a
+        return builds.get(a, a)
 
     for i, (a, env) in enumerate(cmds):
         frame(f"C {i} start")
         if mode == "stall" and measuring and i >= 1:
             time.sleep(3600)
-        cp = subprocess.run([here(exe.get(i, PROBE)), *map(here, a)], capture_output=True, env={**os.environ, **env})
+        cp = subprocess.run([here(exe.get(i, PROBE)), *map(here, a)], capture_output=True, env={**os.environ, **env},
+                            pass_fds=[int(p.rsplit("/", 1)[1]) for p in builds.values()])
         for ln in cp.stdout.decode().splitlines():
             frame(f"O {i} {ln}")
         for ln in cp.stderr.decode().splitlines():
             frame(f"E {i} {ln}")
         frame(f"X {i} {cp.returncode}")
     frame(f"Z {len(cmds)}")
-    if builds:
-        builds.cleanup()
     return 0
 
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import time
 
 import pytest
 
 from opcost import probe
 from opcost.errors import UsageError
 from opcost.targets import vm
-from test_vm import FAKE, _alive, fake_kernel, one_error_line, parse_cpio
+from test_vm import FAKE, _alive, _wait_for, fake_kernel, one_error_line, parse_cpio
 from test_vm_boot import kernel_pair, releases  # noqa: F401 (a fixture)
 
 QUICK = ["--accel", "tcg", "--vm-cpus", "1", "--no-progress"]
@@ -201,3 +204,44 @@ def test_real_boot_runs_the_program_builds(run_cli, src, tmp_path, kernel_pair):
         (p,) = r["processes"]
         v = p["header"]["vm"]
         assert v["guest"]["release"] == release and v["processes_in_boot"] == 2 and v["accel"] == "tcg"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("mode", ["hang", "stall"])
+def test_interrupted_variants_leave_no_qemu_and_no_build(cli_environ, src, tmp_path, sig, mode):
+    """While the guest boots (hang: its preflight) and while it measures
+    (stall): no QEMU outlives opcost, and the build directory is gone (after
+    SIGKILL, which nothing can catch, the next variants run removes it:
+    variantbuild.sweep_stale_workdirs)."""
+    from conftest import cli_argv
+
+    from opcost import variantbuild
+
+    k = fake_kernel(tmp_path / "k")
+    pids, tmp = tmp_path / "qemu.pids", tmp_path / "tmp"
+    tmp.mkdir()
+    env = cli_environ(OPCOST_QEMU=str(FAKE), FAKE_QEMU_MODE=mode, FAKE_QEMU_PIDFILE=str(pids), TMPDIR=str(tmp),
+                      OPCOST_VM_BOOT_LIMIT="60")
+    proc = subprocess.Popen(cli_argv("variants", str(src(PROGRAM)), "-D", "A", "-D", "B", "--kernel", str(k), "-p", "3",
+                                     "--fake-clock", "1e6", *QUICK),
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    try:
+        want = 2 if mode == "stall" else 1   # stall: the preflight boot ended, the measuring one hangs
+        assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= want, 120), "no QEMU started"
+        time.sleep(0.3)
+        qemu = [int(x) for x in pids.read_text().split()]
+        proc.send_signal(sig)
+        proc.wait(timeout=20)
+        assert _wait_for(lambda: not any(_alive(p) for p in qemu), 5), "a QEMU outlived opcost"
+        if sig == signal.SIGKILL:
+            left = list(tmp.iterdir())
+            assert all(d.name.startswith(f"{variantbuild.WORKDIR_PREFIX}{proc.pid}-") for d in left), left
+            assert sorted(variantbuild.sweep_stale_workdirs(tmp)) == sorted(left)
+        else:
+            assert proc.returncode == 128 + sig, proc.stderr.read()
+        assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
