@@ -23,6 +23,11 @@ Like QEMU it has one thread per vCPU (`-smp N`; query-cpus-fast names
 them) and another thread of its own; its first line (the init's facts)
 says where each thread may run once opcost let it `cont`, and where opcost
 itself (its parent) may run then.
+
+The builds of `opcost variants` (/opcost/build-N in the initramfs: a job's
+`exe` line, or a program after `time --`) are unpacked from the initramfs
+into memfds and run from there (/proc/PID/fd/N): nothing on disk, also when
+this stand-in is killed.
 """
 
 import json
@@ -105,28 +110,42 @@ def main(argv):
              "frontend_affinity": sorted(os.sched_getaffinity(os.getppid()))}
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
     frame('B ' + json.dumps(facts))
-    cmds, cur = [], None
+    cmds, cur, exes = [], None, []
     for line in job.splitlines()[1:]:
         if cur is None:
             cur = ([], {})
         if line == "end":
             cmds.append(cur)
             cur = None
+        elif line.startswith("exe "):
+            exes.append((len(cmds), line[4:]))
         elif line.startswith("arg "):
             cur[0].append(line[4:])
         elif line.startswith("env "):
             k, _, v = line[4:].partition("=")
             cur[1][k] = v
-    measuring = any("--check" not in c[0] and c[0] and c[0][0] == "run" for c in cmds)
+    measuring = any("--check" not in c[0] and c[0] and c[0][0] in ("run", "time") for c in cmds)
     if mode == "garbage_run" and measuring:
         out.write(b"@OPC 1 00000000 C 0 start\n")
         out.flush()
         return 0
+    exe = dict(exes)
+    builds = {}
+    for name, (_, body) in (unpack(initrd).items() if "/opcost/build-" in job else ()):
+        if name.startswith("opcost/build-"):
+            fd = os.memfd_create(name.split("/")[1], 0)   # inherited: the probe's `time` may exec it
+            os.write(fd, body)
+            builds["/" + name] = f"/proc/{os.getpid()}/fd/{fd}"
+
+    def here(a: str) -> str:
+        return builds.get(a, a)
+
     for i, (a, env) in enumerate(cmds):
         frame(f"C {i} start")
         if mode == "stall" and measuring and i >= 1:
             time.sleep(3600)
-        cp = subprocess.run([PROBE, *a], capture_output=True, env={**os.environ, **env})
+        cp = subprocess.run([here(exe.get(i, PROBE)), *map(here, a)], capture_output=True, env={**os.environ, **env},
+                            pass_fds=[int(p.rsplit("/", 1)[1]) for p in builds.values()])
         for ln in cp.stdout.decode().splitlines():
             frame(f"O {i} {ln}")
         for ln in cp.stderr.decode().splitlines():
@@ -134,6 +153,20 @@ def main(argv):
         frame(f"X {i} {cp.returncode}")
     frame(f"Z {len(cmds)}")
     return 0
+
+
+def unpack(data: bytes) -> dict:
+    """The initramfs (newc cpio): name -> (mode, data)."""
+    out, i = {}, 0
+    while data[i:i + 6] == b"070701":
+        f = [int(data[i + 6 + 8 * k:i + 14 + 8 * k], 16) for k in range(13)]
+        name = data[i + 110:i + 110 + f[11] - 1].decode()
+        i += 110 + f[11]
+        i += -i % 4
+        out[name] = (f[1], data[i:i + f[6]])
+        i += f[6]
+        i += -i % 4
+    return out
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@
  *     F <message>                  the init itself failed (then power off)
  *
  * The job file: the first line is "opcost-vminit/1"; then blocks, each
- * lines of "arg VALUE" (argv[1..], in order) and "env NAME=VALUE", closed by
- * a line "end". Values cannot contain a newline (opcost refuses them).
+ * lines of "arg VALUE" (argv[1..], in order) and "env NAME=VALUE", and at
+ * most one "exe PATH" (the executable to run instead of /opcost/probe: a
+ * probe that `opcost variants` built, also in the initramfs), closed by a
+ * line "end". Values cannot contain a newline (opcost refuses them).
  *
  * It never hangs and never returns: whatever happens it powers the machine
  * off (reboot(RB_POWER_OFF), then RB_AUTOBOOT, which QEMU's -no-reboot turns
@@ -250,6 +252,7 @@ static void facts(void)
 /* ---- the job ------------------------------------------------------------- */
 
 struct cmd {
+	const char *exe;
 	char *argv[MAX_ARGS + 2];
 	int argc;
 	char *envp[MAX_ENV + 1];
@@ -263,6 +266,7 @@ static int next_cmd(FILE *f, struct cmd *c)
 	size_t cap = 0;
 	ssize_t n;
 	memset(c, 0, sizeof(*c));
+	c->exe = PROBE;
 	c->argv[c->argc++] = PROBE;
 	int any = 0;
 	while ((n = getline(&line, &cap, f)) > 0) {
@@ -277,6 +281,8 @@ static int next_cmd(FILE *f, struct cmd *c)
 			c->argv[c->argc++] = strdup(line + 4);
 		else if (strncmp(line, "env ", 4) == 0 && c->envc < MAX_ENV)
 			c->envp[c->envc++] = strdup(line + 4);
+		else if (strncmp(line, "exe /", 5) == 0)
+			c->exe = c->argv[0] = strdup(line + 4);
 		else {
 			framef("F job: unexpected line '%.200s'", line);
 			power_off();
@@ -339,8 +345,8 @@ static void run_cmd(int i, struct cmd *c)
 		int null = open("/dev/null", O_RDONLY);
 		if (null >= 0)
 			dup2(null, 0);
-		execve(PROBE, c->argv, c->envp);
-		dprintf(2, "opcost-vminit: cannot start %s: %s\n", PROBE, strerror(errno));
+		execve(c->exe, c->argv, c->envp);
+		dprintf(2, "opcost-vminit: cannot start %s: %s\n", c->exe, strerror(errno));
 		_exit(127);
 	}
 	close(out[1]);

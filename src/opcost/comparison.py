@@ -382,19 +382,32 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
     the builds in -D order, then (op mode) the empty-opcost_op reference, as
     `opcost variants` measures and stores them (so `show` rebuilds it). With
     several CPUs (--cpu 0-1) every build runs on each: each CPU's builds are
-    compared with that CPU's first build, and net of that CPU's reference."""
+    compared with that CPU's first build, and net of that CPU's reference.
+    With several machines (--over kernel=K1|K2, cmdline=...: the vm target)
+    likewise per machine, except with one -D: then the build on each machine
+    is compared with it on the first (kernel against kernel, as `ab`)."""
+    def machine(r: dict) -> tuple:
+        return (r["params"].get("kernel"), r["params"].get("cmdline"))
+
     mine = [r for r in res if not r["params"].get("reference")]
     refs: dict = {}
     for r in res:
         if r["params"].get("reference"):
-            refs.setdefault(r["params"].get("cpu"), r)
+            refs.setdefault((r["params"].get("cpu"), machine(r)), r)
     cpus = list(dict.fromkeys(r["params"].get("cpu") for r in mine))
-    groups = [[r for r in mine if r["params"].get("cpu") == c] for c in cpus]
+    machines = list(dict.fromkeys(machine(r) for r in mine))
+    across = len(machines) > 1 and len({r["params"].get("define") for r in mine}) == 1
+
+    def group(r: dict) -> tuple:
+        return (r["params"].get("cpu"),) if across else (r["params"].get("cpu"), machine(r))
+
+    keys = list(dict.fromkeys(group(r) for r in mine))
+    groups = [[r for r in mine if group(r) == k] for k in keys]
     entries = [entry(g[0], r, delta=delta, key=r["key"], interleaved=True) for g in groups for r in g[1:]]
     entries, summary = finish(entries)
 
     def ref_ns(r: dict):
-        ref = refs.get(r["params"].get("cpu"))
+        ref = refs.get((r["params"].get("cpu"), machine(r)))
         return Summary.of(ref).median_ns if ref else None
 
     builds = []
@@ -404,6 +417,8 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
              "median_cycles": s.get("median_cycles")}
         if len(cpus) > 1:
             d["cpu"] = r["params"].get("cpu")
+        if len(machines) > 1:
+            d.update({k: v for k, v in zip(("kernel", "cmdline"), machine(r)) if v is not None})
         if r["params"].get("cflags_for"):
             d["cflags_for"] = r["params"]["cflags_for"]   # its own flags, after cflags (--cflags-for)
         rn = ref_ns(r)
@@ -411,7 +426,7 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
             d["net_median_ns"] = s["median_ns"] - rn
         builds.append(d)
     p = mine[0]["params"]
-    ref0 = refs.get(p.get("cpu"))
+    ref0 = refs.get((p.get("cpu"), machine(mine[0])))
     info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
             "baseline": mine[0]["key"], "builds": builds,
             "call_overhead": None if ref0 is None else {
@@ -421,7 +436,11 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
     if len(cpus) > 1:
         info["cpus"] = cpus
         if refs:
-            info["call_overhead"]["per_cpu"] = {c: Summary.of(r).median_ns for c, r in refs.items()}
+            info["call_overhead"]["per_cpu"] = {c: Summary.of(r).median_ns for (c, m), r in refs.items()
+                                                if m == machines[0]}
+    if len(machines) > 1:
+        info["machines"] = [{k: v for k, v in zip(("kernel", "cmdline"), m) if v is not None} for m in machines]
+        info["compared"] = "across machines" if across else "within each machine"
     if p.get("arch") and (p.get("emulated") or p["arch"] != _host_arch()):
         info["arch"] = p["arch"]   # built for another architecture than this machine's
     if p.get("emulated"):
@@ -430,7 +449,14 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
                                     "emulation): the timings are the emulator's, not the CPU's cost; correctness only"}
     if p.get("ops"):
         info["ops"] = int(p["ops"])
-    base = mine[0]["key"] if len(cpus) == 1 else f"{p.get('define', mine[0]['key'])} on each CPU"
+    if len(keys) == 1:
+        base = mine[0]["key"]
+    elif across:
+        base = f"{mine[0]['key']} on each CPU"
+    elif len(machines) > 1:
+        base = f"{p.get('define', mine[0]['key'])} on each " + ("CPU and machine" if len(cpus) > 1 else "machine")
+    else:
+        base = f"{p.get('define', mine[0]['key'])} on each CPU"
     return document(kind="variants", interleaved=True, entries=entries, summary=summary, delta=delta,
                     a={"params": base, "run_id": run_id},
                     b={"params": ", ".join(r["key"] for g in groups for r in g[1:]), "run_id": run_id},
@@ -638,5 +664,8 @@ def stored_comparison(doc: dict) -> dict | None:
                            switches=plan.switches)
         return withhold_emulated(cdoc, plan.allow_emulated)
     if plan.kind == "variants" and plan.delta is not None and res:
-        return variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
+        from .targets.vm import withhold_emulated
+
+        cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
+        return withhold_emulated(cdoc, plan.allow_emulated)
     return None

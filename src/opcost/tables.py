@@ -534,7 +534,8 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
     info = doc["variants"]
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
             f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())
-    own = {b["name"].split(" cpu=")[0]: b["cflags_for"] for b in info.get("builds", []) if b.get("cflags_for")}
+    own = {re.split(r" (?:cpu|kernel|cmdline)=", b["name"])[0]: b["cflags_for"] for b in info.get("builds", [])
+           if b.get("cflags_for")}
     if own:
         head += "\n" + "; ".join(f"{name} also {flags}" for name, flags in own.items()) + " (--cflags-for)"
     emu = info.get("emulated")
@@ -549,6 +550,10 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
     if info.get("cpus"):
         head += (f"\none row per build and CPU ({', '.join(info['cpus'])}); each CPU's builds are compared "
                  "with that CPU's first")
+    if info.get("machines"):
+        head += (f"\none row per build and machine ({len(info['machines'])} machines, each boot in QEMU the unit); "
+                 + ("the build on each machine is compared with it on the first" if info.get("compared") ==
+                    "across machines" else "each machine's builds are compared with that machine's first"))
     out = [head, format_results(results, width)]
     ovh = info.get("call_overhead")
     if ovh and ovh.get("median_ns") is not None:

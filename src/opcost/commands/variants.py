@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import protocol
 from ..console import warn
 from ..errors import UsageError
+from ..safetext import printable
 from . import add_measure_options
 
 
@@ -25,7 +26,9 @@ def add_parser(sub) -> None:
                        "--cpu 0-1 or --cpu '0|2': one row per build and CPU. "
                        "--cflags takes the next word whatever it starts with: --cflags -O3, "
                        "--cflags '-O2 -march=native'; repeated, the flags add up. The builds are cached "
-                       "(${XDG_CACHE_HOME:-~/.cache}/opcost/builds): the same study again measures at once.")
+                       "(${XDG_CACHE_HOME:-~/.cache}/opcost/builds): the same study again measures at once. "
+                       "--kernel K (or --target vm:K) runs every build in QEMU guests of K, a boot the unit; "
+                       "--over 'kernel=K1|K2' (or cmdline=) runs each build on each: docs/kernels.md.")
     s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
     s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
                    help="one variant per -D; the first is the baseline A")
@@ -51,6 +54,13 @@ def add_parser(sub) -> None:
     add_measure_options(s, {"samples": None, "samples_help": "default: program 1, op 20",
                             "warmup": None, "warmup_help": "default: program 0, op 3",
                             "target_ms": None, "target_ms_help": "op mode; default 10"})
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
+    s.add_argument("--over", dest="machines", action="append", metavar="PARAM=V1|V2|...",
+                   help="run every build on each machine: kernel=K1|K2 (kernel images) or cmdline=A|B (kernel "
+                   "parameters; with --kernel); repeated, every combination. One -D: each machine compared with "
+                   "the first (kernel against kernel); several: each machine's builds with its first")
 
 
 def run(args, argv) -> int:
@@ -63,7 +73,12 @@ def run(args, argv) -> int:
     if args.mode == "op" and ops:
         raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
                          "opcost_op call is the operation")
-    if arch is not None:
+    target = session.target_of(args, args.machines or [])
+    machines = machine_list(args.machines, target)
+    if target.name == "vm" and arch not in (None, "x86_64"):
+        raise UsageError(f"--arch {arch}: the virtual machine runs x86_64 builds only (its probe and kernel are "
+                         "x86_64); build for x86_64 (leave --arch out) or measure here without --kernel")
+    if arch is not None and target.name != "vm":
         variantbuild.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
     cc = variantbuild.compiler_for(args.cc, arch)
     cflags = variantbuild.join_cflags(args.cflags)
@@ -73,7 +88,6 @@ def run(args, argv) -> int:
     settings = session.Settings.from_args(args, argv, "variants", samples=given["samples"] or 1,
                                           warmup=given["warmup"] or 0)
     settings.check()
-    target = session.target_of(args)
     if args.cpu is not None:
         cpus = session.cpu_option(args.cpu, target) or []
         pair = next((c for c in cpus if "," in c), None)
@@ -87,20 +101,67 @@ def run(args, argv) -> int:
     # SIGTERM and SIGHUP stop it like Ctrl-C (interrupts.install): measuring
     # stops, what was measured is kept, the build directory is removed on the way out.
     return _build_and_measure(args, settings, target, source=source, defines=defines, cc=cc, cflags=cflags,
-                              cpus=cpus, given=given, arch=arch, ops=ops, extra_flags=extra_flags)
+                              cpus=cpus, given=given, arch=arch, ops=ops, extra_flags=extra_flags,
+                              machines=machines)
+
+
+def machine_list(given: list[str] | None, target) -> list[tuple]:
+    """--over kernel=K1|K2 / cmdline=A|B (each at most once): the machines
+    every build runs on, as Variant.machine tuples, every combination in
+    the order given; [()] without --over (the target's one machine)."""
+    import itertools
+
+    if not given:
+        return [()]
+    lists: dict[str, list[str]] = {}
+    for text in given:
+        name, eq, values = text.partition("=")
+        name = name.strip()
+        vals = [v.strip() for v in values.split("|")]
+        if not eq or name not in ("kernel", "cmdline"):
+            raise UsageError(f"--over {printable(text)}: variants runs its builds over machines: give "
+                             "kernel=K1|K2 (kernel images) or cmdline=A|B (kernel parameters)")
+        if name in lists:
+            raise UsageError(f"--over {name}= is given twice; give every value once, e.g. --over '{name}=A|B'")
+        if name == "kernel" and any(not v for v in vals):
+            raise UsageError(f"--over {printable(text)}: an empty kernel; give kernel=K1|K2 with image paths")
+        if len(set(vals)) != len(vals):
+            raise UsageError(f"--over {printable(text)} names a value twice; give each once")
+        for v in vals:
+            target.check_machine_param(name, v)
+        lists[name] = vals
+    if "kernel" not in lists and getattr(target, "default", None) is None:
+        raise UsageError("--over cmdline=... boots --kernel with each; give --kernel PATH (or --over kernel=...)")
+    keys = [k for k in ("kernel", "cmdline") if k in lists]
+    return [tuple(zip(keys, combo)) for combo in itertools.product(*(lists[k] for k in keys))]
+
+
+def on_machines(variants: list, machines: list[tuple]) -> list:
+    """Every build on every machine, machine by machine, the reference
+    builds (op mode) last as `show` lists them; each named after its
+    machine when there are several (-DFAST kernel=K1)."""
+    from dataclasses import replace
+
+    if machines == [()]:
+        return variants
+    out = [replace(v, machine=m, name=" ".join([v.name, *(f"{k}={val}" for k, val in m)]))
+           for m in machines for v in variants]
+    return [v for v in out if not v.params.get("reference")] + [v for v in out if v.params.get("reference")]
 
 
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
-                       extra_flags) -> int:
+                       extra_flags, machines) -> int:
     from .. import variantbuild, variantcache, session
     from ..comparison import variants_document
     from ..present import present
     from ..tables import format_variants
 
+    in_vm = target.name == "vm"
     with variantbuild.make_workdir() as tmp:
         b = variantbuild.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
-                        cache=variantcache.Cache() if args.build_cache else None)
+                        cache=variantcache.Cache() if args.build_cache else None,
+                        guest="the virtual machine" if in_vm else None)
         if b.mode == "program":
             for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
                              ("--counters", args.counters)):
@@ -110,9 +171,12 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
         settings.protocol = settings.protocol.with_(
             samples=ds if given["samples"] is None else given["samples"],
             warmup=dw if given["warmup"] is None else given["warmup"])
-        m = session.measure(settings, b.variants, target)
+        m = session.measure(settings, on_machines(b.variants, machines), target)
         b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results
-    doc = variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env)
+    from ..targets.vm import withhold_emulated
+
+    doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env),
+                            args.allow_emulated)
     return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width), settings.exports,
                    measured=m)

@@ -129,15 +129,19 @@ def cpio_newc(entries: list[tuple[str, int, bytes]]) -> bytes:
     return bytes(out)
 
 
-def job_text(cmds: list[tuple[list[str], dict[str, str]]]) -> bytes:
-    """The init's job: per command its arguments and environment."""
+def job_text(cmds: list[tuple]) -> bytes:
+    """The init's job: per command its arguments and environment, and, as a
+    third element, the executable in the guest when it is not the probe
+    (`opcost variants`' builds: guest_files)."""
     lines = ["opcost-vminit/1"]
-    for argv, env in cmds:
+    for argv, env, *exe in cmds:
         for a in argv:
             if "\n" in a:
                 raise UsageError(f"argument {a!r} contains a newline; it cannot reach the guest")
             lines.append("arg " + a)
         lines += [f"env {k}={v}" for k, v in env.items()]
+        if exe and exe[0]:
+            lines.append("exe " + exe[0])
         lines.append("end")
     return ("\n".join(lines) + "\n").encode()
 
@@ -179,11 +183,47 @@ def stripped(exe: Path) -> bytes:
     return _STRIPPED[key]
 
 
-def initramfs(job: bytes, init: Path, probe_exe: Path) -> bytes:
+def initramfs(job: bytes, init: Path, probe_exe: Path, files: dict[str, Path] | None = None) -> bytes:
+    """`files`: more executables, guest path (/opcost/NAME) -> host path."""
+    extra = [(g.lstrip("/"), 0o100755, stripped(h)) for g, h in (files or {}).items()]
     return cpio_newc([("opcost", 0o040755, b""), ("dev", 0o040755, b""), ("proc", 0o040555, b""),
                       ("sys", 0o040555, b""), ("tmp", 0o041777, b""),
                       ("init", 0o100755, stripped(init)), ("opcost/probe", 0o100755, stripped(probe_exe)),
-                      ("opcost/job", 0o100644, job)])
+                      *extra, ("opcost/job", 0o100644, job)])
+
+
+def guest_files(reqs: list[probe.ProbeRequest]) -> tuple[list[tuple], dict[str, Path]]:
+    """What `opcost variants` built for each request, carried into the
+    guest: per request (the request as it runs there, the executable in the
+    guest or None for the probe), and the files the initramfs holds
+    (/opcost/build-N -> host path). A probe with the user's operation linked
+    in (exe) runs instead of the probe; a whole program runs under the
+    guest's probe (`time -- /opcost/build-N`), so it must be static (the
+    guest has no libc). A build for another architecture never gets here
+    (UsageError: the guest runs x86_64)."""
+    import dataclasses
+
+    files: dict[str, Path] = {}
+    names: dict[str, str] = {}
+
+    def into(path: str) -> str:
+        if path not in names:
+            names[path] = f"/opcost/build-{len(names) + 1}"
+            files[names[path]] = Path(path)
+        return names[path]
+
+    out: list[tuple[probe.ProbeRequest, str | None]] = []
+    for r in reqs:
+        if r.emulator:
+            raise UsageError(f"{r.exe or (r.program or ('?',))[-1]} is built for another architecture (it runs under "
+                             f"{os.path.basename(r.emulator)}); the guest runs x86_64 builds only")
+        if r.exe:
+            out.append((dataclasses.replace(r, exe=None), into(r.exe)))
+        elif r.program:
+            out.append((dataclasses.replace(r, program=(into(r.program[0]), *r.program[1:])), None))
+        else:
+            out.append((r, None))
+    return out, files
 
 
 # ---- one boot ----------------------------------------------------------------
@@ -378,17 +418,18 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def boot(cfg: VmConfig, m: Machine, cmds: list[tuple[list[str], dict[str, str]]], *, accel: str,
          machine_type: str, boot_limit: float, timeout: float, host_cpus: list[int] | None = None,
-         on_frame=None, stall_s: float = probe.STARTUP_STALL_S) -> Boot:
+         on_frame=None, stall_s: float = probe.STARTUP_STALL_S, files: dict[str, Path] | None = None) -> Boot:
     """Boot `m`, run `cmds` in the guest, return what they did. Raises
     BootFailed (no init line within `boot_limit`: the kernel did not boot),
     ProbeTimeout (`timeout`, or nothing said for `stall_s` after the boot),
     ProbeError (garbled data port, QEMU failing). QEMU never outlives this
-    call. `on_frame(cmd_index, kind, payload)` sees every framed line."""
+    call. `on_frame(cmd_index, kind, payload)` sees every framed line.
+    `files`: executables the job runs besides the probe (guest_files)."""
     init = vminit_path()
     if init is None:
         raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
     exe = probe.probe_path(probe.host_arch())
-    image = initramfs(job_text(cmds), init, exe)
+    image = initramfs(job_text(cmds), init, exe, files)
     initrd = os.memfd_create("opcost-initramfs", 0)
     con_r, con_w = os.pipe()
     ours, theirs = socket.socketpair()
@@ -784,7 +825,8 @@ class VmTarget:
         self._machine[(self.sha(m.kernel), accel)] = (machine_type, why)
         _remember(cache_dir() / "vm-machine.json", self._machine_key(m, accel), {"machine": machine_type, "why": why})
 
-    def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "") -> tuple[Boot, str, str]:
+    def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
+              files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
         accel, why = self.accel_for(m)
         machine_type, _ = self.machine_for(m, accel)
         host_cpus = None
@@ -808,7 +850,7 @@ class VmTarget:
                 try:
                     b = boot(self.cfg, m, cmds, accel=accel, machine_type="microvm",
                              boot_limit=min(limit, MICROVM_TRIAL_S[accel]), timeout=timeout, host_cpus=host_cpus,
-                             on_frame=on_frame)
+                             on_frame=on_frame, files=files)
                     machine_type = "microvm"
                     self._machine_found(m, accel, "microvm", "a first boot on microvm reached the init")
                 except (BootFailed, ProbeError, ProbeTimeout) as e:
@@ -817,11 +859,11 @@ class VmTarget:
                     machine_type = "pc"
                     microvm_failed = f"a first boot on microvm did not reach the init ({e})"
                     b = boot(self.cfg, m, cmds, accel=accel, machine_type="pc", boot_limit=limit, timeout=timeout,
-                             host_cpus=host_cpus, on_frame=on_frame)
+                             host_cpus=host_cpus, on_frame=on_frame, files=files)
                     self._machine_found(m, accel, "pc", microvm_failed)   # pc booted: remembered
             if b is None:
                 b = boot(self.cfg, m, cmds, accel=accel, machine_type=machine_type, boot_limit=limit,
-                         timeout=timeout, host_cpus=host_cpus, on_frame=on_frame)
+                         timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files)
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             tail = getattr(e, "console", None)
             saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
@@ -853,28 +895,34 @@ class VmTarget:
         check there (and `opcost-probe cpuid`); check() then answers from it.
         A kernel that does not boot is bad input: BootFailed (exit 2), its
         console kept."""
-        groups: dict[tuple, list] = {}
+        groups: dict[tuple, dict] = {}
         for r in reqs:
-            key = self.batch_key(r)
-            argv = tuple(r.argv(check=True))
-            if (*key, argv) not in self._checks and argv not in groups.setdefault(key, []):
-                groups[key].append(argv)
-        for (kernel, cmdline), argvs in groups.items():
+            ck = self._check_key(r)
+            if ck not in self._checks:
+                groups.setdefault(self.batch_key(r), {}).setdefault(ck, r)
+        for (kernel, cmdline), todo in groups.items():
             m = Machine(kernel, cmdline)
-            b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(list(a), {}) for a in argvs],
-                                              f"preflight boot of {kernel}")
-            cmds = b.commands + [Command() for _ in range(len(argvs) + 1 - len(b.commands))]
+            runs, files = guest_files(list(todo.values()))
+            b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(g.argv(check=True), {}, exe)
+                                                                     for g, exe in runs],
+                                              f"preflight boot of {kernel}", files)
+            cmds = b.commands + [Command() for _ in range(len(todo) + 1 - len(b.commands))]
             rec = self._record(m, b, accel, mt)
             with contextlib.suppress(ValueError, IndexError):
                 rec["cpuid"] = json.loads(cmds[0].stdout[0])
             self.machines.setdefault((kernel, cmdline), rec)
-            for argv, c in zip(argvs, cmds[1:]):
-                self._checks[(kernel, cmdline, argv)] = c
+            for ck, c in zip(todo, cmds[1:]):
+                self._checks[ck] = c
+
+    def _check_key(self, req: probe.ProbeRequest) -> tuple:
+        """One preflight per machine and command (a build of `opcost variants`
+        is its own command: its argv may be another build's)."""
+        return (*self.batch_key(req), req.exe, req.program, tuple(req.argv(check=True)))
 
     def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
         """Preflight in the guest: the machine boots (else BootFailed, exit 2,
         its console kept), the probe accepts the request there."""
-        key = (*self.batch_key(req), tuple(req.argv(check=True)))
+        key = self._check_key(req)
         if key not in self._checks:
             self.prepare([req])
         chk = self._checks[key]
@@ -890,9 +938,9 @@ class VmTarget:
             raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
         raise ProbeError(f"{req.bench}: probe setup failed in the guest: {last_err or chk.status}")
 
-    def _boot_checked(self, m: Machine, cmds, what: str):
+    def _boot_checked(self, m: Machine, cmds, what: str, files: dict[str, Path] | None = None):
         try:
-            return self._boot(m, cmds, 600.0, what=what)
+            return self._boot(m, cmds, 600.0, what=what, files=files)
         except BootFailed as e:
             raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
         except (ProbeTimeout, ProbeError) as e:   # a guest that hangs or prints garbage: bad input here too
@@ -926,10 +974,12 @@ class VmTarget:
             if 1 <= i <= len(subs) and kind == "O" and text.strip():
                 probe._accept(results[i - 1], text, on_line)
 
-        cmds: list[tuple[list[str], dict[str, str]]] = [(["cpuid"], {})]
-        cmds += [(r.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}) for _, r in subs]
+        runs, files = guest_files([r for _, r in subs])
+        cmds: list[tuple] = [(["cpuid"], {})]
+        cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}, exe) for (_, r), (g, exe) in zip(subs, runs)]
         try:
-            b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}")
+            b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}",
+                                      files=files)
         except BootFailed as e:
             err: Exception = ProbeError(f"kernel {m.kernel} did not boot: {e}")
             return [err for _ in reqs]
