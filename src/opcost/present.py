@@ -25,6 +25,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from .console import emit, table_stream, terminal_width, use_color
+from .errors import EXIT_BENCH_FAILED
 
 if TYPE_CHECKING:
     from .session import Measured, Settings
@@ -65,7 +66,7 @@ def finish(m: Measured) -> int:
     elif recorder.store_error is not None:
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
                      + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
-                     + f"everything measured is in {recorder.full_copy}")
+                     + f"everything measured is in {recorder.full_copy_said}")
     if outcome.status == "interrupted":
         lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "
                      "everything measured so far was kept")
@@ -74,7 +75,9 @@ def finish(m: Measured) -> int:
     emit(lines, sys.stderr)
     code = outcome.exit_code
     if recorder.store_error is not None and code == 0:
-        code = recorder.store_error.exit_code
+        # Lost during the run (locked, removed, a full disk): not bad input,
+        # whatever the store's own error would say when opening it.
+        code = EXIT_BENCH_FAILED
     return code
 
 

@@ -33,7 +33,7 @@ def run(args, argv) -> int:
             if rid not in ids:
                 ids.append(rid)
         docs = [store.load_run(rid) for rid in ids]
-    output.write(args.output, serialize(docs))
+    output.save(args.output, serialize(docs))
     if args.output != output.STDOUT:
         print(f"exported {len(docs)} run(s) ({', '.join(map(str, ids))}) to {printable(args.output)}",
               file=sys.stderr)
