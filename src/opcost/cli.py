@@ -97,8 +97,15 @@ def _interrupted() -> int:
     from . import interrupts
 
     interrupts.hold()
+    done = interrupts.done_text()
     try:
-        print("opcost: interrupted before anything was measured", file=sys.stderr)
+        if done is None:
+            print("opcost: interrupted before anything was measured", file=sys.stderr)
+        else:
+            import signal
+
+            name = signal.Signals(interrupts.received() or signal.SIGINT).name
+            print(f"opcost: interrupted ({name}); {done}", file=sys.stderr)
     except OSError:
         pass
     return interrupts.exit_code(EXIT_INTERRUPTED)
