@@ -114,7 +114,7 @@ def test_outputs_on_a_full_disk_are_one_line_and_keep_the_old_file(disk, tmp_pat
         (disk.path / name).write_text("old\n")
     disk.fill(0)
     cases = [("show", "base", "--json", "a.json"), ("report", "base", "-o", "b.txt", "--force"),
-             ("export", "base", "-o", "c.jsonl"), ("report", "base", "-f", "html", "-o", "d.html", "--force"),
+             ("export", "base", "-o", "c.jsonl", "--force"), ("report", "base", "-f", "html", "-o", "d.html", "--force"),
              ("run", "syscall.null", "-p", "2", *FAST, "--no-store", "--json", "a.json")]
     for args in cases:
         out = args[args.index("--json" if "--json" in args else "-o") + 1]
