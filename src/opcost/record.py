@@ -53,6 +53,8 @@ class Recorder:
         self.status = "running"
         self.store_error: OpcostError | None = None   # why the store was given up
         self.store_missed = 0                         # processes measured after that
+        self.created: str | None = None    # when the run began and ended (UTC), in every document of it
+        self.finished: str | None = None
         self.rescue_path: str | None = None
         self.rescue_terminal = False    # no rescue file could be written: the document goes to stderr at the end
         self._rescue_next: list[str] = []   # the folders still to try for the rescue file
@@ -67,6 +69,7 @@ class Recorder:
         so a store that fails here (damaged, locked too long) stops the run
         with its error rather than going on without it."""
         self.results = results
+        self.created = _utc_now()
         if self.store:
             self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
                                                 opcost_version=__version__, kind=self.kind, labels=self.labels,
@@ -99,6 +102,7 @@ class Recorder:
     def finish(self, status: str) -> None:
         """Final statuses and summaries into the store, then every export."""
         self.status = status
+        self.finished = _utc_now()
         for vr in self.results:
             self._store_result(vr)
         if self.store:
@@ -122,8 +126,12 @@ class Recorder:
     def document(self) -> dict:
         store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
                         if self.store_error is not None else None)
+        # created/finished/kind as a stored run's document has them, so that
+        # an imported --json file keeps when the run was measured.
+        stored = ({"created": self.created, "finished": self.finished, "kind": self.kind}
+                  if self.created is not None else None)
         return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
-                   self.label, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
+                   self.label, stored=stored, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
                    plan=self.plan).to_json()
 
     def _targets(self, final: bool) -> list[tuple[str, str]]:
@@ -232,6 +240,10 @@ class Recorder:
     def _rescue_in(self, folder: str) -> str:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _rescue_folders(store) -> list[str]:
