@@ -86,11 +86,13 @@ class SqliteStore(SqlStore):
         absent = [] if self.memory or readonly else [f for f in self._files() if not os.path.lexists(f)]
         try:
             self._open()
-        except BaseException:
-            # A store that could not be created or opened (a full disk, a
-            # failed migration) leaves nothing behind that it made: no empty
-            # or half-made .db, no -wal, -shm or -journal. Files that were
-            # there before are left as they were.
+        except StoreError:
+            # A store that could not be created (a full disk, an I/O error
+            # while making its schema) leaves nothing behind that it made: no
+            # empty or half-made .db, no -wal, -shm or -journal. Not after a
+            # lock wait (StoreLocked: another opcost is making it) nor for a
+            # store that was there before (its -wal or -journal may be what
+            # makes it whole): then only an empty -journal of ours goes.
             self._remove_made(absent)
             raise
         if not self.memory:
@@ -102,9 +104,7 @@ class SqliteStore(SqlStore):
 
     def _remove_made(self, absent: list[str]) -> None:
         if str(self.path) not in absent:
-            # The file was there: its -journal or -wal may hold what makes it
-            # whole again (a hot journal), so only empty ones go.
-            absent = [f for f in absent if f.endswith("-shm") or _empty_file(f)]
+            absent = [f for f in absent if f.endswith("-journal") and _empty_file(f)]
         for f in absent:
             try:
                 if os.path.isfile(f) and not os.path.islink(f):
