@@ -179,10 +179,16 @@ def test_failed_migration_rolls_back(tmp_path, monkeypatch):
         conn.execute("CREATE TABLE half_done (x)")
         raise sqlite3.OperationalError("simulated failure")
     last = sqlite_backend.LATEST_VERSION
-    monkeypatch.setattr(SqliteStore, "migrations", [*SqliteStore.migrations, (last + 1, boom)])
     path = tmp_path / "m.db"
+    new = tmp_path / "new.db"
+    SqliteStore(path).close()                 # a store of the latest version, then one more step that fails
+    monkeypatch.setattr(SqliteStore, "migrations", [*SqliteStore.migrations, (last + 1, boom)])
     with pytest.raises(StoreError, match=f"migrating to schema version {last + 1}"):
         SqliteStore(path)
+    # A store being created that fails leaves no file at all (issue 26, 6.3).
+    with pytest.raises(StoreError, match=f"migrating to schema version {last + 1}"):
+        SqliteStore(new)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == last  # earlier steps committed, the bad one not
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='half_done'").fetchone()

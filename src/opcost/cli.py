@@ -37,10 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # The answer is decided: a signal now must not kill the interpreter on
         # its way out (it resets the handlers while finalizing) and turn a
-        # finished run's exit 0 into "killed by SIGINT".
+        # finished run's exit 0 into "killed by SIGINT". Blocked in this
+        # thread, and ignored in the whole process: threads that a library
+        # started (numpy's BLAS pool) do not block it, and a signal delivered
+        # to one of them once the interpreter has put the default action back
+        # would kill the process.
         import signal
 
         signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
+        for sig in interrupts.SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -97,8 +103,15 @@ def _interrupted() -> int:
     from . import interrupts
 
     interrupts.hold()
+    done = interrupts.done_text()
     try:
-        print("opcost: interrupted before anything was measured", file=sys.stderr)
+        if done is None:
+            print("opcost: interrupted before anything was measured", file=sys.stderr)
+        else:
+            import signal
+
+            name = signal.Signals(interrupts.received() or signal.SIGINT).name
+            print(f"opcost: interrupted ({name}); {done}", file=sys.stderr)
     except OSError:
         pass
     return interrupts.exit_code(EXIT_INTERRUPTED)

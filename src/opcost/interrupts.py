@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Iterator
+from typing import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -43,6 +43,7 @@ class _State:
     depth = 0                     # > 0: inside deferred() or after hold()
     pending = False               # a signal arrived while deferred, not raised yet
     installed = False
+    done: Callable[[], str] | None = None   # what a command that measures nothing has done so far
 
 
 _s = _State()
@@ -112,6 +113,17 @@ def deferred() -> Iterator[None]:
         raise Interrupted(_s.first if _s.first is not None else signal.SIGINT)
 
 
+def say_done(what: Callable[[], str]) -> None:
+    """A command that measures nothing (store copy, import) tells what it has
+    done so far, for the line an interruption prints (instead of "interrupted
+    before anything was measured")."""
+    _s.done = what
+
+
+def done_text() -> str | None:
+    return _s.done() if _s.done is not None else None
+
+
 def hold() -> None:
     """From now on signals are noted, never raised (the run is finishing)."""
     _s.depth += 1
@@ -119,4 +131,4 @@ def hold() -> None:
 
 def reset() -> None:
     """For tests of this module in one interpreter."""
-    _s.first, _s.depth, _s.pending = None, 0, False
+    _s.first, _s.depth, _s.pending, _s.done = None, 0, False, None

@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import Callable
 
-from .errors import UsageError
+from .errors import OpcostError, UsageError
 
 STDOUT = "-"
 OUTPUT_WAIT_ENV = "OPCOST_OUTPUT_WAIT"
@@ -158,6 +158,21 @@ def write(path: str, data: bytes, give_up: Callable[[], bool] | None = None) -> 
             f.write(data)
         return
     replace(real, data, st=st)
+
+
+def save(path: str, data: bytes, give_up: Callable[[], bool] | None = None) -> None:
+    """write(), for an output written once at the end (export -o, report -o,
+    --json of a command that measures nothing): a file that cannot be written
+    then (a full disk, a quota) is one line and exit 1, the old file kept as
+    it was (write() replaces a file whole or not at all)."""
+    try:
+        write(path, data, give_up)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        where = "standard output" if path == STDOUT else path
+        kept = "" if path == STDOUT or not os.path.lexists(path) else f"; {path} is as it was"
+        raise OpcostError(f"cannot write {where} ({e.strerror or e}){kept}") from None
 
 
 def _write_fifo(real: str, data: bytes, give_up: Callable[[], bool] | None) -> None:

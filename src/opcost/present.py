@@ -24,7 +24,9 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import interrupts
 from .console import emit, table_stream, terminal_width, use_color
+from .errors import EXIT_BENCH_FAILED
 
 if TYPE_CHECKING:
     from .session import Measured, Settings
@@ -65,16 +67,24 @@ def finish(m: Measured) -> int:
     elif recorder.store_error is not None:
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
                      + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
-                     + f"everything measured is in {recorder.full_copy}")
+                     + f"everything measured is in {recorder.full_copy_said}")
     if outcome.status == "interrupted":
         lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "
                      "everything measured so far was kept")
     elif outcome.error is not None:
         lines.append(f"opcost: {outcome.error}")
+    late = interrupts.received() if outcome.status != "interrupted" else None
+    if late is not None:
+        # A signal that came while the run was finishing (held: nothing was
+        # cut short) still decides the exit code, as the first signal does.
+        lines.append(f"opcost: {signal.Signals(late).name} came as the run was finishing; "
+                     "the run was completed and kept")
     emit(lines, sys.stderr)
-    code = outcome.exit_code
+    code = outcome.exit_code if late is None else 128 + late
     if recorder.store_error is not None and code == 0:
-        code = recorder.store_error.exit_code
+        # Lost during the run (locked, removed, a full disk): not bad input,
+        # whatever the store's own error would say when opening it.
+        code = EXIT_BENCH_FAILED
     return code
 
 

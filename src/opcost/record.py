@@ -4,8 +4,10 @@ goes so that an interruption or a later failure loses nothing.
 - The store gets every probe process as soon as it is measured (one
   transaction each). If the store fails or stays locked by another program
   longer than opcost waits, the run goes on without it: the --json file (or,
-  without one, a rescue file next to the store) gets everything, the store
-  keeps what it had, and the run ends with exit 1 saying so.
+  without one, a rescue file) gets everything, the store keeps what it had,
+  and the run ends with exit 1 saying so. The rescue goes where it can be
+  written: beside the store, else the temporary directory, else (a disk
+  full everywhere) standard error at the end, and each move is said.
 - A regular --json file is rewritten after a process whenever that costs
   little next to measuring (at most about a tenth of the time since the
   last write), so the front end's cost per process stays constant however
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
+import tempfile
 import time
 import uuid
 
@@ -49,7 +53,11 @@ class Recorder:
         self.status = "running"
         self.store_error: OpcostError | None = None   # why the store was given up
         self.store_missed = 0                         # processes measured after that
+        self.created: str | None = None    # when the run began and ended (UTC), in every document of it
+        self.finished: str | None = None
         self.rescue_path: str | None = None
+        self.rescue_terminal = False    # no rescue file could be written: the document goes to stderr at the end
+        self._rescue_next: list[str] = []   # the folders still to try for the rescue file
         self._lost_store = None
         self._last_write = 0.0
         self._write_cost = 0.0
@@ -61,6 +69,7 @@ class Recorder:
         so a store that fails here (damaged, locked too long) stops the run
         with its error rather than going on without it."""
         self.results = results
+        self.created = _utc_now()
         if self.store:
             self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
                                                 opcost_version=__version__, kind=self.kind, labels=self.labels,
@@ -93,6 +102,7 @@ class Recorder:
     def finish(self, status: str) -> None:
         """Final statuses and summaries into the store, then every export."""
         self.status = status
+        self.finished = _utc_now()
         for vr in self.results:
             self._store_result(vr)
         if self.store:
@@ -116,8 +126,12 @@ class Recorder:
     def document(self) -> dict:
         store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
                         if self.store_error is not None else None)
+        # created/finished/kind as a stored run's document has them, so that
+        # an imported --json file keeps when the run was measured.
+        stored = ({"created": self.created, "finished": self.finished, "kind": self.kind}
+                  if self.created is not None else None)
         return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
-                   self.label, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
+                   self.label, stored=stored, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
                    plan=self.plan).to_json()
 
     def _targets(self, final: bool) -> list[tuple[str, str]]:
@@ -131,25 +145,71 @@ class Recorder:
     def full_copy(self) -> str | None:
         """A file that holds the whole run whatever the store does: a
         regular --json/--export json file, or the rescue file."""
-        return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), self.rescue_path)
+        if self.rescue_path is not None or self.rescue_terminal:
+            return self.rescue_path
+        return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), None)
+
+    @property
+    def full_copy_said(self) -> str:
+        """Where the whole run is, as the last message says it."""
+        if self.rescue_terminal:
+            return "the result document printed above on standard error (save it: no file could be written)"
+        return str(self.full_copy)
 
     def _write(self, final: bool, force: bool = False) -> None:
         targets = self._targets(final)
-        if not targets:
+        if not targets and not (final and self.rescue_terminal):
             return
         now = time.monotonic()
         if not force and now - self._last_write < _WRITE_SPACING * self._write_cost:
             return
         doc = self.document()
+        failed: OpcostError | None = None
         for fmt, path in targets:
             try:
                 output.write(path, formats.serialize(fmt, doc), give_up=interrupts.pending)
             except OSError as e:
-                if final:
-                    raise OpcostError(f"cannot write {path} ({e.strerror or e})") from None
-                self.warn(f"cannot write {path} ({e.strerror or e}); will try again")
+                if path == self.rescue_path:
+                    self._rescue_elsewhere(e, doc)
+                elif self.store_error is not None and path == self.full_copy:
+                    # The one full copy of a run the store lost cannot be
+                    # written (a full disk): a rescue file takes its place.
+                    self.warn(f"cannot write {path} ({e.strerror or e})")
+                    self._start_rescue(self._lost_store)
+                    self._rescue_elsewhere(None, doc)
+                elif final:
+                    failed = failed or OpcostError(f"cannot write {path} ({e.strerror or e})")
+                else:
+                    self.warn(f"cannot write {path} ({e.strerror or e}); will try again")
+        if final and self.rescue_terminal:
+            print("opcost: no file could take this run; its result document (opcost.result/1) follows:",
+                  file=sys.stderr)
+            sys.stderr.write(formats.serialize("json", doc).decode())
+            sys.stderr.flush()
         self._last_write = time.monotonic()
         self._write_cost = self._last_write - now
+        if failed is not None:
+            raise failed
+
+    def _rescue_elsewhere(self, err: OSError | None, doc: dict) -> None:
+        """The rescue file could not be written (err; None: not tried yet):
+        the next folder that takes it, else the terminal at the end."""
+        data = formats.serialize("json", doc)
+        while True:
+            if err is not None:
+                gone = self.rescue_path
+                self.rescue_path = self._rescue_in(self._rescue_next.pop(0)) if self._rescue_next else None
+                self.rescue_terminal = self.rescue_path is None
+                self.warn(f"cannot write {gone} ({err.strerror or err}); "
+                          + (f"the run goes to {self.rescue_path} instead" if self.rescue_path else
+                             "no other folder takes it: the run goes to standard error at the end"))
+            if self.rescue_path is None:
+                return
+            try:
+                output.write(self.rescue_path, data, give_up=interrupts.pending)
+                return
+            except OSError as e:
+                err = e
 
     # --- when the store fails ----------------------------------------------------
 
@@ -167,16 +227,34 @@ class Recorder:
         if self.full_copy:
             self.warn(f"the store misses the rest of this run; {self.full_copy} gets all of it")
         else:
-            self.rescue_path = _rescue_path(store)
+            self._start_rescue(store)
             self.warn(f"the store misses the rest of this run; all of it goes to {self.rescue_path} "
                       "(a result document, opcost.result/1)")
         self._lost_store = store if self.run_id is not None else None
 
+    def _start_rescue(self, store) -> None:
+        folders = _rescue_folders(store)
+        self.rescue_path = self._rescue_in(folders[0])
+        self._rescue_next = folders[1:]
 
-def _rescue_path(store) -> str:
+    def _rescue_in(self, folder: str) -> str:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rescue_folders(store) -> list[str]:
+    """Where a rescue file may go, in order: beside the store (else the
+    current directory), then the temporary directory."""
     base = getattr(store, "path", None)
     folder = os.path.dirname(os.fspath(base)) if base is not None else "."
     if not folder or not os.access(folder, os.W_OK):
         folder = "."
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")
+    out = [folder]
+    tmp = tempfile.gettempdir()
+    if os.path.realpath(tmp) != os.path.realpath(folder):
+        out.append(tmp)
+    return out

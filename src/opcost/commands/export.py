@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
                        "`show RUN --json` writes it); two or more: JSON lines, one document per line. "
                        + REFS)
     s.add_argument("runs", nargs="+", metavar="RUN", help="run id or label; repeatable")
-    s.add_argument("-o", "--output", metavar="FILE", default="-", help="where to write ('-', the default: stdout)")
+    s.add_argument("-o", "--output", metavar="FILE", default="-",
+                   help="where to write ('-', the default: stdout); an existing file only with --force")
+    s.add_argument("--force", action="store_true", help="overwrite an existing -o FILE")
     add_store_option(s)
 
 
@@ -25,7 +27,7 @@ def run(args, argv) -> int:
     from ..safetext import printable
     from ..transfer import serialize
 
-    output.check_target(args.output, "-o")
+    output.check_target(args.output, "-o", overwrite=args.force)
     with open_store(args.store, readonly=True) as store:
         ids: list[int] = []
         for ref in args.runs:
@@ -33,7 +35,7 @@ def run(args, argv) -> int:
             if rid not in ids:
                 ids.append(rid)
         docs = [store.load_run(rid) for rid in ids]
-    output.write(args.output, serialize(docs))
+    output.save(args.output, serialize(docs))
     if args.output != output.STDOUT:
         print(f"exported {len(docs)} run(s) ({', '.join(map(str, ids))}) to {printable(args.output)}",
               file=sys.stderr)

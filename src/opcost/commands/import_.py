@@ -19,15 +19,21 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
+    from .. import interrupts
     from ..console import warn
     from ..store import open_store
     from ..safetext import printable
     from ..transfer import read_file
 
+    imported: list[str] = []
+    interrupts.say_done(lambda: (f"{len(imported)} of {len(args.files)} file(s) imported before it (said above), "
+                                 "the others not" if imported else "nothing was imported")
+                        + " (each file is stored whole or not at all)")
     files = [(path, read_file(path)) for path in args.files]   # all checked before storing any
     with open_store(args.store, on_wait=warn) as store:
         for path, docs in files:
             done = store.import_runs(docs)
+            imported.append(path)
             new = [str(rid) for rid, stored in done if stored]
             old = [str(rid) for rid, stored in done if not stored]
             print(f"{printable(path)}: imported {len(new)} run(s)" + (f" ({', '.join(new)})" if new else "")

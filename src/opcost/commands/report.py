@@ -124,11 +124,11 @@ def run(args, argv) -> int:
             ids = [store.resolve(r) for r in refs]   # every reference checked before any is loaded
             if len(ids) > 1 and hasattr(module, "serialize_runs"):
                 # one page of many runs: each reduced as it is read, its samples' plain columns only
-                output.write(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
+                output.save(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
                 return 0
             docs.extend(_runs(store, ids, sample_data=True))
     data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
-    output.write(args.output, data)
+    output.save(args.output, data)
     return 0
 
 

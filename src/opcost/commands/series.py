@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import protocol
 from ..console import warn
-from ..errors import UsageError
+from ..errors import EXIT_BENCH_FAILED, UsageError
 from ..safetext import printable
 from . import add_measure_options
 
@@ -63,6 +63,10 @@ def _mode(args) -> str:
     if args.bench is None:
         raise UsageError("give BENCH --by KEY (a series of stored runs, e.g. signal.catch --by commit) "
                          "or --run SPEC --over PARAM=V1|V2|...")
+    measuring = _measuring_options(args)
+    if measuring:
+        raise UsageError(f"{measuring[0]} is for --run SPEC --over ... (measuring); a series of stored runs "
+                         "reads what they measured: leave it out")
     from ..series import check_by
     from ..targets.vm_options import given
 
@@ -72,6 +76,19 @@ def _mode(args) -> str:
                          f"walks runs already measured, whatever they ran on: leave {', '.join(vm)} out")
     check_by(args.by, f"series {printable(args.bench)}")
     return "stored"
+
+
+# Options that only a measured series uses (dest, flag, default): given to
+# a series of stored runs they would change nothing.
+_MEASURING = [(f.dest, f.flags[0], f.default) for f in protocol.FIELDS] + [
+    ("target", "--target", None), ("cpu", "--cpu", None), ("counters", "--counters", None),
+    ("label", "--label", None), ("no_store", "--no-store", False), ("kernel", "--kernel", None),
+    ("kernel_cmdline", "--kernel-cmdline", ""), ("vm_cpus", "--vm-cpus", None), ("vm_mem", "--vm-mem", None),
+    ("vm_procs", "--vm-procs", None), ("accel", "--accel", "auto"), ("allow_emulated", "--allow-emulated", False)]
+
+
+def _measuring_options(args) -> list[str]:
+    return [flag for dest, flag, default in _MEASURING if getattr(args, dest, default) != default]
 
 
 def run(args, argv) -> int:
@@ -120,5 +137,7 @@ def measured(args, argv) -> int:
                                     run_id=m.recorder.run_id, env=m.recorder.env,
                                     allow_emulated=args.allow_emulated)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
-            warn(f"opcost: the series was not analysed: {e}")
-    return present(doc, series_table, settings.exports, measured=m)
+            warn(f"the series was not analysed: {e}")
+    code = present(doc, series_table, settings.exports, measured=m)
+    # No series to show (labels that cannot be measured here): not a success.
+    return EXIT_BENCH_FAILED if code == 0 and doc is None else code

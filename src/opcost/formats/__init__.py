@@ -66,7 +66,7 @@ def write(exports: list[tuple[str, str]], doc: dict) -> None:
     kind = kind_of(doc)
     for fmt, path in exports:
         if kind in FORMATS[fmt].KINDS:
-            output.write(path, serialize(fmt, doc))
+            output.save(path, serialize(fmt, doc))
 
 
 def to_stdout(exports: list[tuple[str, str]]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sqlite3
+import stat
 import urllib.parse
 from types import ModuleType
 from typing import Any, ClassVar, Sequence
@@ -26,6 +27,7 @@ _BUSY_SLICE_S = 0.05  # SQLite's own busy wait per try (it polls every 1-10 ms t
                       # say so and check for Ctrl-C. Short, so that a waiting writer polls often
                       # and is not starved by writers taking the lock back to back.
 
+_FULL_BYTES = 1 << 20   # less free than this where the store is: an I/O error is the full disk
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HINT = "--store PATH must be a writable SQLite file, or use --no-store"
 _DAMAGED_HINT = ("move it aside (mv {path} {path}.damaged) and `opcost run` starts a new store, "
@@ -81,9 +83,34 @@ class SqliteStore(SqlStore):
                                  "stored into (`opcost history` without --store reads the default one)")
             self._empty = True
             return
-        self._open()
+        absent = [] if self.memory or readonly else [f for f in self._files() if not os.path.lexists(f)]
+        try:
+            self._open()
+        except StoreError:
+            # A store that could not be created (a full disk, an I/O error
+            # while making its schema) leaves nothing behind that it made: no
+            # empty or half-made .db, no -wal, -shm or -journal. Not after a
+            # lock wait (StoreLocked: another opcost is making it) nor for a
+            # store that was there before (its -wal or -journal may be what
+            # makes it whole): then only an empty -journal of ours goes.
+            self._remove_made(absent)
+            raise
         if not self.memory:
             self._ident = self._file_ident()
+
+    def _files(self) -> list[str]:
+        """The store's file and the ones SQLite keeps beside it."""
+        return [str(self.path)] + [f"{self.path}{s}" for s in ("-journal", "-wal", "-shm")]
+
+    def _remove_made(self, absent: list[str]) -> None:
+        if str(self.path) not in absent:
+            absent = [f for f in absent if f.endswith("-journal") and _empty_file(f)]
+        for f in absent:
+            try:
+                if os.path.isfile(f) and not os.path.islink(f):
+                    os.unlink(f)
+            except OSError:
+                pass
 
     # --- the file, before SQLite sees it ------------------------------------------------
 
@@ -101,6 +128,12 @@ class SqliteStore(SqlStore):
                              f"(e.g. {p / 'opcost.db'}), or use --no-store")
         if not self.readonly:
             self._make_parent()
+        kind = _not_a_file(p)
+        if kind:
+            # SQLite would "open" a device and leave a -journal beside it (a FIFO
+            # would block the check below).
+            raise StoreError(f"store {p} is {kind}, not a file: --store PATH must be an SQLite file "
+                             "(an existing store or a new path), or use --no-store")
         # Check the magic ourselves: SQLite's own complaint comes only at the first
         # query and its wording varies between versions.
         try:
@@ -228,9 +261,18 @@ class SqliteStore(SqlStore):
         return int(db.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
                               " coalesce((SELECT max(id) FROM runs), 0))").fetchone()[0])
 
+    def _disk_full(self) -> bool:
+        try:
+            st = os.statvfs(self.path.parent)
+        except (OSError, AttributeError):
+            return False
+        return st.f_bavail * st.f_frsize < _FULL_BYTES
+
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         low = str(e).lower()
         code = getattr(e, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF == 10 and self._disk_full():
+            return _CODES[13]   # a full disk seen as an I/O error (the -shm could not grow)
         if code is not None and code & 0xFF in _CODES:
             return _CODES[code & 0xFF]
         if "not a database" in low or "malformed" in low:
@@ -244,3 +286,23 @@ class SqliteStore(SqlStore):
         if "full" in low:
             return _CODES[13]
         return "failed", _HINT
+
+
+def _not_a_file(p: pathlib.Path) -> str | None:
+    """What p is when it is not a regular file (a device, a FIFO, a socket)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return None
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None
+
+
+def _empty_file(f: str) -> bool:
+    try:
+        return os.path.getsize(f) == 0
+    except OSError:
+        return False

@@ -68,6 +68,11 @@ def check_host(name: str) -> str:
     if _BAD_HOST.search(name):
         raise UsageError(f"host '{printable(name)}' contains whitespace or a control character; "
                          "give a host name or user@name")
+    user, at, host = name.rpartition("@")
+    if at and not user:
+        raise UsageError(f"host '{printable(name)}' has no user before '@'; give user@name, or the name alone")
+    if at and (not host or host.startswith(":")):
+        raise UsageError(f"host '{printable(name)}' has no name after '@'; give user@name (e.g. me@lab1)")
     return name
 
 

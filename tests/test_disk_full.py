@@ -1,0 +1,151 @@
+"""A full disk (issue 26, items 6.3, 6.9 and 6.11): on a small tmpfs filled
+to a few KiB free, a store that cannot be created leaves nothing behind (no
+.db, -wal, -shm, -journal); a store that fills up mid-run moves the rescue
+file on to where it can be written (the temporary directory, else standard
+error) and says where, exit 1; an output that cannot be written at the end
+is one line, exit 1, the old file kept. A device or FIFO given as the store
+is refused without a -journal beside it.
+
+The tmpfs needs root (mount); without it those tests are skipped, saying so.
+No timing: the fake clock measures; the disk fills by its size alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_argv, cli_env
+
+FAST = ["--fake-clock", "100", "-n", "5", "-w", "1", "--target-ms", "1", "--no-progress"]
+SIZE_K = 512
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """A 512 KiB tmpfs; disk.fill(free_k) leaves about free_k KiB free."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cp = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE_K}k", "tmpfs", str(mnt)],
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {cp.stderr.strip()}")
+
+    class Disk:
+        path = mnt
+
+        @staticmethod
+        def fill(free_k: int) -> None:
+            st = os.statvfs(mnt)
+            avail = st.f_bavail * st.f_frsize
+            with open(mnt / "fill", "wb") as f:
+                f.write(b"\0" * max(0, avail - free_k * 1024))
+
+        @staticmethod
+        def files() -> list[str]:
+            return sorted(p.name for p in mnt.iterdir() if p.name != "fill")
+
+    try:
+        yield Disk
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _run(tmp_path, *args, env=None, timeout=120):
+    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **(env or {})), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("free_k", [16, 40, 64, 96])
+def test_a_store_that_cannot_be_created_leaves_no_file(disk, tmp_path, probe_bin, free_k):
+    disk.fill(free_k)
+    cp = _run(tmp_path, "run", "syscall.null", "-p", "3", *FAST, "--store", str(disk.path / "s.db"))
+    assert cp.returncode == 2, cp.stderr
+    assert cp.stderr.count("\n") == 1 and "Traceback" not in cp.stderr, cp.stderr
+    assert "the disk is full" in cp.stderr and "free disk space" in cp.stderr, cp.stderr
+    assert disk.files() == [], "left behind by a store that could not be created"
+
+
+def test_full_disk_mid_run_rescue_goes_to_the_temporary_directory(disk, tmp_path, probe_bin):
+    disk.fill(200)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    cp = _run(tmp_path, "run", "syscall.null", "-p", "60", *FAST, "--store", str(disk.path / "s.db"),
+              env={"TMPDIR": str(tmp)})
+    assert cp.returncode == 1, cp.stderr
+    assert "Traceback" not in cp.stderr
+    assert "the disk is full" in cp.stderr, cp.stderr
+    rescued = list(tmp.glob("opcost-unsaved-*.json"))
+    assert len(rescued) == 1, (cp.stderr, list(tmp.iterdir()))
+    assert f"the run goes to {rescued[0]} instead" in cp.stderr, cp.stderr
+    assert cp.stderr.rstrip().splitlines()[-1].endswith(f"everything measured is in {rescued[0]}"), cp.stderr
+    doc = json.loads(rescued[0].read_text())
+    assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 60
+    assert doc["store_missed"]["processes"] > 0
+    assert not [f for f in disk.files() if f.startswith("opcost-unsaved")], disk.files()
+
+
+def test_full_disk_everywhere_the_run_goes_to_standard_error(disk, tmp_path, probe_bin):
+    """The temporary directory full too (tempfile.tempdir pointed at the tmpfs):
+    the document is printed on stderr at the end, and the last line says so."""
+    disk.fill(200)
+    code = ("import runpy, sys, tempfile; tempfile.tempdir = sys.argv.pop(1); "
+            "sys.argv[0] = 'opcost'; runpy.run_module('opcost', run_name='__main__')")
+    argv = [sys.executable, "-c", code, str(disk.path), "run", "syscall.null", "-p", "60", *FAST,
+            "--store", str(disk.path / "s.db")]
+    cp = subprocess.run(argv, env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                        timeout=120, stdin=subprocess.DEVNULL)
+    assert cp.returncode == 1, cp.stderr[-3000:]
+    head, sep, rest = cp.stderr.partition("its result document (opcost.result/1) follows:\n")
+    assert sep, cp.stderr[-3000:]
+    assert "no other folder takes it: the run goes to standard error at the end" in head
+    doc, end = json.JSONDecoder().raw_decode(rest)
+    assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 60
+    assert "everything measured is in the result document printed above on standard error" in rest[end:]
+
+
+def test_outputs_on_a_full_disk_are_one_line_and_keep_the_old_file(disk, tmp_path, probe_bin):
+    assert _run(tmp_path, "run", "syscall.null", "-p", "2", *FAST, "--label", "base").returncode == 0
+    for name in ("a.json", "b.txt", "c.jsonl", "d.html"):
+        (disk.path / name).write_text("old\n")
+    disk.fill(0)
+    cases = [("show", "base", "--json", "a.json"), ("report", "base", "-o", "b.txt", "--force"),
+             ("export", "base", "-o", "c.jsonl", "--force"), ("report", "base", "-f", "html", "-o", "d.html", "--force"),
+             ("run", "syscall.null", "-p", "2", *FAST, "--no-store", "--json", "a.json")]
+    for args in cases:
+        out = args[args.index("--json" if "--json" in args else "-o") + 1]
+        argv = [str(disk.path / a) if a == out else a for a in args]
+        cp = _run(tmp_path, *argv)
+        assert cp.returncode == 1, (args, cp.stderr)
+        lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+        assert "Traceback" not in cp.stderr, cp.stderr
+        assert lines[-1].startswith(f"opcost: cannot write {disk.path / out} (No space left on device)"), cp.stderr
+        if args[0] != "run":
+            assert len(lines) == 1 and lines[0].endswith("is as it was"), cp.stderr
+    assert disk.files() == ["a.json", "b.txt", "c.jsonl", "d.html"]
+    assert all((disk.path / n).read_text() == "old\n" for n in disk.files())
+
+
+@pytest.mark.parametrize("kind", ["fifo", "chardev"])
+def test_a_device_or_fifo_as_the_store_is_refused_leaving_nothing(tmp_path, probe_bin, kind):
+    d = tmp_path / "d"
+    d.mkdir()
+    store = d / "s.db"
+    if kind == "fifo":
+        os.mkfifo(store)
+    else:
+        store.symlink_to("/dev/null")
+    journal_before = os.path.lexists("/dev/null-journal")
+    for args in (["run", "syscall.null", "-p", "2", *FAST], ["history"]):
+        cp = _run(tmp_path, *args, "--store", str(store), timeout=60)
+        want = "a FIFO" if kind == "fifo" else "a character device"
+        assert cp.returncode == 2, cp.stderr
+        assert cp.stderr.splitlines() == [f"opcost: store {store} is {want}, not a file: --store PATH must be an "
+                                          "SQLite file (an existing store or a new path), or use --no-store"]
+    assert sorted(p.name for p in d.iterdir()) == ["s.db"]
+    assert os.path.lexists("/dev/null-journal") == journal_before
+    assert Path(store).is_fifo() if kind == "fifo" else Path(store).is_symlink()
