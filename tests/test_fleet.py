@@ -666,3 +666,13 @@ def test_across_hosts_hand_computed():
     assert same["verdict"] == "same"
     one = across_hosts([0.1])
     assert one["ci95"] is None and one["verdict"] == "inconclusive" and "two or more" in one["note"]
+
+
+def test_fleet_ab_bad_bench_on_every_host_stores_nothing(fleet_up, tmp_path):
+    """A benchmark no host has: a usage line per host, exit 2, and no run
+    left in the store (the fleet's record, made before the hosts, is removed)."""
+    cp = fleet_ab(fleet_up, tmp_path, "--hosts", "fleet1,fleet2", "nosuch.op", "--a", "", "--b", "", *AB_FAST)
+    assert cp.returncode == 2, cp.stderr
+    assert "Traceback" not in cp.stderr and "nosuch.op" in cp.stderr
+    assert runs(tmp_path) == []
+    assert "fleet stored as run" not in cp.stderr

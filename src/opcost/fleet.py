@@ -238,21 +238,28 @@ def open_record(settings: session.Settings, hosts: list[str]) -> tuple[int | Non
     return run_id, fleet_id
 
 
-def close_record(settings: session.Settings, run_id: int | None, f: Fleet) -> str | None:
+def close_record(settings: session.Settings, run_id: int | None, f: Fleet) -> tuple[int | None, str | None]:
     """The record's end: complete when every host completed, interrupted
-    after a signal, failed otherwise. None, or why the store would not take it."""
+    after a signal, failed otherwise; removed when no host stored a run
+    (bad input on every host, none reachable: nothing to put together).
+    Returns the record's id (None: none kept) and None, or why the store
+    would not take its end."""
     if run_id is None:
-        return None
+        return None, None
     statuses = {o.status for o in f.outcomes.values()}
     status = "complete" if statuses == {"ok"} else "interrupted" if "interrupted" in statuses else "failed"
+    nothing = all(o.run_id is None for o in f.outcomes.values())
     from .store import open_store
 
     try:
         with open_store(settings.store, on_wait=warn) as store:
+            if nothing:
+                store.delete_runs([run_id])
+                return None, None
             store.finish_run(run_id, status)
     except OpcostError as e:
-        return str(e)
-    return None
+        return run_id, str(e)
+    return run_id, None
 
 
 __all__ = ["Fleet", "HostOutcome", "parse_hosts", "host_exports", "open_record", "close_record", "HostLost"]

@@ -152,7 +152,7 @@ def run_ab(args, argv) -> int:
     _ready(f)
     record, f.fleet_id = fleet.open_record(settings, hosts)
     f.run()
-    lost = fleet.close_record(settings, record, f)
+    record, lost = fleet.close_record(settings, record, f)
     from dataclasses import replace
 
     from ..comparison import fleet_document
