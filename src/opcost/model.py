@@ -278,7 +278,8 @@ def plan_problem(d: object) -> str | None:
               ("switches", isinstance(d.get("switches", {}), dict)
                and all(isinstance(n, int) for n in (d.get("switches") or {}).values())),
               ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
-              ("target", d.get("target") is None or text(d["target"]))]
+              ("target", d.get("target") is None or text(d["target"])),
+              ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or [])))]
     bad = [k for k, good in checks if not good]
     return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
 
