@@ -608,6 +608,21 @@ def test_fleet_ab_injected_cost_slower_everywhere(fleet_up, tmp_path):
     assert x["geomean_ratio"] == pytest.approx(110.5 / 100.5, rel=0.01) and x["ci95"][0] > 1
     assert "syscall.null: slower on 3 of 3 hosts, geometric mean 1.1" in cp.stdout
     assert re.search(r"the fleet stored as run \d+ \(fleet=[0-9a-f]{12}\)", cp.stderr), cp.stderr
+    # moved to another store (the record and its hosts' runs): shown there the same
+    import json
+
+    ids = [str(doc["run_id"])] + [str(h["run_id"]) for h in doc["hosts"]]
+    moved = tmp_path / "moved.jsonl"
+    assert _cli(tmp_path, "export", *ids, "-o", str(moved)).returncode == 0
+    other = tmp_path / "other.db"
+    imp = _cli(tmp_path, "import", "--store", str(other), str(moved))
+    assert imp.returncode == 0, imp.stderr
+    there = _cli(tmp_path, "show", "--store", str(other), str(doc["run_id"]), "--json", "-")
+    assert there.returncode == 0, there.stderr
+    back = json.loads(there.stdout)   # the hosts' runs may get other ids there
+    assert back["across"] == doc["across"]
+    assert [(h["host"], h["status"], h["comparison"]["comparisons"]) for h in back["hosts"]] == \
+        [(h["host"], h["status"], h["comparison"]["comparisons"]) for h in doc["hosts"]]
 
 
 def test_fleet_ab_one_host_lost_keeps_the_others(fleet_up, tmp_path):
