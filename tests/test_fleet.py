@@ -691,3 +691,20 @@ def test_fleet_ab_bad_bench_on_every_host_stores_nothing(fleet_up, tmp_path):
     assert "Traceback" not in cp.stderr and "nosuch.op" in cp.stderr
     assert runs(tmp_path) == []
     assert "fleet stored as run" not in cp.stderr
+
+
+def test_fleet_ab_sequential_on_each_host(fleet_up, tmp_path):
+    """Without -p each host runs ab's sequential design: its own looks, its
+    own stop; the design is in each host's comparison."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    cp = fleet_ab(fleet_up, tmp_path, "--hosts", "fleet1,fleet2", "syscall.null", "--a", "spin=1", "--b", "spin=21",
+                  "-n", "5", "-w", "1", "--target-ms", "2", "--fake-clock", "100", "--json", str(out))
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    for h in doc["hosts"]:
+        d = h["comparison"]["design"]
+        assert d["kind"] == "sequential" and d["looks_done"] >= 1 and d["stopped"]["processes_per_arm"] >= 10
+        assert h["comparison"]["comparisons"][0]["verdict"] == "slower"
+    assert doc["across"][0]["verdict"] == "slower" and doc["across"][0]["counts"]["slower"] == 2
