@@ -708,3 +708,42 @@ def test_fleet_ab_sequential_on_each_host(fleet_up, tmp_path):
         assert d["kind"] == "sequential" and d["looks_done"] >= 1 and d["stopped"]["processes_per_arm"] >= 10
         assert h["comparison"]["comparisons"][0]["verdict"] == "slower"
     assert doc["across"][0]["verdict"] == "slower" and doc["across"][0]["counts"]["slower"] == 2
+
+
+def test_fleet_ab_interrupted(fleet_up, tmp_path):
+    """SIGINT while the hosts measure: exit 130, each host's run and the
+    fleet's record kept as interrupted, the record shown again; nothing left
+    on the hosts."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    proc = subprocess.Popen(cli_argv("fleet", "ab", "--ssh-config", fleet_up.ssh_config, "--hosts", "fleet1,fleet2",
+                                     "syscall.null", "--a", "", "--b", "", "-p", "20", "-n", "20", "-w", "1",
+                                     "--target-ms", "30", "--json", str(out)),
+                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _stored_processes(tmp_path, "fleet1") >= 1:
+                    break
+            except sqlite3.Error:   # the store being created
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    got = runs(tmp_path)
+    (record,) = [r for r in got if r["kind"] == "fleet"]
+    assert record["status"] == "interrupted"
+    assert {r["status"] for r in got if r["kind"] == "ab"} == {"interrupted"}
+    doc = json.loads(out.read_text())
+    assert {h["status"] for h in doc["hosts"]} == {"interrupted"} and doc["run_id"] == record["id"]
+    show = _cli(tmp_path, "show", str(record["id"]))
+    assert show.returncode == 0 and "across hosts" in show.stdout, show.stderr
+    assert settle() == {"files": [], "processes": []}
