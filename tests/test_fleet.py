@@ -518,3 +518,232 @@ def test_target_ssh_interrupted(fleet_up, tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted (SIGINT); everything measured so far was kept" in err, err
     assert settle() == {"files": [], "processes": []}
+
+
+# --- `fleet ab` (issue 26, item 7): each host its own interleaved A/B, one table across them ----------
+
+AB_FAST = ["-n", "5", "-w", "1", "--target-ms", "2", "--fake-clock", "100", "-p", "6"]
+
+
+def fleet_ab(fleet, tmp_path, *args, timeout: float = 240):
+    return subprocess.run(cli_argv("fleet", "ab", "--ssh-config", fleet.ssh_config, *args),
+                          env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _cli(tmp_path, *args):
+    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _fleet_ab_checked(fleet, tmp_path, a: str, b: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """A fleet ab on the three hosts, its document, and what is stored: one
+    ab run per host (labels host, fleet) and the fleet's record, which
+    `show` and `report` print again as the run printed it."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    cp = fleet_ab(fleet, tmp_path, "--hosts", "fleet1,fleet2,fleet3", "syscall.null", "--a", a, "--b", b,
+                  *AB_FAST, "--json", str(out), "--label", "kernel=test")
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "opcost.fleet/1" and doc["kind"] == "ab"
+    assert [h["host"] for h in doc["hosts"]] == ["fleet1", "fleet2", "fleet3"]
+    got = runs(tmp_path)
+    (record,) = [r for r in got if r["kind"] == "fleet"]
+    hosts = [r for r in got if r["kind"] == "ab"]
+    assert record["id"] == doc["run_id"] and record["status"] == "complete"
+    assert record["labels"] == {"fleet": doc["fleet"], "kernel": "test"}
+    assert sorted(r["labels"]["host"] for r in hosts) == ["fleet1", "fleet2", "fleet3"]
+    for r in hosts:
+        assert r["labels"]["fleet"] == doc["fleet"] and r["labels"]["kernel"] == "test"
+        assert r["status"] == "complete" and processes_of(tmp_path, r["id"]) == 12   # 6 per arm, interleaved
+    for h in doc["hosts"]:
+        c = h["comparison"]
+        assert h["status"] == "ok" and c["schema"] == "opcost.comparison/1" and c["interleaved"] is True
+        assert c["a"]["run_id"] == h["run_id"]
+        assert c["comparisons"][0]["a"]["params"]["spin"] == a.split("=")[1]
+        assert c["comparisons"][0]["b"]["params"]["spin"] == b.split("=")[1]
+    # shown again: show (table and JSON), report text; a format that does not take it is refused
+    show = _cli(tmp_path, "show", str(doc["run_id"]))
+    assert show.returncode == 0, show.stderr
+    assert show.stdout.split("\n", 1)[1] == cp.stdout
+    again = _cli(tmp_path, "show", str(doc["run_id"]), "--json", "-")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == doc
+    rep = _cli(tmp_path, "report", str(doc["run_id"]), "-f", "text")
+    assert rep.returncode == 0 and rep.stdout.rstrip("\n") == cp.stdout.rstrip("\n"), rep.stderr
+    bad = _cli(tmp_path, "report", str(doc["run_id"]), "-f", "csv")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "fleet record" in bad.stderr, bad.stderr
+    # each host's run is its own ab: show prints its comparison
+    one = _cli(tmp_path, "show", str(doc["hosts"][0]["run_id"]))
+    assert one.returncode == 0 and "A/B, interleaved" in one.stdout, one.stderr
+    return doc, cp
+
+
+def test_fleet_ab_aa_three_hosts(fleet_up, tmp_path):
+    doc, cp = _fleet_ab_checked(fleet_up, tmp_path, "spin=1", "spin=1")
+    for h in doc["hosts"]:
+        assert h["comparison"]["aa"] is True
+        assert h["comparison"]["comparisons"][0]["verdict"] not in ("slower", "faster")
+    (x,) = doc["across"]
+    assert x["n_hosts"] == 3 and x["counts"]["slower"] == 0 and x["counts"]["faster"] == 0
+    # the fake clock makes the three hosts clones (the same figures each): the interval across
+    # them has no width, and the verdict rests on the whole of it lying within +/- delta
+    assert x["verdict"] in ("same", "negligible")
+    lo, hi = x["ci95"]
+    assert 0.98 <= lo <= x["geomean_ratio"] <= hi <= 1.02
+    assert "syscall.null  across hosts" in cp.stdout
+    assert settle() == {"files": [], "processes": []}
+
+
+def test_fleet_ab_injected_cost_slower_everywhere(fleet_up, tmp_path):
+    # the fake clock: A 100 ns + 1 tick, B 100 ns + 21 ticks (0.5 ns each): B/A = 110.5/100.5 on every host
+    doc, cp = _fleet_ab_checked(fleet_up, tmp_path, "spin=1", "spin=21")
+    for h in doc["hosts"]:
+        e = h["comparison"]["comparisons"][0]
+        assert e["verdict"] == "slower" and e["ratio"] == pytest.approx(110.5 / 100.5, rel=0.01)
+    (x,) = doc["across"]
+    assert x["n_hosts"] == 3 and x["counts"]["slower"] == 3 and x["verdict"] == "slower"
+    assert x["geomean_ratio"] == pytest.approx(110.5 / 100.5, rel=0.01) and x["ci95"][0] > 1
+    assert "syscall.null: slower on 3 of 3 hosts, geometric mean 1.1" in cp.stdout
+    assert re.search(r"the fleet stored as run \d+ \(fleet=[0-9a-f]{12}\)", cp.stderr), cp.stderr
+    # moved to another store (the record and its hosts' runs): shown there the same
+    import json
+
+    ids = [str(doc["run_id"])] + [str(h["run_id"]) for h in doc["hosts"]]
+    moved = tmp_path / "moved.jsonl"
+    assert _cli(tmp_path, "export", *ids, "-o", str(moved)).returncode == 0
+    other = tmp_path / "other.db"
+    imp = _cli(tmp_path, "import", "--store", str(other), str(moved))
+    assert imp.returncode == 0, imp.stderr
+    there = _cli(tmp_path, "show", "--store", str(other), str(doc["run_id"]), "--json", "-")
+    assert there.returncode == 0, there.stderr
+    back = json.loads(there.stdout)   # the hosts' runs may get other ids there
+    assert back["across"] == doc["across"]
+    assert [(h["host"], h["status"], h["comparison"]["comparisons"]) for h in back["hosts"]] == \
+        [(h["host"], h["status"], h["comparison"]["comparisons"]) for h in doc["hosts"]]
+
+
+def test_fleet_ab_one_host_lost_keeps_the_others(fleet_up, tmp_path):
+    """A host that cannot be reached: one line, the others compared, the
+    across-host figures over the two that were; exit 1; shown again the same."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    cp = fleet_ab(fleet_up, tmp_path, "--hosts", "fleet1,fleet2,nowhere", "syscall.null", "--a", "spin=1",
+                  "--b", "spin=21", *AB_FAST, "--json", str(out))
+    assert cp.returncode == 1, cp.stderr
+    doc = json.loads(out.read_text())
+    assert [h["status"] for h in doc["hosts"]] == ["ok", "ok", "failed"]
+    (x,) = doc["across"]
+    assert x["n_hosts"] == 2 and x["counts"]["slower"] == 2
+    assert re.search(r"opcost: nowhere: failed", cp.stderr), cp.stderr
+    again = _cli(tmp_path, "show", str(doc["run_id"]), "--json", "-")
+    back = json.loads(again.stdout)
+    assert back["across"] == doc["across"] and back["hosts"][2]["status"] == "missing"
+    assert [r["status"] for r in runs(tmp_path) if r["kind"] == "fleet"] == ["failed"]
+
+
+@pytest.mark.parametrize("args, want", [
+    (["--label", "fleet=x"], "--label fleet=... is set by fleet ab itself"),
+    (["--label", "host=x"], "--label host=... is set by fleet ab itself"),
+    (["--export", "csv:x.csv"], "--export csv: this command writes a fleet document"),
+    (["--boundary", "obf"], "--boundary obf is for the sequential design"),
+    (["--a", "spin=1"], "a benchmark is named twice"),
+])
+def test_fleet_ab_bad_input(tmp_path, args, want):
+    benches = ["syscall.null", "syscall.null"] if "twice" in want else ["syscall.null"]
+    cp = subprocess.run(cli_argv("fleet", "ab", "--hosts", "fleet1", *benches, "--a", "", "--b", "",
+                                 "-p", "6", *args),
+                        env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    err = cp.stderr.splitlines()
+    assert cp.returncode == 2 and len(err) == 1 and want in err[0] and "Traceback" not in cp.stderr, cp.stderr
+    assert not (tmp_path / "opcost").exists() and not (tmp_path / "x.csv").exists()
+
+
+def test_across_hosts_hand_computed():
+    """The across-host statistics against values computed by hand: log
+    ratios 0.01, 0.02, 0.03 have mean 0.02 and sd 0.01; t(0.975, 2) =
+    4.302653, so the half-width is 0.0248414 and t = 3.4641 (p = 0.07418)."""
+    import math
+
+    from opcost.abtest import across_hosts
+
+    x = across_hosts([0.01, 0.02, 0.03], delta=0.02)
+    assert x["n_hosts"] == 3 and x["geomean_ratio"] == pytest.approx(math.exp(0.02))
+    assert x["ci95"] == pytest.approx([math.exp(0.02 - 0.0248414), math.exp(0.02 + 0.0248414)], rel=1e-6)
+    assert x["p_value"] == pytest.approx(0.07418, abs=1e-4)
+    assert x["verdict"] == "inconclusive"   # not significant, and the CI reaches past +/- 2%
+    tight = across_hosts([0.10, 0.101, 0.099])
+    assert tight["verdict"] == "slower" and tight["ci95"][0] > 1.02
+    same = across_hosts([0.001, -0.001, 0.0])
+    assert same["verdict"] == "same"
+    one = across_hosts([0.1])
+    assert one["ci95"] is None and one["verdict"] == "inconclusive" and "two or more" in one["note"]
+
+
+def test_fleet_ab_bad_bench_on_every_host_stores_nothing(fleet_up, tmp_path):
+    """A benchmark no host has: a usage line per host, exit 2, and no run
+    left in the store (the fleet's record, made before the hosts, is removed)."""
+    cp = fleet_ab(fleet_up, tmp_path, "--hosts", "fleet1,fleet2", "nosuch.op", "--a", "", "--b", "", *AB_FAST)
+    assert cp.returncode == 2, cp.stderr
+    assert "Traceback" not in cp.stderr and "nosuch.op" in cp.stderr
+    assert runs(tmp_path) == []
+    assert "fleet stored as run" not in cp.stderr
+
+
+def test_fleet_ab_sequential_on_each_host(fleet_up, tmp_path):
+    """Without -p each host runs ab's sequential design: its own looks, its
+    own stop; the design is in each host's comparison."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    cp = fleet_ab(fleet_up, tmp_path, "--hosts", "fleet1,fleet2", "syscall.null", "--a", "spin=1", "--b", "spin=21",
+                  "-n", "5", "-w", "1", "--target-ms", "2", "--fake-clock", "100", "--json", str(out))
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(out.read_text())
+    for h in doc["hosts"]:
+        d = h["comparison"]["design"]
+        assert d["kind"] == "sequential" and d["looks_done"] >= 1 and d["stopped"]["processes_per_arm"] >= 10
+        assert h["comparison"]["comparisons"][0]["verdict"] == "slower"
+    assert doc["across"][0]["verdict"] == "slower" and doc["across"][0]["counts"]["slower"] == 2
+
+
+def test_fleet_ab_interrupted(fleet_up, tmp_path):
+    """SIGINT while the hosts measure: exit 130, each host's run and the
+    fleet's record kept as interrupted, the record shown again; nothing left
+    on the hosts."""
+    import json
+
+    out = tmp_path / "fleet.json"
+    proc = subprocess.Popen(cli_argv("fleet", "ab", "--ssh-config", fleet_up.ssh_config, "--hosts", "fleet1,fleet2",
+                                     "syscall.null", "--a", "", "--b", "", "-p", "20", "-n", "20", "-w", "1",
+                                     "--target-ms", "30", "--json", str(out)),
+                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _stored_processes(tmp_path, "fleet1") >= 1:
+                    break
+            except sqlite3.Error:   # the store being created
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    got = runs(tmp_path)
+    (record,) = [r for r in got if r["kind"] == "fleet"]
+    assert record["status"] == "interrupted"
+    assert {r["status"] for r in got if r["kind"] == "ab"} == {"interrupted"}
+    doc = json.loads(out.read_text())
+    assert {h["status"] for h in doc["hosts"]} == {"interrupted"} and doc["run_id"] == record["id"]
+    show = _cli(tmp_path, "show", str(record["id"]))
+    assert show.returncode == 0 and "across hosts" in show.stdout, show.stderr
+    assert settle() == {"files": [], "processes": []}

@@ -158,7 +158,8 @@ def test_tour_fleet(tmp_path, probe_bin):
     d.mkdir()
     hosts = sshd_hosts.start_or_skip(d)
     try:
-        run_steps(steps, tmp_path, {"fleet run": ["--ssh-config", str(hosts.ssh_config)]})
+        run_steps(steps, tmp_path, {"fleet run": ["--ssh-config", str(hosts.ssh_config)],
+                                    "fleet ab": ["--ssh-config", str(hosts.ssh_config)]})
     finally:
         hosts.stop()
 

@@ -508,6 +508,39 @@ def geomean(ratios) -> float:
     return float(np.exp(np.mean(np.log(r))))
 
 
+def across_hosts(log_ratios, delta: float = DELTA, alpha: float = ALPHA) -> dict:
+    """One benchmark across hosts, the host as the unit (`fleet ab`): each
+    host's figure is its own interleaved A/B's log ratio; the estimate is
+    their geometric mean, its 95% CI the t-interval over the hosts (mean
+    +/- t(n-1) * sd / sqrt(n) on the log scale), the test the one-sample t
+    test of the mean log ratio against 0, and the verdict the same rule as
+    one host's (verdict(): fixed delta). A t-interval because the hosts are
+    few (3 boards: a bootstrap or a rank interval has too few distinct
+    values to reach 95%) and a log ratio near 1 is close to symmetric.
+    Identical hosts (sd 0, as under a fake clock) give a zero-width interval
+    and p 0 (or 1 with no difference). One host: no interval, inconclusive."""
+    x = np.asarray(log_ratios, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        raise ValueError("across_hosts of no hosts")
+    mean = float(np.mean(x))
+    out: dict = {"n_hosts": n, "geomean_ratio": math.exp(mean), "alpha": alpha, "delta": float(delta),
+                 "method": "t-interval over the hosts' log ratios"}
+    if n < 2:
+        out.update(ci95=None, p_value=None, verdict="inconclusive",
+                   note="one host: an interval across hosts needs two or more")
+        return out
+    sd = float(np.std(x, ddof=1))
+    half = float(sps.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    if sd > 0:
+        p = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    else:
+        p = 1.0 if mean == 0 else 0.0
+    ci = [math.exp(mean - half), math.exp(mean + half)]
+    out.update(ci95=ci, p_value=p, sd_log=sd, verdict=verdict(math.exp(mean), ci, p, delta, alpha))
+    return out
+
+
 def processes_needed(cv: float, delta: float, alpha: float = ALPHA, power: float = 0.95) -> int:
     """Processes per arm for a two-sided Mann-Whitney test at level alpha to
     detect a relative difference delta with the given power, when the

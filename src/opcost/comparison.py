@@ -669,3 +669,86 @@ def stored_comparison(doc: dict) -> dict | None:
         cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
         return withhold_emulated(cdoc, plan.allow_emulated)
     return None
+
+
+# --- `fleet ab`: one A/B per host, and the host as the unit across them -----------
+
+_HOST_STATUS = {"complete": "ok", "running": "failed", "abandoned": "failed"}
+
+
+def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str) -> dict:
+    """The opcost.fleet/1 document of a `fleet ab`: `hosts` in the order
+    given, each {host, status, reason, run_id, document (that host's
+    opcost.result/1 with its plan, or None)}. Each host's comparison is the
+    one its own ab run prints (stored_comparison: rebuilt from its results
+    and plan, so `show` of the record gives the same); across hosts, per
+    benchmark, the host is the unit (abtest.across_hosts over the log of
+    each host's verdict estimate)."""
+    from . import __version__
+    from .model import FLEET_SCHEMA
+
+    rows = []
+    for h in hosts:
+        doc = h.get("document")
+        cdoc = stored_comparison(doc) if doc and doc.get("results") else None
+        row = {"host": h["host"], "status": h["status"], "reason": h.get("reason"), "run_id": h.get("run_id"),
+               "comparison": cdoc}
+        rows.append(row)
+    return {"schema": FLEET_SCHEMA, "opcost_version": __version__, "kind": "ab", "run_id": run_id,
+            "fleet": fleet_id, "a": {"params": plan.a}, "b": {"params": plan.b},
+            "delta_requested": plan.delta, "alpha": plan.alpha, "hosts": rows,
+            "across": _across(rows, plan.specs, plan.delta, plan.alpha)}
+
+
+def _across(rows: list[dict], benches: list[str], delta: float, alpha: float) -> list[dict]:
+    import math
+
+    from . import abtest
+    from .model import verdict_estimate
+
+    out = []
+    for bench in benches:
+        per = []
+        op = None
+        for r in rows:
+            e = next((e for e in (r["comparison"] or {}).get("comparisons", []) if e.get("bench") == bench), None)
+            if e is None or "ratio" not in e or not e.get("verdict"):
+                continue
+            op = op or e.get("op")
+            est, ci = verdict_estimate(e)
+            per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e["verdict"]})
+        counts = {v: 0 for v in abtest.VERDICTS}
+        for p in per:
+            counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
+        entry: dict = {"bench": bench, "key": bench, "op": op, "hosts": per, "counts": counts}
+        if per:
+            entry.update(abtest.across_hosts([math.log(p["ratio"]) for p in per], delta=delta, alpha=alpha))
+        else:
+            entry.update(n_hosts=0, verdict=None, note="no host compared it")
+        out.append(entry)
+    return out
+
+
+def stored_fleet(store, doc: dict) -> dict | None:
+    """A stored fleet record (`doc`, a run of kind fleet) as `fleet ab`
+    printed it: its hosts' runs (label fleet=ID, host=NAME) loaded and put
+    together by fleet_document. None: not a fleet record (or its plan is
+    not known)."""
+    from .model import plan_of
+
+    plan = plan_of(doc)
+    fleet_id = (doc.get("labels") or {}).get("fleet")
+    if plan is None or plan.kind != "fleet" or doc.get("kind") != "fleet" or not fleet_id:
+        return None
+    members = [r for r in store.find_runs(where={"fleet": fleet_id}) if r["id"] != doc["run_id"]]
+    hosts = []
+    for h in plan.hosts:
+        found = [r for r in members if (r.get("labels") or {}).get("host") == h]
+        if not found:
+            hosts.append({"host": h, "status": "missing", "reason": "nothing stored", "run_id": None})
+            continue
+        run = store.load_run(found[0]["id"], summaries=True)
+        status = _HOST_STATUS.get(run.get("status") or "", run.get("status") or "failed")
+        hosts.append({"host": h, "status": status, "reason": None if status == "ok" else run.get("status"),
+                      "run_id": run["run_id"], "document": run})
+    return fleet_document(hosts, plan=plan, run_id=doc["run_id"], fleet_id=fleet_id)

@@ -11,6 +11,13 @@ probes lose their sessions, so the hosts kill them; each run is finished as
 interrupted with what it measured), and every host's upload is removed.
 A host that fails (unreachable, no probe for its architecture, connection
 lost, probe crash) is one line; the others go on.
+
+`fleet ab` is the same with `ab`'s variants and looks per host (given by
+the command: `variants_of(target)`, `look_of(host)`): each host interleaves
+its own arms and stores its own ab run; the fleet record (`open_record`,
+`close_record`) is a run of kind fleet, with no results, whose plan names
+the hosts, and whose label fleet=ID every host's run carries
+(comparison.fleet_document puts them together).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from . import interrupts, session
 from .console import warn
@@ -77,11 +85,19 @@ class HostOutcome:
     results: list[dict] = field(default_factory=list)
     processes: int = 0
     cleaned: bool | None = None        # upload removed and master closed
+    document: dict | None = None       # the host's run, opcost.result/1 (with its plan), as stored
 
 
 class Fleet:
     def __init__(self, hosts: list[str], specs: list[str], cpu: str | None, settings: session.Settings,
-                 ssh_config: str | None, parallel_hosts: int, say=warn):
+                 ssh_config: str | None, parallel_hosts: int, say=warn, *,
+                 variants_of: Callable[[Any], list] | None = None, look_of: Callable[[str], Any] | None = None,
+                 fleet_id: str | None = None):
+        """variants_of(target): the variants to measure on a host (default:
+        `specs` as `run` plans them); look_of(host): the sequential look of
+        that host's runner (ab without -p); fleet_id: the label fleet=ID of
+        every host's run (a fleet record's). With variants_of, the document
+        is the fleet's: no host writes exports of its own."""
         self.hosts = hosts
         self.specs = specs
         self.cpu = cpu
@@ -89,6 +105,9 @@ class Fleet:
         self.ssh_config = ssh_config
         self.parallel_hosts = max(1, min(parallel_hosts, len(hosts)))
         self.say = say
+        self.variants_of = variants_of
+        self.look_of = look_of
+        self.fleet_id = fleet_id
         self.targets = {h: SshTarget(h, ssh_config) for h in hosts}
         self.outcomes = {h: HostOutcome(h) for h in hosts}
         self._slots = threading.Semaphore(self.parallel_hosts)
@@ -159,13 +178,18 @@ class Fleet:
 
         target.connect()
         s = copy.copy(self.settings)
-        s.labels = {**self.settings.labels, "host": host}
-        s.exports = host_exports(self.settings.exports, host, len(self.hosts))
+        s.labels = {**self.settings.labels, "host": host, **({"fleet": self.fleet_id} if self.fleet_id else {})}
+        s.exports = [] if self.variants_of else host_exports(self.settings.exports, host, len(self.hosts))
         if self.parallel_hosts > 1:
             s.progress = False
-        variants = session.plan_variants(self.specs, session.cpu_option(self.cpu, target), target)
-        m = session.measure(s, variants, target, warn=lambda msg: self.say(f"{host}: {msg}"))
+        if self.variants_of is not None:
+            variants = self.variants_of(target)
+        else:
+            variants = session.plan_variants(self.specs, session.cpu_option(self.cpu, target), target)
+        look = self.look_of(host) if self.look_of is not None else None
+        m = session.measure(s, variants, target, look=look, warn=lambda msg: self.say(f"{host}: {msg}"))
         out.run_id = m.recorder.run_id
+        out.document = {**m.recorder.document(), "kind": s.kind}
         out.results = m.results
         out.processes = sum(len(vr.processes) for vr in m.outcome.results)
         o = m.outcome
@@ -193,4 +217,49 @@ class Fleet:
         return 0
 
 
-__all__ = ["Fleet", "HostOutcome", "parse_hosts", "host_exports", "HostLost"]
+def open_record(settings: session.Settings, hosts: list[str]) -> tuple[int | None, str]:
+    """The fleet record, before any host is measured: a run of kind fleet
+    (no results; its plan is the settings' with the hosts) labelled with
+    the user's labels and fleet=ID, ID new. (None, ID) with --no-store."""
+    import uuid
+
+    from . import __version__
+
+    fleet_id = uuid.uuid4().hex[:12]
+    if settings.no_store:
+        return None, fleet_id
+    from .store import open_store
+
+    plan = replace(settings.plan, kind="fleet", hosts=list(hosts), stages=list(settings.stages),
+                   boundary=settings.boundary)
+    with open_store(settings.store, on_wait=warn) as store:
+        run_id = store.create_run(label=settings.label, env={}, argv=settings.argv, opcost_version=__version__,
+                                  kind="fleet", labels={**settings.labels, "fleet": fleet_id}, plan=plan.to_dict())
+    return run_id, fleet_id
+
+
+def close_record(settings: session.Settings, run_id: int | None, f: Fleet) -> tuple[int | None, str | None]:
+    """The record's end: complete when every host completed, interrupted
+    after a signal, failed otherwise; removed when no host stored a run
+    (bad input on every host, none reachable: nothing to put together).
+    Returns the record's id (None: none kept) and None, or why the store
+    would not take its end."""
+    if run_id is None:
+        return None, None
+    statuses = {o.status for o in f.outcomes.values()}
+    status = "complete" if statuses == {"ok"} else "interrupted" if "interrupted" in statuses else "failed"
+    nothing = all(o.run_id is None for o in f.outcomes.values())
+    from .store import open_store
+
+    try:
+        with open_store(settings.store, on_wait=warn) as store:
+            if nothing:
+                store.delete_runs([run_id])
+                return None, None
+            store.finish_run(run_id, status)
+    except OpcostError as e:
+        return run_id, str(e)
+    return run_id, None
+
+
+__all__ = ["Fleet", "HostOutcome", "parse_hosts", "host_exports", "open_record", "close_record", "HostLost"]

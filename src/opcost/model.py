@@ -155,6 +155,17 @@ opcost.series/1
     are under withheld_change_points and `withheld` says why; labels[].boots
     (a vm series with --vm-procs N > 1: the result summary's `boots`).
 
+opcost.fleet/1
+  issue 26: `fleet ab` (and `show`/`report` of its stored record): schema,
+    opcost_version, kind ("ab"), run_id (the fleet record's, null unstored),
+    fleet (the label value fleet=ID its host runs carry), a / b ({params}),
+    delta_requested, alpha, hosts[] of {host, status (ok | failed |
+    interrupted | usage | missing), reason, run_id, comparison (that host's
+    opcost.comparison/1, or null)}, across[] of {bench, key, op, n_hosts,
+    hosts (per host: {host, ratio, verdict}), counts (verdicts over the
+    hosts), geomean_ratio, ci95, p_value, sd_log, method, delta, alpha,
+    verdict, note?}: the host as the unit (abtest.across_hosts).
+
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field
 is one line here, not a branch in the statistics.
@@ -171,11 +182,12 @@ from . import __version__
 RESULT_SCHEMA = "opcost.result/1"
 COMPARISON_SCHEMA = "opcost.comparison/1"
 SERIES_SCHEMA = "opcost.series/1"
-KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series"}
+FLEET_SCHEMA = "opcost.fleet/1"
+KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series", FLEET_SCHEMA: "fleet"}
 
 
 def kind_of(doc: dict) -> str:
-    """"result", "comparison" or "series": what an exporter is handed."""
+    """"result", "comparison", "series" or "fleet": what an exporter is handed."""
     return KINDS.get(doc.get("schema", ""), "result")
 
 
@@ -199,7 +211,9 @@ class Plan:
     table when the run was made); ops: variants' --ops; target: where it
     ran (local, or the ssh host); recovered: rebuilt from the stored argv of
     a run made before plans were stored; allow_emulated: --allow-emulated
-    (a verdict on a TCG guest's timings is given, not withheld)."""
+    (a verdict on a TCG guest's timings is given, not withheld); hosts: a
+    `fleet ab` record's hosts (kind fleet: its host runs carry its label
+    fleet=ID)."""
     kind: str = "run"
     specs: list[str] = field(default_factory=list)
     a: str | None = None
@@ -214,6 +228,7 @@ class Plan:
     target: str | None = None
     recovered: bool = False
     allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
+    hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -223,6 +238,8 @@ class Plan:
             d["recovered"] = True
         if self.allow_emulated:
             d["allow_emulated"] = True
+        if self.hosts:
+            d["hosts"] = list(self.hosts)
         return d
 
     @classmethod
@@ -234,7 +251,7 @@ class Plan:
                    if isinstance(over, dict) else None,
                    d.get("boundary"), [int(n) for n in d.get("stages") or []],
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
-                   bool(d.get("recovered")), bool(d.get("allow_emulated")))
+                   bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []])
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -272,7 +289,8 @@ def plan_problem(d: object) -> str | None:
               ("switches", isinstance(d.get("switches", {}), dict)
                and all(isinstance(n, int) for n in (d.get("switches") or {}).values())),
               ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
-              ("target", d.get("target") is None or text(d["target"]))]
+              ("target", d.get("target") is None or text(d["target"])),
+              ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or [])))]
     bad = [k for k, good in checks if not good]
     return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
 

@@ -88,12 +88,21 @@ def finish(m: Measured) -> int:
     return code
 
 
-def present_fleet(f, settings: Settings, formatter: Formatter) -> int:
+def present_fleet(f, settings: Settings, formatter: Formatter, *, doc: dict | None = None,
+                  record_lost: str | None = None) -> int:
     """`fleet run`'s end: each host's table (`formatter` of its results),
     then per host where its run went or why it did not complete, on stderr;
-    the fleet's exit code."""
+    the fleet's exit code. `fleet ab`'s: its one document `doc` (exported,
+    and `formatter`'s table of it) instead of the hosts' tables, then the
+    same lines and where the fleet's record went (`record_lost`: why the
+    store did not take its end)."""
     out = table_stream(settings.exports)
-    for h in f.hosts:
+    if doc is not None:
+        from . import formats
+
+        formats.write(settings.exports, doc)
+        emit([formatter(doc, color=use_color(out), width=terminal_width(out))], out)
+    for h in f.hosts if doc is None else ():
         o = f.outcomes[h]
         if o.results:
             emit([f"== {h} ==", formatter(o.results, color=use_color(out), width=terminal_width(out))], out)
@@ -114,8 +123,12 @@ def present_fleet(f, settings: Settings, formatter: Formatter) -> int:
     bad = [h for h in f.hosts if f.outcomes[h].status != "ok"]
     if bad:
         lines.append(f"opcost: {len(bad)} of {len(f.hosts)} host(s) did not complete: {', '.join(bad)}")
+    if doc is not None and doc.get("run_id") is not None:
+        lines.append(f"\nthe fleet stored as run {doc['run_id']} (fleet={doc['fleet']}) in {store_name(settings.store)}"
+                     + (f"; its end was not stored: {record_lost}" if record_lost else ""))
     emit(lines, sys.stderr)
-    return f.exit_code()
+    code = f.exit_code()
+    return 1 if code == 0 and record_lost else code
 
 
 def store_name(url: str | None) -> str:

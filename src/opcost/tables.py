@@ -434,6 +434,49 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     return "\n\n".join(out)
 
 
+def format_fleet(doc: dict, color: bool = False, width: int | None = None) -> str:
+    """A `fleet ab` (opcost.fleet/1): per benchmark, one line per host (its
+    own interleaved A/B: B/A, 95% CI, verdict) and one across hosts (the
+    host as the unit), a sentence per benchmark, then the hosts that gave
+    no comparison. Each host's full table: `opcost show` of its run."""
+    hosts = doc["hosts"]
+    out = [f"A/B on {len(hosts)} host(s), each interleaving its own arms"
+           + (f" (fleet record: run {doc['run_id']})" if doc.get("run_id") is not None else "")
+           + f"\nA: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}"]
+    rows = [["benchmark", "host", "run", "B/A", "95% CI", "verdict"]]
+    lines = []
+    for x in doc["across"]:
+        key = printable(x["key"])
+        for h in x["hosts"]:
+            run = next((r["run_id"] for r in hosts if r["host"] == h["host"]), None)
+            ci = h.get("ci95")
+            rows.append([key, printable(h["host"]), "-" if run is None else str(run), f"{h['ratio']:.4f}",
+                         f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", _verdict(h["verdict"], color)])
+        if not x.get("n_hosts"):
+            rows.append([key, "across hosts", "-", "-", "-", "-"])
+            lines.append(f"{key}: {x.get('note', 'no host compared it')}")
+            continue
+        ci = x.get("ci95")
+        rows.append([key, "across hosts", "-", f"{x['geomean_ratio']:.4f}",
+                     f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", _verdict(x["verdict"], color)])
+        said = ", ".join(f"{v} on {n} of {x['n_hosts']} hosts" for v, n in x["counts"].items() if n)
+        lines.append(f"{key}: {said}, geometric mean {x['geomean_ratio']:.4f}"
+                     + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "") + f"; across hosts: {x['verdict']}"
+                     + (f" ({x['note']})" if x.get("note") else ""))
+    out.append(_table(rows, right={2, 3}, width=width, drop=(2,)))
+    out.append("\n".join(lines) + "\nacross hosts the host is the unit: the geometric mean of the hosts' B/A, its "
+               "95% CI the t-interval over their log ratios, p the one-sample t test, delta "
+               + fmt_pct(doc.get("delta_requested") or 0.0) + " fixed; each host's verdict is its own ab's")
+    gone = [f"  {printable(r['host'])}: {r['status']}" + (f": {printable(str(r['reason']))}" if r.get("reason") else "")
+            for r in hosts if r.get("comparison") is None or r["status"] != "ok"]
+    if gone:
+        out.append("hosts without a complete comparison:\n" + "\n".join(gone))
+    runs = [str(r["run_id"]) for r in hosts if r.get("run_id") is not None]
+    if runs:
+        out.append("each host's own table: opcost show RUN (runs " + ", ".join(runs) + ")")
+    return "\n\n".join(out)
+
+
 def _signed(x: float) -> str:
     return "0" if x == 0 else f"{x:+.4g}"
 

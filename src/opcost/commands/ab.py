@@ -52,9 +52,31 @@ def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> 
     return tuple(pair)
 
 
-def sequential_look(stages: tuple[int, ...], delta: float):
+def design(args, settings, n_benches: int) -> bool:
+    """The design -p and --boundary ask for, set in `settings`; True for the
+    sequential one (stage 1, look, more rounds while needed: the runner
+    needs a sequential_look). The fixed design says before measuring when
+    it cannot show anything. `ab` and `fleet ab` (per host) alike."""
+    if args.processes is not None and args.boundary is not None:
+        raise UsageError(f"--boundary {args.boundary} is for the sequential design; -p {args.processes} "
+                         "is the fixed one (drop one of them)")
+    if args.processes is not None:
+        from ..console import warn
+
+        why = protocol.never_significant(args.processes, n_benches)
+        if why:
+            warn(why)
+        return False
+    settings.stages = protocol.SCHEDULE
+    settings.boundary = args.boundary or protocol.BOUNDARY
+    settings.protocol = settings.protocol.with_(processes=protocol.SCHEDULE[0])
+    return True
+
+
+def sequential_look(stages: tuple[int, ...], delta: float, say=None):
     """The runner's look after stage `number`: marks the benchmarks whose
-    verdict is settled (measured no more) and says whether any is not."""
+    verdict is settled (measured no more) and says whether any is not.
+    `say`: where the line after the first look goes (default: warn)."""
     def look(number: int, results: list) -> bool:
         from ..comparison import settled_after
 
@@ -69,7 +91,7 @@ def sequential_look(stages: tuple[int, ...], delta: float):
 
             for (a, _), d, e in zip(pairs, done, seen):
                 if not d and e is not None:
-                    warn(resolvable_line(a.variant.bench, e, delta))
+                    (say or warn)(resolvable_line(a.variant.bench, e, delta))
         return not all(done)
     return look
 
@@ -109,21 +131,7 @@ def _run(args, argv) -> int:
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
-    look = None
-    if args.processes is not None and args.boundary is not None:
-        raise UsageError(f"--boundary {args.boundary} is for the sequential design; -p {args.processes} "
-                         "is the fixed one (drop one of them)")
-    if args.processes is not None:   # the fixed design: say before measuring when it cannot show anything
-        from ..console import warn
-
-        why = protocol.never_significant(args.processes, len(pairs))
-        if why:
-            warn(why)
-    if args.processes is None:   # the sequential design: stage 1, look, more rounds while needed
-        settings.stages = protocol.SCHEDULE
-        settings.boundary = args.boundary or protocol.BOUNDARY
-        settings.protocol = settings.protocol.with_(processes=protocol.SCHEDULE[0])
-        look = sequential_look(settings.stages, args.delta)
+    look = sequential_look(settings.stages, args.delta) if design(args, settings, len(pairs)) else None
     m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
     doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
                       env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})

@@ -126,10 +126,20 @@ def run(args, argv) -> int:
                 # one page of many runs: each reduced as it is read, its samples' plain columns only
                 output.save(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
                 return 0
-            docs.extend(_runs(store, ids, sample_data=True))
+            docs.extend(_fleet(store, d) for d in _runs(store, ids, sample_data=True))
     data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
     output.save(args.output, data)
     return 0
+
+
+def _fleet(store, doc: dict) -> dict:
+    """A `fleet ab` record as its opcost.fleet/1 document (rebuilt from its
+    hosts' runs); any other run as it is."""
+    if doc.get("kind") != "fleet":
+        return doc
+    from ..comparison import stored_fleet
+
+    return stored_fleet(store, doc) or doc
 
 
 def _serialize(module, doc: dict) -> bytes:
@@ -137,6 +147,11 @@ def _serialize(module, doc: dict) -> bytes:
     `series --run` run, in a format that renders what they printed
     (`serialize_stored`), as its comparison or series, rebuilt from its plan
     (comparison.stored_comparison, series.stored_series)."""
+    from ..model import kind_of
+
+    if kind_of(doc) == "fleet" and "fleet" not in module.KINDS:
+        raise UsageError(f"-f {module.NAME}: run {doc.get('run_id')} is a fleet record, which {module.NAME} does "
+                         f"not take; give -f text or -f json")
     stored = getattr(module, "serialize_stored", None)
     if stored is not None and "results" in doc and doc.get("run_id") is not None:
         from ..comparison import stored_comparison

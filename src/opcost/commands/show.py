@@ -8,7 +8,8 @@ from . import REFS, add_export_options, add_store_option
 
 def add_parser(sub) -> None:
     s = sub.add_parser("show", help="print a stored run", description=REFS + " An ab or variants run is "
-                       "printed as its comparison, rebuilt from the stored results.")
+                       "printed as its comparison, rebuilt from the stored results; a `fleet ab` record as its "
+                       "table across hosts (--json: its opcost.fleet/1 document).")
     s.add_argument("run", metavar="RUN", help="run id or label")
     add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")
@@ -22,8 +23,23 @@ def run(args, argv) -> int:
     exports = exports_of(args, "result")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run, summaries=True)
+        if doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document, rebuilt from its hosts' runs
+            from ..comparison import stored_fleet
+
+            fdoc = stored_fleet(store, doc)
+            if fdoc is not None:
+                from .. import formats
+
+                formats.check(exports, "fleet")
+                return present(fdoc, fleet_table, exports, alone=True)
     # the document alone on stdout with `--json -`, as it always was
     return present(doc, stored_table, exports, alone=True)
+
+
+def fleet_table(doc: dict, *, color: bool, width: int | None) -> str:
+    from ..tables import format_fleet
+
+    return f"run {doc['run_id']}, fleet\n" + format_fleet(doc, color=color, width=width)
 
 
 def stored_table(doc: dict, *, color: bool, width: int | None) -> str:

@@ -1,5 +1,5 @@
 """`json`: the documents as they are (opcost.result/1, opcost.comparison/1,
-and opcost.series/1 when there is one; their format history is at the top of
+opcost.series/1 and opcost.fleet/1; their format history is at the top of
 model.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 NAME = "json"
-KINDS = ("result", "comparison", "series")
+KINDS = ("result", "comparison", "series", "fleet")
 
 
 def serialize(doc: dict) -> bytes:

@@ -1,12 +1,13 @@
 """`text`: what the terminal shows (opcost.tables's tables), as plain text
 for an email or a mailing-list post: no colour, every column at full width.
 A run (result document) as `opcost show` prints it, its first line saying
-which run; a comparison as `opcost compare` prints it."""
+which run; a comparison as `opcost compare` prints it; a `fleet ab` as it
+printed it."""
 
 from __future__ import annotations
 
 NAME = "text"
-KINDS = ("result", "comparison")
+KINDS = ("result", "comparison", "fleet")
 MANY = b"\n"   # several documents: one after the other, a blank line between
 
 
@@ -23,9 +24,12 @@ def run_line(doc: dict) -> str:
 def serialize(doc: dict) -> bytes:
     # The renderers live in opcost.tables (above export in the layers); imported
     # here, when a text report is made, so export does not load them otherwise.
-    from ..tables import format_comparison, format_results
+    from ..model import FLEET_SCHEMA
+    from ..tables import format_comparison, format_fleet, format_results
 
-    if "comparisons" in doc:
+    if doc.get("schema") == FLEET_SCHEMA:
+        text = format_fleet(doc, color=False)
+    elif "comparisons" in doc:
         text = format_comparison(doc, color=False)
     else:
         text = run_line(doc) + "\n" + format_results(doc["results"])
