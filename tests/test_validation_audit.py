@@ -60,3 +60,13 @@ def test_audit_refuses_bad_input_in_one_line():
     assert "no pool 'nope'" in cp.stderr and "Traceback" not in cp.stderr
     cp = _run("--src", str(ROOT / "tests"))
     assert cp.returncode == 2 and "holds no opcost package" in cp.stderr
+    cp = _run("--only", "sequential,nope")
+    assert cp.returncode == 2 and "--only takes sections among" in cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_audit_runs_one_section_alone():
+    cp = _run("--only", "sequential", "--seq-reps", "2", "--resamples", "50")
+    assert cp.returncode == 0, cp.stderr
+    heads = [x for x in cp.stdout.splitlines() if x.startswith("== ")]
+    assert [h.split(":")[0].split(" (")[0] for h in heads] == [
+        "== Sequential design", "== The smallest p the fixed design's test can reach", "== Targets"], heads

@@ -362,7 +362,7 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     planned = sequential.looks(sequential.STAGES, boundary=boundary)
     last = done[-1] if done else None
     design = {"kind": "sequential", "boundary": boundary, "spending": sequential.BOUNDARIES[boundary][0],
-              "test": sequential.TEST, "alpha": sequential.ALPHA,
+              "test": sequential.TEST, "ci": sequential.CI, "alpha": sequential.ALPHA,
               "stages": list(sequential.STAGES), "planned": [lk.to_json() for lk in planned],
               "looks": [lk.to_json() for lk in done], "looks_done": len(done),
               "stopped": {"look": last.number if last else None,

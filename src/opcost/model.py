@@ -112,6 +112,11 @@ opcost.comparison/1
     slower/faster significance and the CI on one side of 1;
     sequential.looks[] add estimate; ci_at_level is the exact interval at
     the look's level. ratio, ci95_ratio keep their meaning.
+  issue 25 (sequential CI): in a sequential design, ci95_estimate is the
+    repeated confidence interval, the exact interval at the stopping look's
+    level (= sequential.ci_at_level; >= 95% coverage after any stop);
+    sequential.ci95_at_look keeps the look's fixed-sample 95% interval;
+    design.ci names the interval.
   issue 25 (stored): a `compare` of stored runs takes several runs a side;
     a / b then also hold runs[] of {run_id, label, created} (run_id, label
     and created stay the first run's); replicates {unit: "run", runs_a,

@@ -529,7 +529,8 @@ def _design_text(doc: dict) -> str:
              f"per arm ({d['spending']} alpha spending); significant at p (Holm) under "
              + ", ".join(f"{lk['p_level']:.2g}" for lk in planned) + ";\n"
              "a verdict is settled when significant with its CI at that level on one side of 1 and not inside +/- delta, "
-             "or when that CI lies inside +/- delta"]
+             "or when that CI lies inside +/- delta; the CI shown is that CI at the stopping look's level "
+             "(a repeated confidence interval: 95% at every look at once, so also where the run stopped)"]
     n = len(planned)
     for e in doc["comparisons"]:
         q = e.get("sequential")
