@@ -58,7 +58,9 @@ def test_geomean():
 @pytest.mark.parametrize("args, expected", [
     ((1.10, [1.08, 1.12], 0.001, 0.02), "slower"),
     ((0.90, [0.88, 0.92], 0.001, 0.02), "faster"),
-    ((1.02, [1.01, 1.03], 0.001, 0.02), "slower"),        # exactly delta counts
+    ((1.02, [1.01, 1.03], 0.001, 0.02), "inconclusive"),  # the CI reaches across delta
+    ((1.05, [1.021, 1.08], 0.001, 0.02), "slower"),        # the whole CI clears delta
+    ((0.95, [0.92, 0.979], 0.001, 0.02), "faster"),
     ((1.01, [1.005, 1.015], 0.001, 0.02), "negligible"),  # significant beats `same`
     ((0.99, [0.985, 0.995], 0.049, 0.02), "negligible"),
     ((1.001, [0.99, 1.01], 0.5, 0.02), "same"),
@@ -69,8 +71,8 @@ def test_geomean():
     ((1.0, None, 1.0, 0.02), "inconclusive"),              # no CI, never `same`
     ((1.03, [1.02, 1.04], 0.001, 0.04), "negligible"),     # 3% < effective delta 4%
     # issue 25: same/negligible only with the whole CI inside the fixed +/- delta
-    ((1.015, [1.005, 1.025], 0.001, 0.02), "slower"),      # under delta, but delta not ruled out
-    ((0.985, [0.975, 0.995], 0.001, 0.02), "faster"),
+    ((1.015, [1.005, 1.025], 0.001, 0.02), "inconclusive"),  # under delta, but delta not ruled out
+    ((0.985, [0.975, 0.995], 0.001, 0.02), "inconclusive"),
     ((1.001, [0.97, 1.03], 0.5, 0.02), "inconclusive"),
     ((1.0, [0.97, 1.03], 0.01, 0.02), "inconclusive"),     # shape differs (KS), shift not resolved
 ])
@@ -177,7 +179,7 @@ def test_decide_applies_holm_and_sizes_inconclusive():
     # too few processes for an exact 95% interval: the normal sizing over the robust CV
     assert v["ci95_estimate"] is None
     ch = abs(math.log(v["estimate"]))
-    target = max(ch, v["delta"] - ch)
+    target = abs(ch - math.log1p(v["delta"]))   # how far the estimate is from delta, either way
     assert v["processes_needed"] == abtest.processes_needed(v["cv_robust"], target)
     assert v["schedule"] == abtest.next_schedule(max(v["processes_needed"], 4))
     # a stage beyond the one that ran, never the same one again

@@ -82,14 +82,18 @@ def test_compare_arms_pairs_interleaved_rounds_from_ten():
     a = 100 * drift * np.exp(0.002 * rng.standard_normal(12))
     b = 102 * drift * np.exp(0.002 * rng.standard_normal(12))
     r = list(range(12))
-    paired = abtest.compare_arms(a, b, rounds=(r, r), resamples=200)
+    # delta 1%: a true 2% whose CI clears 1% is `slower` (the CI must clear delta)
+    paired = abtest.compare_arms(a, b, rounds=(r, r), resamples=200, delta=0.01)
     assert paired["paired"] and paired["n_pairs"] == 12 and paired["test"].startswith("Wilcoxon")
     assert paired["p_value"] == pytest.approx(2 / 2 ** 12)         # every round B > A
     assert paired["ci95_estimate"][0] > 1.01 and paired["estimate"] == pytest.approx(1.02, abs=0.003)
     [d] = abtest.decide([paired])
-    assert d["verdict"] == "slower"
+    assert d["verdict"] == "slower" and d["beyond_delta"]
+    # at the default delta (2%) the same CI reaches across delta: not decided
+    [d2] = abtest.decide([abtest.compare_arms(a, b, rounds=(r, r), resamples=200)])
+    assert d2["verdict"] == "inconclusive"
     # the same processes unpaired (stored runs): the drift swamps the 2%
-    [u] = abtest.decide([abtest.compare_arms(a, b, resamples=200)])
+    [u] = abtest.decide([abtest.compare_arms(a, b, resamples=200, delta=0.01)])
     assert not u["paired"] and u["verdict"] == "inconclusive"
     # fewer than PAIRED_MIN rounds: unpaired, chosen from the design
     short = abtest.compare_arms(a[:6], b[:6], rounds=(r[:6], r[:6]), resamples=200)
@@ -145,7 +149,8 @@ def test_resolvable_and_advice_scale_with_the_ci():
     c = {"n_a": 10, "n_b": 10, "delta": 0.02, "ratio": 1.005, "change": 0.005, "estimate": 1.005,
          "ci95_estimate": [0.985, 1.025], "p_floor": 0.002, "cv_robust": 0.02, "aa_noise": 0.01}
     hw = (math.log(1.025) - math.log(0.985)) / 2
-    assert abtest.resolvable(c) == pytest.approx(math.expm1(1.4294 * hw), rel=1e-3)
+    # the CI must clear delta: delta plus 1.43 half-widths, on the log scale
+    assert abtest.resolvable(c) == pytest.approx(math.expm1(math.log1p(0.02) + 1.4294 * hw), rel=1e-3)
     adv = abtest.advice(c)
     # equivalence is the cheaper way: half-width under (log 1.02 - log 1.005) / 1.43
     t = (math.log1p(0.02) - math.log(1.005)) / abtest._RESOLVE

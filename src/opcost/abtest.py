@@ -13,7 +13,7 @@ of arm A and arm B of one benchmark; batches are never pooled here.
   percentile-bootstrap CI stays beside it (the JSON contract);
 - threshold: delta, default 2%, fixed (aa_noise is information only);
 - verdicts (verdict()): same/negligible only with the whole CI inside
-  +/- delta, slower/faster significant with the CI on one side of 1;
+  +/- delta, slower/faster significant with the whole CI clearing delta;
 - many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
   the geometric mean of the ratios;
 - an inconclusive one says how many processes per arm would likely decide
@@ -574,15 +574,19 @@ def verdict(ratio: float, ci: list[float] | None, p_adj: float, delta_eff: float
     - same: not significant and the whole CI inside [1 - delta, 1 + delta]
       (equivalence: two one-sided tests at 2.5% each);
     - negligible: significant, and the whole CI inside +/- delta;
-    - slower / faster: significant, the CI on one side of 1 (above: slower),
-      and not inside +/- delta (whether it also clears delta is
-      beyond_delta());
+    - slower / faster: significant, and the whole CI clears delta (above
+      1 + delta: slower; below 1 - delta: faster), so the claim "B differs
+      by more than delta" is itself shown at the CI's confidence
+      (beyond_delta() is then true);
     - inconclusive: anything else (not significant with a CI that reaches
-      past delta, or a significant difference of shape, KS, whose shift CI
-      straddles 1 and reaches past delta).
+      past delta; significant with a CI that reaches across +/- delta, a
+      difference that may or may not matter; or a significant difference
+      of shape, KS, whose shift CI straddles 1).
 
     A true effect of exactly delta is then called same/negligible only when
-    the CI's far end falls short of it: at most (1 - conf) / 2 of the time.
+    the CI's far end falls short of it, and slower/faster only when its near
+    end clears it: each at most (1 - conf) / 2 of the time. An A/A is called
+    slower/faster only when its CI misses 1 by more than delta.
     """
     if ci is None:
         return "inconclusive"
@@ -590,9 +594,9 @@ def verdict(ratio: float, ci: list[float] | None, p_adj: float, delta_eff: float
     if p_adj < alpha:
         if inside:
             return "negligible"
-        if ci[0] > 1:
+        if ci[0] > 1 + delta_eff:
             return "slower"
-        if ci[1] < 1:
+        if ci[1] < 1 - delta_eff:
             return "faster"
         return "inconclusive"
     return "same" if inside else "inconclusive"
@@ -673,9 +677,9 @@ def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
 
 
 # A difference is "resolvable" when the rule would call it slower/faster 80%
-# of the time: the CI must clear 1 from an estimate at the difference, i.e.
-# the difference must be (z_{1-alpha/2} + z_{0.80}) / z_{1-alpha/2} = 1.43
-# half-widths of the 95% CI (on the log scale).
+# of the time: the CI must clear delta from an estimate at the difference,
+# i.e. the difference must exceed delta by (z_{1-alpha/2} + z_{0.80}) /
+# z_{1-alpha/2} = 1.43 half-widths of the 95% CI (on the log scale).
 POWER = 0.80
 _RESOLVE = (1.959963984540054 + 0.8416212335729143) / 1.959963984540054
 
@@ -691,14 +695,15 @@ def half_width(c: dict) -> float | None:
 
 def resolvable(c: dict) -> float | None:
     """The smallest relative difference this comparison's noise and sizes
-    resolve (called slower/faster with 80% probability by the rule): 1.43
-    half-widths of its CI, so bimodal or heavy-tailed process medians and
-    pairing count as they do in the CI. None when the design cannot reach
-    significance at all (p_floor >= alpha) or there is no CI."""
+    resolve (called slower/faster with 80% probability by the rule, whose
+    CI must clear delta): delta plus 1.43 half-widths of its CI, on the log
+    scale, so bimodal or heavy-tailed process medians and pairing count as
+    they do in the CI. None when the design cannot reach significance at
+    all (p_floor >= alpha) or there is no CI."""
     if c.get("p_floor", 0.0) >= ALPHA:
         return None
     hw = half_width(c)
-    return None if hw is None else math.expm1(_RESOLVE * hw)
+    return None if hw is None else math.expm1(math.log1p(c.get("delta", DELTA)) + _RESOLVE * hw)
 
 
 def advice(c: dict, alpha: float = ALPHA) -> dict:
@@ -707,8 +712,8 @@ def advice(c: dict, alpha: float = ALPHA) -> dict:
     with a "schedule_note" when even 40 would not.
 
     The CI's half-width shrinks as 1/sqrt(n); two ways to decide: a CI that
-    clears 1 (an effect of |estimate - 1|: 1.43 half-widths, 80% power) or
-    a CI inside +/- delta (half-width under delta - |estimate - 1|). Sized
+    clears delta (an estimate beyond delta by 1.43 half-widths, 80% power)
+    or a CI inside +/- delta (half-width under delta - |estimate - 1|). Sized
     for the cheaper of the two from the CI measured, which carries this
     run's noise, pairing and shape (validation/compare/verdict_rule.py
     checks the sizing on the rule itself). Without a CI (too few processes
@@ -719,11 +724,11 @@ def advice(c: dict, alpha: float = ALPHA) -> dict:
     n = max(c["n_a"], c["n_b"])
     hw = half_width(c)
     if hw is not None and hw > 0 and n >= 2:
-        targets = [ch / _RESOLVE if ch > 0 else 0.0, max(math.log1p(d) - ch, 0.0) / _RESOLVE * 1.0]
+        targets = [max(ch - math.log1p(d), 0.0) / _RESOLVE, max(math.log1p(d) - ch, 0.0) / _RESOLVE]
         need = min(math.ceil(n * (hw / t) ** 2) if t > 0 else math.inf for t in targets)
         need = max(MIN_PROCESSES, need) if math.isfinite(need) else 10 ** 6
     else:
-        target = max(ch, d - ch)
+        target = max(abs(ch - math.log1p(d)), 1e-9)
         cv = c.get("cv_robust")
         if cv is None:
             na, nb = c["n_a"], c["n_b"]

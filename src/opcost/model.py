@@ -109,7 +109,9 @@ opcost.comparison/1
     or twice the smaller with ties), p_floor, resolvable, beyond_delta
     (slower/faster); delta is the requested delta (no longer widened by
     noise); same/negligible need ci95_estimate inside +/- delta,
-    slower/faster significance and the CI on one side of 1;
+    slower/faster significance and the CI on one side of 1 (since the
+    verdict-rule change below: the whole CI clear of +/- delta, so
+    beyond_delta is true whenever the verdict is slower/faster);
     sequential.looks[] add estimate; ci_at_level is the exact interval at
     the look's level. ratio, ci95_ratio keep their meaning.
   issue 25 (sequential CI): in a sequential design, ci95_estimate is the

@@ -27,8 +27,8 @@ the statistics of each look are abtest.py's.
 - A benchmark is settled at look k when its Holm-adjusted p (across every
   benchmark of the report, the settled ones with the p they settled with)
   is under the look's level and its CI at the look's level (the exact
-  interval of the estimate at that confidence) is on one side of 1 and not
-  inside +/- delta (slower, faster), or when that CI lies inside +/- delta
+  interval of the estimate at that confidence) clears +/- delta (slower,
+  faster), or when that CI lies inside +/- delta
   (same, or negligible when also significant). At the last look a verdict is whatever it is
   (inconclusive allowed). A settled benchmark is measured no more; the run
   stops when all are settled.
@@ -263,7 +263,7 @@ def decide(arms: list[Arms | None], *, delta: float, rounds: int, final: bool, s
             if c["verdict"] in ("slower", "faster"):
                 c["beyond_delta"] = abtest.beyond_delta(wide, c["delta"])
             inside = wide is not None and 1 - c["delta"] <= wide[0] and wide[1] <= 1 + c["delta"]
-            why = ("significant at the look's level, its CI at that level on one side of 1 and not inside +/- delta"
+            why = ("significant at the look's level, its CI at that level clear of +/- delta"
                    if c["verdict"] in ("slower", "faster")
                    else "its CI at the look's level lies inside +/- delta" if inside
                    else ("last look" if end else "the run ended here") if last else None)

@@ -528,7 +528,7 @@ def _design_text(doc: dict) -> str:
     lines = [f"sequential design: looks after {', '.join(str(lk['processes_per_arm']) for lk in planned)} processes "
              f"per arm ({d['spending']} alpha spending); significant at p (Holm) under "
              + ", ".join(f"{lk['p_level']:.2g}" for lk in planned) + ";\n"
-             "a verdict is settled when significant with its CI at that level on one side of 1 and not inside +/- delta, "
+             "a verdict is settled when significant with its CI at that level clear of +/- delta, "
              "or when that CI lies inside +/- delta; the CI shown is that CI at the stopping look's level "
              "(a repeated confidence interval: 95% at every look at once, so also where the run stopped)"]
     n = len(planned)

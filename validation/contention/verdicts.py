@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -36,9 +37,13 @@ from validation.harness.script import pick_cpu, script_main  # noqa: E402
 K0 = 401   # the calibration's B: enough adds to see their cost above the noise
 
 
-def verdict_of(doc: dict) -> tuple[str, float]:
+def verdict_of(doc: dict) -> tuple[str, float, list | None]:
     (c,) = doc["comparisons"]
-    return c["verdict"], float(c.get("estimate", c["ratio"]))
+    return c["verdict"], float(c.get("estimate", c["ratio"])), c.get("ci95_estimate", c.get("ci95_ratio"))
+
+
+def _ci(ci: list | None) -> str:
+    return f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else ""
 
 
 def main() -> int:
@@ -77,27 +82,29 @@ def main() -> int:
 
     plan = [("quiet", 0.0)] * args.aa + [("hog", args.duty)] * args.aa
     rng.shuffle(plan)
-    aa: dict[str, list[tuple[str, float]]] = {"quiet": [], "hog": []}
+    aa: dict[str, list[tuple[str, float, list | None]]] = {"quiet": [], "hog": []}
     for i, (cond, duty) in enumerate(plan, 1):
         with Hog(cpu, duty):
             aa[cond].append(verdict_of(opcost(["ab", "syscall.null", "--a", "spin=1", "--b", "spin=1", *common])))
-        print(f"  A/A {i}/{len(plan)} {cond}: {aa[cond][-1][0]} ({aa[cond][-1][1]:.4f})", flush=True)
-    inj: list[tuple[str, float]] = []
+        print(f"  A/A {i}/{len(plan)} {cond}: {aa[cond][-1][0]} ({aa[cond][-1][1]:.4f}{_ci(aa[cond][-1][2])}); "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+    inj: list[tuple[str, float, list | None]] = []
     for i in range(args.injected):
         with Hog(cpu, args.duty):
             inj.append(verdict_of(opcost(["ab", "syscall.null", "--a", "spin=1", "--b", f"spin={1 + k}", *common])))
-        print(f"  injected {i + 1}/{args.injected}: {inj[-1][0]} ({inj[-1][1]:.4f})", flush=True)
+        print(f"  injected {i + 1}/{args.injected}: {inj[-1][0]} ({inj[-1][1]:.4f}{_ci(inj[-1][2])}); "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
 
     print()
     print("condition        comparisons  false slower/faster  verdicts")
     for cond in ("quiet", "hog"):
-        vs = [v for v, _ in aa[cond]]
+        vs = [v for v, _, _ in aa[cond]]
         false = sum(v in ("slower", "faster") for v in vs)
         counts = ", ".join(f"{v} {vs.count(v)}" for v in sorted(set(vs)))
         print(f"A/A {cond:<12} {len(vs):>11}  {false:>19}  {counts}")
-    vs = [v for v, _ in inj]
+    vs = [v for v, _, _ in inj]
     found = sum(v == "slower" for v in vs)
-    est = sorted(e for _, e in inj)
+    est = sorted(e for _, e, _ in inj)
     print(f"injected {args.size:.0%} beside the hog: found slower in {found} of {len(vs)} "
           f"(goal >= 9 of 10); estimates {est[0]:.4f}-{est[-1]:.4f}, "
           f"median {est[len(est) // 2]:.4f}; verdicts: " + ", ".join(f"{v} {vs.count(v)}" for v in sorted(set(vs))))

@@ -103,8 +103,13 @@ def resolvable_line(bench: str, e: dict, delta: float) -> str:
     n = e.get("n_a")
     if r is None:
         return f"{bench}: after {n} processes per arm the noise leaves no difference resolvable yet; measuring on"
+    import math
+
+    # beyond delta, the part the CI's half-width sets shrinks as 1/sqrt(n)
+    extra = math.log1p(r) - math.log1p(delta)
+    r20, r40 = (math.expm1(math.log1p(delta) + extra / f) for f in (2 ** 0.5, 2))
     return (f"{bench}: after {n} processes per arm this noise resolves about {r:.1%} (80% of the time; delta "
-            f"{delta:.1%}); 20 and 40 per arm: about {r / 2 ** 0.5:.1%} and {r / 2:.1%}; measuring on")
+            f"{delta:.1%}); 20 and 40 per arm: about {r20:.1%} and {r40:.1%}; measuring on")
 
 
 def run(args, argv) -> int:
