@@ -44,7 +44,7 @@ class DocumentProblem(ValueError):
 
 class _Refused:
     """Stands for a value the parser refused (NaN, 1e400, a 5000-digit
-    integer) until `problem` names where it is."""
+    integer) until `_walk` names where it is."""
 
     def __init__(self, what: str):
         self.what = what
@@ -101,7 +101,7 @@ def _constant(s: str) -> Any:
 def loads(text: str) -> Any:
     """json.loads with the bounds above; json.JSONDecodeError as json gives it,
     DocumentProblem for what is beyond the bounds (nesting, refused numbers,
-    lone surrogates: `problem` finds them)."""
+    lone surrogates: `_walk` finds them, with their JSON path)."""
     try:
         doc = json.loads(text, parse_float=_float, parse_int=_int, parse_constant=_constant)
     except RecursionError:
