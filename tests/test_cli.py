@@ -508,7 +508,8 @@ def test_help_imports_no_heavy_modules(cli_environ, tmp_path):
     assert "run" in cp.stdout and "history" in cp.stdout
     mods = {ln.rsplit("|", 1)[1].strip() for ln in cp.stderr.splitlines() if ln.startswith("import time:")}
     assert "opcost.cli" in mods                              # we did read the import list
-    heavy = sorted(m for m in mods if m.split(".")[0] in {"numpy", "scipy", "rich", "matplotlib", "psycopg"})
+    heavy = sorted(m for m in mods if m.split(".")[0] in {"numpy", "scipy", "rich", "matplotlib", "psycopg",
+                                                        "jsonschema", "referencing"})
     assert heavy == []
 
 

@@ -98,6 +98,18 @@ def template(tmp_path_factory, probe_bin) -> Path:
     (t / "badkey.json").write_text(json.dumps(new | {"labels": {"bad key": "x"}}) + "\n")
     (t / "noresults.json").write_text(json.dumps({k: v for k, v in new.items() if k != "results"}) + "\n")
     (t / "empty.json").write_text("")
+    # issue 26: documents the store could not hold, or that readers could not read, once stored
+    def broken(name: str, key: str, value: str, doc: dict = new) -> None:
+        doc = json.loads(json.dumps(doc))
+        doc["results"][0]["processes"][0]["samples"][0][key] = "@@"
+        (t / name).write_text(json.dumps(doc).replace('"@@"', value) + "\n")
+    broken("strns.json", "ns_per_op", '"12.5"')
+    broken("iters.json", "iters", "1e40")
+    broken("bigint.json", "iters", "9" * 60)
+    broken("nan.json", "ns_per_op", "NaN")
+    broken("inf.json", "ns_per_op", "1e400")
+    (t / "surrogate.json").write_text(json.dumps(new | {"label": "\ud800"}) + "\n")
+    (t / "deep.json").write_text(json.dumps(new)[:-1] + ', "deep": ' + "[" * 100000 + "]" * 100000 + "}\n")
     (t / "prog.c").write_text("int main(void) { return 0; }\n")
     (t / "op.c").write_text("#include <stdint.h>\nuint64_t opcost_op(uint64_t x) { return x + 1; }\n")
     (t / "bad.c").write_text("int main(void) { return undeclared; }\n")

@@ -12,6 +12,8 @@ hash of their content), so importing a run twice stores it once."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from typing import Any
 
 from .errors import UsageError
@@ -28,41 +30,48 @@ def serialize(docs: list[dict]) -> bytes:
 
 def read_file(path: str) -> list[dict]:
     """The checked documents of one file (see the module's rule); a problem
-    is one UsageError naming the file and the line."""
+    is one UsageError naming the file and the line. Reading is bounded
+    (docschema: size, nesting, numbers, text) and each document is validated
+    against the schema of opcost.result/1 (`schemas/result-1.json`)."""
+    from . import docschema
+
     name = printable(path)
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            st = os.fstat(f.fileno())
+            text = docschema.read_text(f, st.st_size if stat.S_ISREG(st.st_mode) else None)
     except IsADirectoryError:
         raise UsageError(f"{name} is a directory; give files written by `opcost export` or `run --json`") from None
+    except docschema.DocumentProblem as e:
+        raise UsageError(f"{name}{'' if e.line is None else f' line {e.line}'}: {e}") from None
     except OSError as e:
         raise UsageError(f"cannot read {name} ({e.strerror or e}); give files written by `opcost export` "
                          "or `run --json`") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise UsageError(f"{name} line {line}: not UTF-8 text, so not opcost JSON; give files written by "
-                         "`opcost export` or `run --json`") from None
     if not text.strip():
         raise UsageError(f"{name} is empty; give files written by `opcost export` or `run --json`")
     try:
-        whole = json.loads(text)
-    except json.JSONDecodeError as e:
+        whole = docschema.loads(text)
+    except (json.JSONDecodeError, docschema.DocumentProblem) as e:
         if text.lstrip().split("\n", 1)[0].strip() in ("{", "["):    # one indented document
+            if isinstance(e, docschema.DocumentProblem):
+                raise UsageError(f"{name}: {printable(str(e))}") from None
             raise UsageError(f"{name} line {e.lineno}: {_json_problem(e, text)}") from None
         return _json_lines(name, text)
     return [check(whole, name if text.strip().count("\n") else f"{name} line 1")]
 
 
 def _json_lines(name: str, text: str) -> list[dict]:
+    from . import docschema
+
     docs = []
     lines = text.split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
+            doc = docschema.loads(line)
+        except docschema.DocumentProblem as e:
+            raise UsageError(f"{name} line {n}: {printable(str(e))}") from None
         except json.JSONDecodeError as e:
             raise UsageError(f"{name} line {n}: {_json_problem(e, line)}") from None
         docs.append(check(doc, f"{name} line {n}"))
@@ -132,4 +141,9 @@ def check(doc: Any, where: str) -> dict:
                  f"results[{i}].processes[{j}] must have index (a number) and samples, warmup (lists of objects)")
         idx = [p["index"] for p in r.get("processes") or []]
         need(len(idx) == len(set(idx)), f"results[{i}] has two processes with the same index")
+    from . import docschema
+
+    problem = docschema.problem(doc, RESULT_SCHEMA)    # every field's type, as docs/result-json.md gives it
+    if problem is not None:
+        raise _fail(where, f"{printable(problem)} (not a valid {RESULT_SCHEMA} document; docs/result-json.md)")
     return doc

@@ -10,10 +10,11 @@ def add_parser(sub) -> None:
     s = sub.add_parser("import", help="store runs from files of `opcost export` (or `run --json`)",
                        description="Stores each run as it was measured: env, labels, command line, times, "
                        "status, every process and its raw samples. A file holds one opcost.result/1 "
-                       "document or JSON lines (one per line). Every file is checked before anything "
-                       "is stored, and each is stored in one transaction. A run the store holds already "
-                       "(the same uuid) is not stored again. A run keeps its id when this store never "
-                       "gave it, else it gets the next free one.")
+                       "document or JSON lines (one per line), of at most 256 MiB. Every file is checked "
+                       "(each document against the JSON Schema of opcost.result/1 that opcost ships: "
+                       "docs/result-json.md) before anything is stored, and each is stored in one "
+                       "transaction. A run the store holds already (the same uuid) is not stored again. "
+                       "A run keeps its id when this store never gave it, else it gets the next free one.")
     s.add_argument("files", nargs="+", metavar="FILE", help="file written by `opcost export`; repeatable")
     add_store_option(s)
 
