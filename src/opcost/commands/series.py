@@ -82,9 +82,9 @@ def _mode(args) -> str:
 # a series of stored runs they would change nothing.
 _MEASURING = [(f.dest, f.flags[0], f.default) for f in protocol.FIELDS] + [
     ("target", "--target", None), ("cpu", "--cpu", None), ("counters", "--counters", None),
-    ("label", "--label", None), ("no_store", "--no-store", False), ("kernel", "--kernel", None),
-    ("kernel_cmdline", "--kernel-cmdline", ""), ("vm_cpus", "--vm-cpus", None), ("vm_mem", "--vm-mem", None),
-    ("vm_procs", "--vm-procs", None), ("accel", "--accel", "auto"), ("allow_emulated", "--allow-emulated", False)]
+    ("label", "--label", None), ("no_store", "--no-store", False)]
+# (the virtual machine's options are vm_options.given()'s; --allow-emulated stays:
+# stored runs may have run under TCG)
 
 
 def _measuring_options(args) -> list[str]:
