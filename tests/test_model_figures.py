@@ -63,7 +63,9 @@ def test_the_different_machines_refusal_is_the_models():
 
 def test_the_series_schema_is_named_once():
     assert _defined("SERIES_SCHEMA") == ["model.py"]
-    assert [m.split(":")[0] for m in _matching(r"= \"opcost\.\w+/1\"")] == ["model.py"] * 3
+    # every document kind's name (result, comparison, series, fleet, ...) is set in the model alone
+    named = [m.split(":")[0] for m in _matching(r"= \"opcost\.\w+/1\"")]
+    assert len(named) >= 3 and set(named) == {"model.py"}
 
 
 def test_a_summary_is_read_through_the_model():
