@@ -531,12 +531,13 @@ def across_hosts(log_ratios, delta: float = DELTA, alpha: float = ALPHA) -> dict
                    note="one host: an interval across hosts needs two or more")
         return out
     sd = float(np.std(x, ddof=1))
-    half = float(sps.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
-    if sd > 0:
-        p = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    else:
-        p = 1.0 if mean == 0 else 0.0
-    ci = [math.exp(mean - half), math.exp(mean + half)]
+    if sd > 0:   # scipy's one-sample t test and its interval
+        t = sps.ttest_1samp(x, 0.0)
+        p = float(t.pvalue)
+        lo, hi = (float(v) for v in t.confidence_interval(confidence_level=1 - alpha))
+    else:        # identical hosts: scipy has no answer (0 / 0); a zero-width interval
+        p, lo, hi = (1.0 if mean == 0 else 0.0), mean, mean
+    ci = [math.exp(lo), math.exp(hi)]
     out.update(ci95=ci, p_value=p, sd_log=sd, verdict=verdict(math.exp(mean), ci, p, delta, alpha))
     return out
 

@@ -900,18 +900,18 @@ class VmTarget:
             ck = self._check_key(r)
             if ck not in self._checks:
                 groups.setdefault(self.batch_key(r), {}).setdefault(ck, r)
-        for (kernel, cmdline), todo in groups.items():
+        for (kernel, cmdline), pending in groups.items():
             m = Machine(kernel, cmdline)
-            runs, files = guest_files(list(todo.values()))
+            runs, files = guest_files(list(pending.values()))
             b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(g.argv(check=True), {}, exe)
                                                                      for g, exe in runs],
                                               f"preflight boot of {kernel}", files)
-            cmds = b.commands + [Command() for _ in range(len(todo) + 1 - len(b.commands))]
+            cmds = b.commands + [Command() for _ in range(len(pending) + 1 - len(b.commands))]
             rec = self._record(m, b, accel, mt)
             with contextlib.suppress(ValueError, IndexError):
                 rec["cpuid"] = json.loads(cmds[0].stdout[0])
             self.machines.setdefault((kernel, cmdline), rec)
-            for ck, c in zip(todo, cmds[1:]):
+            for ck, c in zip(pending, cmds[1:]):
                 self._checks[ck] = c
 
     def _check_key(self, req: probe.ProbeRequest) -> tuple:
