@@ -97,7 +97,7 @@ class SshTarget:
         assert self.remote_probe is not None
         exe = self.remote_probe
         if req.exe or req.program:
-            local = req.exe or req.program[-1]
+            local = req.exe or (req.program or ("",))[-1]
             if req.emulator or (req.program and len(req.program) != 1) or local not in self._builds:
                 raise UsageError(f"{self.host}: only the probe's own benchmarks and the builds of `opcost fleet "
                                  "variants` for its architecture run on an ssh host")
