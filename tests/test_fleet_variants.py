@@ -17,9 +17,10 @@ one; it stays off the CPU real measurements use, the last)."""
 
 from __future__ import annotations
 
-import json
 import glob
+import json
 import re
+import sqlite3
 import subprocess
 
 import pytest
@@ -205,3 +206,62 @@ def test_compilers_for_the_hosts_architectures(monkeypatch):
     with pytest.raises(UsageError, match=rf"hosts lab2, lab3 are {other} and no compiler for {other} is installed "
                        rf"here: install {pkg} \(apt-get install {pkg}\)"):
         compiler_for_hosts(other, ["lab2", "lab3"], None)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
+    """Stopped while the hosts measure: the builds go with each host's upload
+    directory (SIGINT: opcost removes it, exit 130, the local build directory
+    too; SIGKILL: each host removes it as its session ends, and the local
+    build directory, whose owner is gone, is swept by the next variants)."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    from opcost import variantbuild
+    from opcost.targets.ssh import PERSIST_S
+    from test_fleet import _stored_processes, leftovers
+
+    src = tmp_path / "prog.c"
+    src.write_text(PROGRAM)
+    before = set(no_local_builds())
+    proc = subprocess.Popen(cli_argv("fleet", "variants", "--ssh-config", fleet_up.ssh_config, "--hosts", HOSTS,
+                                     str(src), "-D", "FAST", "-D", "SLOW", "--cpu", "0", "-p", "40"),
+                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _stored_processes(tmp_path, "fleet1") >= 1:
+                    break
+            except sqlite3.Error:   # the store being created
+                pass
+            time.sleep(0.05)
+        mine = set(no_local_builds()) - before
+        assert len(mine) == 1, mine   # one architecture here: one build directory
+        proc.send_signal(getattr(signal, how))
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == "SIGINT":
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert {r["status"] for r in runs(tmp_path)} == {"interrupted"}
+        assert settle() == {"files": [], "processes": []}
+        assert set(no_local_builds()) <= before
+        return
+    deadline = time.monotonic() + PERSIST_S + 15
+    while True:
+        left = leftovers()
+        remote = [f for f in left["files"] if "opcost-fleet." in f]
+        if not remote and not left["processes"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert remote == [] and left["processes"] == [], left
+    for d in (f for f in left["files"] if "opcost-ssh-" in f):
+        shutil.rmtree(d)   # the local control directory, with the master's log
+    assert set(no_local_builds()) - before == mine and all(os.path.isdir(d) for d in mine)
+    variantbuild.sweep_stale_workdirs()
+    assert not set(no_local_builds()) & mine
