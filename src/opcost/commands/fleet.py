@@ -33,7 +33,8 @@ def _host_options(r) -> None:
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("fleet", help="run one study, one A/B or one variants study on many hosts over ssh (results labelled host=NAME)")
+    s = sub.add_parser("fleet", help="run one study, one A/B or one variants study on many hosts over ssh "
+                       "(results labelled host=NAME)")
     fs = s.add_subparsers(dest="fleet_command", metavar="ACTION", parser_class=Parser, required=True)
     r = fs.add_parser("run", help="measure SPECs on every host, with the protocol of `opcost run`",
                       description=HOW + "measure as `opcost run` does, store the run labelled host=NAME, remove "
