@@ -136,6 +136,11 @@ class Fleet:
         self._each(self._connect)
         return {h: t.arch for h, t in self.targets.items() if self.outcomes[h].status == "pending" and t.arch}
 
+    @property
+    def stopped(self) -> int | None:
+        """The signal that cancelled the hosts (None: none did)."""
+        return self._stop
+
     def close_all(self) -> None:
         """Every host's upload removed and connection closed (a study refused
         after connect_all)."""

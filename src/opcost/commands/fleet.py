@@ -239,6 +239,10 @@ def run_variants(args, argv) -> int:
     _ready(f)
     arches = f.connect_all()   # what each host is (uname -m): what to build for it
     try:
+        if f.stopped is not None:   # Ctrl-C while connecting: nothing built, nothing measured
+            from ..interrupts import Interrupted
+
+            raise Interrupted(f.stopped)
         compilers = {arch: compiler_for_hosts(arch, [h for h, a in arches.items() if a == arch], cc)
                      for arch in dict.fromkeys(arches.values())}
         with contextlib.ExitStack() as stack:
