@@ -265,3 +265,28 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
     assert set(no_local_builds()) - before == mine and all(os.path.isdir(d) for d in mine)
     variantbuild.sweep_stale_workdirs()
     assert not set(no_local_builds()) & mine
+
+
+def test_a_build_runs_as_its_uploaded_copy():
+    """On an ssh host a request for a build runs its copy in the upload
+    directory (op mode: instead of the probe; program mode: under the
+    probe's `time`); a build never uploaded there is refused."""
+    from opcost import probe
+    from opcost.errors import UsageError
+    from opcost.targets.ssh import SshTarget
+
+    t = SshTarget("lab1")
+    t.ssh._ctl_dir = "/nonexistent"   # no connection: only the command line is made
+    t.remote_probe = "/tmp/opcost-fleet.X/opcost-probe-x86_64"
+    t._builds = {"/here/v0_A": "/tmp/opcost-fleet.X/build-1", "/here/probe-B": "/tmp/opcost-fleet.X/build-2"}
+    prog = probe.ProbeRequest(bench="program", params={}, arch="x86_64", program=("/here/v0_A",))
+    line = t.launch(prog, prog.argv(check=True))[-1]
+    assert "/tmp/opcost-fleet.X/opcost-probe-x86_64 time " in line and line.endswith("-- /tmp/opcost-fleet.X/build-1")
+    assert "/here/" not in line
+    op = probe.ProbeRequest(bench="user.op", params={}, arch="x86_64", exe="/here/probe-B")
+    line = t.launch(op, op.argv())[-1]
+    assert "/tmp/opcost-fleet.X/build-2 run user.op" in line and "opcost-probe-x86_64" not in line
+    for bad in (probe.ProbeRequest(bench="user.op", params={}, arch="x86_64", exe="/here/other"),
+                probe.ProbeRequest(bench="user.op", params={}, arch="arm", exe="/here/probe-B", emulator="qemu-arm")):
+        with pytest.raises(UsageError, match="only the probe's own benchmarks and the builds of"):
+            t.launch(bad, bad.argv())
