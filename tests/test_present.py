@@ -54,7 +54,8 @@ def _add_argument_sites(flag: str) -> list[str]:
 
 def test_store_is_declared_once_with_one_help_text():
     opts = _options("--store")
-    assert {" ".join(p) for p in opts} == {"run", "ab", "variants", "series", "fleet run", "fleet ab", "compare", "show",
+    assert {" ".join(p) for p in opts} == {"run", "ab", "variants", "series", "fleet run", "fleet ab", "fleet variants",
+                                           "compare", "show",
                                            "report", "history", "export", "import"}
     assert len({(a.help, a.metavar, a.default) for a in opts.values()}) == 1
     (help_,) = {a.help for a in opts.values()}
@@ -74,7 +75,8 @@ def test_export_json_and_delta_are_declared_once():
     assert {" ".join(p) for p in files} == {" ".join(p) for p in _options("--export")}
     assert len({a.help for a in _options("--export").values()}) == 1
     deltas = _options("--delta")
-    assert {" ".join(p) for p in deltas} == {"ab", "fleet ab", "variants", "series", "compare", "report"}
+    assert {" ".join(p) for p in deltas} == {"ab", "fleet ab", "fleet variants", "variants", "series", "compare",
+                                             "report"}
     assert {(a.default, a.metavar) for a in deltas.values()} == {(DEFAULT_DELTA, "PCT")}
 
 

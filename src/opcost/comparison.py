@@ -671,19 +671,20 @@ def stored_comparison(doc: dict) -> dict | None:
     return None
 
 
-# --- `fleet ab`: one A/B per host, and the host as the unit across them -----------
+# --- `fleet ab`, `fleet variants`: one comparison per host, and the host as the unit across them ---
 
 _HOST_STATUS = {"complete": "ok", "running": "failed", "abandoned": "failed"}
 
 
 def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str) -> dict:
-    """The opcost.fleet/1 document of a `fleet ab`: `hosts` in the order
-    given, each {host, status, reason, run_id, document (that host's
-    opcost.result/1 with its plan, or None)}. Each host's comparison is the
-    one its own ab run prints (stored_comparison: rebuilt from its results
-    and plan, so `show` of the record gives the same); across hosts, per
-    benchmark, the host is the unit (abtest.across_hosts over the log of
-    each host's verdict estimate)."""
+    """The opcost.fleet/1 document of a `fleet ab` (or of a `fleet
+    variants`: plan.of): `hosts` in the order given, each {host, status,
+    reason, run_id, document (that host's opcost.result/1 with its plan, or
+    None)}. Each host's comparison is the one its own ab (variants) run
+    prints (stored_comparison: rebuilt from its results and plan, so `show`
+    of the record gives the same); across hosts, per benchmark (per
+    compared build), the host is the unit (abtest.across_hosts over the log
+    of each host's verdict estimate)."""
     from . import __version__
     from .model import FLEET_SCHEMA
 
@@ -694,33 +695,45 @@ def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str
         row = {"host": h["host"], "status": h["status"], "reason": h.get("reason"), "run_id": h.get("run_id"),
                "comparison": cdoc}
         rows.append(row)
-    return {"schema": FLEET_SCHEMA, "opcost_version": __version__, "kind": "ab", "run_id": run_id,
-            "fleet": fleet_id, "a": {"params": plan.a}, "b": {"params": plan.b},
-            "delta_requested": plan.delta, "alpha": plan.alpha, "hosts": rows,
-            "across": _across(rows, plan.specs, plan.delta, plan.alpha)}
+    head: dict = {"schema": FLEET_SCHEMA, "opcost_version": __version__, "kind": plan.of or "ab", "run_id": run_id,
+                  "fleet": fleet_id}
+    if plan.of == "variants":   # each build against the first, by its name (-DNAME)
+        entries = [e for r in rows for e in (r["comparison"] or {}).get("comparisons", [])]
+        keys = list(dict.fromkeys(e["key"] for e in entries if "key" in e))
+        baseline = next((r["comparison"]["variants"]["baseline"] for r in rows
+                         if r["comparison"] and "variants" in r["comparison"]), None)
+        head.update(source=plan.specs[0] if plan.specs else None, baseline=baseline)
+        across = _across(rows, keys, "key", plan.delta, plan.alpha)
+    else:
+        head.update(a={"params": plan.a}, b={"params": plan.b})
+        across = _across(rows, plan.specs, "bench", plan.delta, plan.alpha)
+    return {**head, "delta_requested": plan.delta, "alpha": plan.alpha, "hosts": rows, "across": across}
 
 
-def _across(rows: list[dict], benches: list[str], delta: float, alpha: float) -> list[dict]:
+def _across(rows: list[dict], keys: list[str], by: str, delta: float, alpha: float) -> list[dict]:
+    """Per key (a benchmark of ab: by="bench"; a compared build of variants:
+    by="key"), each host's figure and the hosts' together."""
     import math
 
     from . import abtest
     from .model import verdict_estimate
 
     out = []
-    for bench in benches:
+    for key in keys:
         per = []
-        op = None
+        op = bench = None
         for r in rows:
-            e = next((e for e in (r["comparison"] or {}).get("comparisons", []) if e.get("bench") == bench), None)
+            e = next((e for e in (r["comparison"] or {}).get("comparisons", []) if e.get(by) == key), None)
             if e is None or "ratio" not in e or not e.get("verdict"):
                 continue
-            op = op or e.get("op")
+            op, bench = op or e.get("op"), bench or e.get("bench")
             est, ci = verdict_estimate(e)
             per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e["verdict"]})
         counts = {v: 0 for v in abtest.VERDICTS}
         for p in per:
             counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
-        entry: dict = {"bench": bench, "key": bench, "op": op, "hosts": per, "counts": counts}
+        entry: dict = {"bench": key if by == "bench" else bench, "key": key, "op": op, "hosts": per,
+                       "counts": counts}
         if per:
             entry.update(abtest.across_hosts([math.log(p["ratio"]) for p in per], delta=delta, alpha=alpha))
         else:
@@ -731,7 +744,7 @@ def _across(rows: list[dict], benches: list[str], delta: float, alpha: float) ->
 
 def stored_fleet(store, doc: dict) -> dict | None:
     """A stored fleet record (`doc`, a run of kind fleet) as `fleet ab`
-    printed it: its hosts' runs (label fleet=ID, host=NAME) loaded and put
+    (`fleet variants`) printed it: its hosts' runs (label fleet=ID, host=NAME) loaded and put
     together by fleet_document. None: not a fleet record (or its plan is
     not known)."""
     from .model import plan_of

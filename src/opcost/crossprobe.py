@@ -32,6 +32,11 @@ _DEBIAN_PACKAGE = {"x86_64": "gcc-x86-64-linux-gnu", "i386": "gcc-i686-linux-gnu
                    "aarch64": "gcc-aarch64-linux-gnu", "arm": "gcc-arm-linux-gnueabihf"}
 
 
+def cross_package(arch: str) -> str:
+    """The Debian package of the cross compiler for `arch`."""
+    return _DEBIAN_PACKAGE[arch]
+
+
 def source_dir() -> Path:
     """The probe's C sources: shipped in the package, or the source tree."""
     shipped = Path(__file__).resolve().parent / "_probe" / "src"

@@ -18,6 +18,11 @@ its own arms and stores its own ab run; the fleet record (`open_record`,
 `close_record`) is a run of kind fleet, with no results, whose plan names
 the hosts, and whose label fleet=ID every host's run carries
 (comparison.fleet_document puts them together).
+
+`fleet variants` connects every host first (`connect_all`: each host's
+`uname -m` is what its builds are for), builds once per architecture
+there is, then measures (`run`); its `variants_of(target)` uploads the
+host's builds beside its probe.
 """
 
 from __future__ import annotations
@@ -124,8 +129,31 @@ class Fleet:
                 out.append(e)
         return out
 
+    def connect_all(self) -> dict[str, str]:
+        """Connect every host (at most parallel_hosts at a time), before `run`:
+        {host: its architecture} of those connected; one that cannot be is
+        failed (one line at the end), and `run` leaves it out."""
+        self._each(self._connect)
+        return {h: t.arch for h, t in self.targets.items() if self.outcomes[h].status == "pending" and t.arch}
+
+    @property
+    def stopped(self) -> int | None:
+        """The signal that cancelled the hosts (None: none did)."""
+        return self._stop
+
+    def close_all(self) -> None:
+        """Every host's upload removed and connection closed (a study refused
+        after connect_all)."""
+        for h, t in self.targets.items():
+            t.close()
+            self.outcomes[h].cleaned = t.closed_cleanly
+
     def run(self) -> None:
-        threads = [threading.Thread(target=self._host, args=(h,), name=f"fleet-{h}", daemon=True)
+        self._each(self._host)
+
+    def _each(self, work: Callable[[str], None]) -> None:
+        self._ended = []
+        threads = [threading.Thread(target=work, args=(h,), name=f"fleet-{h}", daemon=True)
                    for h in self.hosts]
         for t in threads:
             t.start()
@@ -152,11 +180,35 @@ class Fleet:
         finally:
             self._ended.append(host)
 
+    def _connect(self, host: str) -> None:
+        out = self.outcomes[host]
+        try:
+            with self._slots:
+                if self._stop is not None:
+                    out.status, out.reason = "interrupted", "not started (interrupted)"
+                    return
+                try:
+                    self.targets[host].connect()
+                except KeyboardInterrupt:
+                    out.status, out.reason = "interrupted", "interrupted"
+                except OpcostError as e:
+                    out.status, out.reason, out.exit_code = "failed", str(e), e.exit_code
+                except Exception as e:   # a bug on one host must not take the others down
+                    out.status, out.reason, out.exit_code = "failed", f"internal error: {e!r}", 1
+                if out.status != "pending":
+                    self.targets[host].close()
+                    out.cleaned = self.targets[host].closed_cleanly
+        finally:
+            self._ended.append(host)
+
     def _host_slot(self, host: str) -> None:
         out = self.outcomes[host]
+        if out.status != "pending":   # not connected (connect_all said why)
+            return
         with self._slots:
             if self._stop is not None:
                 out.status, out.reason = "interrupted", "not started (interrupted)"
+                self.targets[host].close()   # connected by connect_all: its upload goes
                 return
             target = self.targets[host]
             try:
@@ -176,7 +228,8 @@ class Fleet:
     def _measure(self, host: str, target: SshTarget, out: HostOutcome) -> None:
         import copy
 
-        target.connect()
+        if target.remote_probe is None:   # not yet connected (connect_all)
+            target.connect()
         s = copy.copy(self.settings)
         s.labels = {**self.settings.labels, "host": host, **({"fleet": self.fleet_id} if self.fleet_id else {})}
         s.exports = [] if self.variants_of else host_exports(self.settings.exports, host, len(self.hosts))
@@ -231,7 +284,7 @@ def open_record(settings: session.Settings, hosts: list[str]) -> tuple[int | Non
     from .store import open_store
 
     plan = replace(settings.plan, kind="fleet", hosts=list(hosts), stages=list(settings.stages),
-                   boundary=settings.boundary)
+                   boundary=settings.boundary, of=None if settings.kind == "ab" else settings.kind)
     with open_store(settings.store, on_wait=warn) as store:
         run_id = store.create_run(label=settings.label, env={}, argv=settings.argv, opcost_version=__version__,
                                   kind="fleet", labels={**settings.labels, "fleet": fleet_id}, plan=plan.to_dict())

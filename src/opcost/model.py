@@ -172,6 +172,10 @@ opcost.fleet/1
     hosts (per host: {host, ratio, verdict}), counts (verdicts over the
     hosts), geomean_ratio, ci95, p_value, sd_log, method, delta, alpha,
     verdict, note?}: the host as the unit (abtest.across_hosts).
+    `fleet variants`: kind "variants", source, baseline (the first -D)
+    instead of a / b; hosts[].comparison is that host's variants
+    comparison; across[] per compared build (key: its name, bench:
+    user.op or program).
 
 A summary holds statistics (stats.summarize) and the facts of the probe
 processes it summarizes (`facts`, below): one table, so a new header field
@@ -220,7 +224,8 @@ class Plan:
     a run made before plans were stored; allow_emulated: --allow-emulated
     (a verdict on a TCG guest's timings is given, not withheld); hosts: a
     `fleet ab` record's hosts (kind fleet: its host runs carry its label
-    fleet=ID)."""
+    fleet=ID); of: a fleet record's host runs' kind when not ab (variants:
+    `fleet variants`)."""
     kind: str = "run"
     specs: list[str] = field(default_factory=list)
     a: str | None = None
@@ -236,6 +241,7 @@ class Plan:
     recovered: bool = False
     allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
     hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
+    of: str | None = None          # a fleet record's: the kind of its hosts' runs (variants; none: ab)
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -247,6 +253,8 @@ class Plan:
             d["allow_emulated"] = True
         if self.hosts:
             d["hosts"] = list(self.hosts)
+        if self.of:
+            d["of"] = self.of
         return d
 
     @classmethod
@@ -258,7 +266,8 @@ class Plan:
                    if isinstance(over, dict) else None,
                    d.get("boundary"), [int(n) for n in d.get("stages") or []],
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
-                   bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []])
+                   bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []],
+                   str(d["of"]) if d.get("of") else None)
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -297,7 +306,8 @@ def plan_problem(d: object) -> str | None:
                and all(isinstance(n, int) for n in (d.get("switches") or {}).values())),
               ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
               ("target", d.get("target") is None or text(d["target"])),
-              ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or [])))]
+              ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or []))),
+              ("of", d.get("of") is None or text(d["of"]))]
     bad = [k for k, good in checks if not good]
     return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
 

@@ -115,7 +115,8 @@ def present_fleet(f, settings: Settings, formatter: Formatter, *, doc: dict | No
         left = "" if o.cleaned in (True, None) else \
             "; the upload's removal was not confirmed (the connection was gone: the host removes it as its session ends)"
         if o.status == "ok":
-            lines.append(f"opcost: {h}: stored as {where}{left}")
+            lines.append(f"opcost: {h}: " + (f"stored as {where}" if o.run_id is not None else
+                                             "measured, not stored (--no-store)") + left)
         else:
             reason = (o.reason or "").removeprefix(f"{h}: ")
             said = o.status if reason in ("", o.status) else f"{o.status}: {reason}"

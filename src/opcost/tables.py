@@ -438,12 +438,19 @@ def format_fleet(doc: dict, color: bool = False, width: int | None = None) -> st
     """A `fleet ab` (opcost.fleet/1): per benchmark, one line per host (its
     own interleaved A/B: B/A, 95% CI, verdict) and one across hosts (the
     host as the unit), a sentence per benchmark, then the hosts that gave
-    no comparison. Each host's full table: `opcost show` of its run."""
+    no comparison. Each host's full table: `opcost show` of its run. A
+    `fleet variants` the same per compared build (B: it, A: the baseline)."""
     hosts = doc["hosts"]
-    out = [f"A/B on {len(hosts)} host(s), each interleaving its own arms"
-           + (f" (fleet record: run {doc['run_id']})" if doc.get("run_id") is not None else "")
-           + f"\nA: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}"]
-    rows = [["benchmark", "host", "run", "B/A", "95% CI", "verdict"]]
+    record = f" (fleet record: run {doc['run_id']})" if doc.get("run_id") is not None else ""
+    builds = doc.get("kind") == "variants"
+    if builds:
+        out = [f"variants on {len(hosts)} host(s), each interleaving its own builds{record}\n"
+               f"SOURCE: {printable(str(doc.get('source')))}\nA (baseline): {printable(str(doc.get('baseline')))}; "
+               "B: each other build"]
+    else:
+        out = [f"A/B on {len(hosts)} host(s), each interleaving its own arms{record}"
+               f"\nA: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}"]
+    rows = [["variant" if builds else "benchmark", "host", "run", "B/A", "95% CI", "verdict"]]
     lines = []
     for x in doc["across"]:
         key = printable(x["key"])
@@ -466,7 +473,8 @@ def format_fleet(doc: dict, color: bool = False, width: int | None = None) -> st
     out.append(_table(rows, right={2, 3}, width=width, drop=(2,)))
     out.append("\n".join(lines) + "\nacross hosts the host is the unit: the geometric mean of the hosts' B/A, its "
                "95% CI the t-interval over their log ratios, p the one-sample t test, delta "
-               + fmt_pct(doc.get("delta_requested") or 0.0) + " fixed; each host's verdict is its own ab's")
+               + fmt_pct(doc.get("delta_requested") or 0.0) + " fixed; each host's verdict is its own "
+               + ("variants'" if builds else "ab's"))
     gone = [f"  {printable(r['host'])}: {r['status']}" + (f": {printable(str(r['reason']))}" if r.get("reason") else "")
             for r in hosts if r.get("comparison") is None or r["status"] != "ok"]
     if gone:

@@ -289,7 +289,7 @@ def choose_mode(mode: str, syms: dict[str, set[str]]) -> str:
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
           workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None,
           extra_flags: dict[str, list[str]] | None = None, cache: variantcache.Cache | None = None,
-          guest: str | None = None) -> Build:
+          guest: str | None = None, remote: str | None = None) -> Build:
     """Compile every variant into workdir; raise UsageError naming the first
     variant that does not compile or link, or that cannot run here, before
     anything is measured. `arch`: --arch (the builds must be for it), or None
@@ -299,7 +299,10 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     are used as they are (nothing compiled; said on `log`), builds made are
     stored there (variantcache.py). `guest`: the builds run in this
     virtual machine (x86_64, no libc in its initramfs): they must be for
-    x86_64, and a program is linked -static."""
+    x86_64, and a program is linked -static. `remote`: the builds run on
+    other machines of their architecture (the fleet's hosts, named so in
+    what is said): never under an emulator here, and a program is linked
+    -static (the hosts' libc is unknown)."""
     log = log or (lambda msg: None)
     extra_flags = extra_flags or {}
 
@@ -345,7 +348,7 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     if guest and got != "x86_64":
         raise UsageError(f"variant -D{first}: {shlex.join(cc)} builds for {got}; {guest} runs x86_64 builds only: "
                          "give an x86_64 compiler (leave --cc out) or measure here without --kernel")
-    emu = runner_for(got, f"variant -D{first}")
+    emu = None if remote else runner_for(got, f"variant -D{first}")
     mode = choose_mode(mode, syms)
     if ops and mode != "program":
         raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
@@ -380,10 +383,11 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
         # qemu-user finds no shared libraries of another architecture by itself, and
         # a kernel that runs i386 natively may have no i386 loader and libc installed
         foreign = got != probe.host_arch()
-        link_extra = ["-static"] if (foreign or guest) and "-static" not in cflags else []
+        link_extra = ["-static"] if (foreign or guest or remote) and "-static" not in cflags else []
         if link_extra:
             log(f"linking the {got} builds -static, to run " + (f"under {os.path.basename(emu)}" if emu else
-                f"in {guest} (no libc there)" if guest else f"without {got} shared libraries here"))
+                f"in {guest} (no libc there)" if guest else f"on {remote} (their libc is unknown)" if remote
+                else f"without {got} shared libraries here"))
             common["link"] = "-static"
         op = "operation (program run / --ops)" if ops else "program run"
         exe_name = "program" + "".join(link_extra)

@@ -8,8 +8,8 @@ from . import REFS, add_export_options, add_store_option
 
 def add_parser(sub) -> None:
     s = sub.add_parser("show", help="print a stored run", description=REFS + " An ab or variants run is "
-                       "printed as its comparison, rebuilt from the stored results; a `fleet ab` record as its "
-                       "table across hosts (--json: its opcost.fleet/1 document).")
+                       "printed as its comparison, rebuilt from the stored results; a `fleet ab` or `fleet "
+                       "variants` record as its table across hosts (--json: its opcost.fleet/1 document).")
     s.add_argument("run", metavar="RUN", help="run id or label")
     add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")

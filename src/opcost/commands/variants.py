@@ -29,16 +29,35 @@ def add_parser(sub) -> None:
                        "(${XDG_CACHE_HOME:-~/.cache}/opcost/builds): the same study again measures at once. "
                        "--kernel K (or --target vm:K) runs every build in QEMU guests of K, a boot the unit; "
                        "--over 'kernel=K1|K2' (or cmdline=) runs each build on each: docs/kernels.md.")
+    add_build_options(s, arch=True)
+    from ..targets.vm_options import add_vm_options
+
+    add_vm_options(s)
+    s.add_argument("--over", dest="machines", action="append", metavar="PARAM=V1|V2|...",
+                   help="run every build on each machine: kernel=K1|K2 (kernel images) or cmdline=A|B (kernel "
+                   "parameters; with --kernel); repeated, every combination. One -D: each machine compared with "
+                   "the first (kernel against kernel); several: each machine's builds with its first")
+
+
+def add_build_options(s, *, arch: bool, target: bool = True) -> None:
+    """SOURCE, -D and the options of building and measuring the builds, as
+    `variants` and `fleet variants` take them (`arch`: --arch, for this
+    machine only; `target`: --target)."""
     s.add_argument("source", metavar="SOURCE", help="C (.c) or assembly (.s, .S) file")
     s.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
                    help="one variant per -D; the first is the baseline A")
     s.add_argument("--mode", choices=("auto", "program", "op"), default="auto",
                    help="program (SOURCE defines main) or op (it defines opcost_op); default: from SOURCE")
-    s.add_argument("--cc", default=None, help="C compiler (default cc, or the cross compiler for --arch, "
-                   "e.g. arm-linux-gnueabihf-gcc)")
-    s.add_argument("--arch", default=None, metavar="ARCH",
-                   help="build for this architecture (x86_64, i386, aarch64, arm) with its compiler; one this "
-                   "machine cannot run natively runs under qemu (qemu-arm...), flagged emulated")
+    if arch:
+        s.add_argument("--cc", default=None, help="C compiler (default cc, or the cross compiler for --arch, "
+                       "e.g. arm-linux-gnueabihf-gcc)")
+        s.add_argument("--arch", default=None, metavar="ARCH",
+                       help="build for this architecture (x86_64, i386, aarch64, arm) with its compiler; one this "
+                       "machine cannot run natively runs under qemu (qemu-arm...), flagged emulated")
+    else:
+        s.add_argument("--cc", default=None, help="C compiler for the hosts of this machine's architecture "
+                       "(default cc; the hosts of another architecture: its cross compiler, e.g. "
+                       "aarch64-linux-gnu-gcc)")
     s.add_argument("--ops", default=None, metavar="N",
                    help="program mode: one run of the program performs N operations (its loop count); the "
                    "figures are per operation (a run's time / N, start-up and exit included);")
@@ -53,14 +72,42 @@ def add_parser(sub) -> None:
     # the defaults of these depend on the mode (see the description): None until it is known
     add_measure_options(s, {"samples": None, "samples_help": "default: program 1, op 20",
                             "warmup": None, "warmup_help": "default: program 0, op 3",
-                            "target_ms": None, "target_ms_help": "op mode; default 10"})
-    from ..targets.vm_options import add_vm_options
+                            "target_ms": None, "target_ms_help": "op mode; default 10"}, target=target)
 
-    add_vm_options(s)
-    s.add_argument("--over", dest="machines", action="append", metavar="PARAM=V1|V2|...",
-                   help="run every build on each machine: kernel=K1|K2 (kernel images) or cmdline=A|B (kernel "
-                   "parameters; with --kernel); repeated, every combination. One -D: each machine compared with "
-                   "the first (kernel against kernel); several: each machine's builds with its first")
+
+def check_ops(args) -> int:
+    """--ops (range-checked with the other numbers: protocol.BOUNDS), 0 when not given."""
+    ops = args.ops or 0
+    if args.mode == "op" and ops:
+        raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
+                         "opcost_op call is the operation")
+    return ops
+
+
+def one_cpu_each(given: str, cpus: list[str]) -> None:
+    """A build runs on one CPU: --cpu A,B (measuring CPU, helper) is refused."""
+    pair = next((c for c in cpus if "," in c), None)
+    if pair is not None:
+        raise UsageError(f"--cpu {given}: a build runs on one CPU, {pair} names two (measuring CPU, "
+                         f"helper); give CPUs, e.g. --cpu {pair.split(',')[0]}, --cpu 0-1 or --cpu '0|2' "
+                         "(one row per CPU)")
+
+
+def check_mode_options(mode: str, args, given: dict) -> None:
+    """What applies to op mode only, refused in program mode (known once built)."""
+    if mode == "program":
+        for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters), ("--counters", args.counters)):
+            if val is not None:
+                raise UsageError(f"{opt} applies to --mode op; in program mode one sample is one whole run")
+
+
+def with_mode_defaults(settings, mode: str, given: dict) -> None:
+    """The samples and warmup of the mode (variantbuild.default_samples) where not given."""
+    from .. import variantbuild
+
+    ds, dw = variantbuild.default_samples(mode)
+    settings.protocol = settings.protocol.with_(samples=ds if given["samples"] is None else given["samples"],
+                                                warmup=dw if given["warmup"] is None else given["warmup"])
 
 
 def run(args, argv) -> int:
@@ -69,10 +116,7 @@ def run(args, argv) -> int:
     source = variantbuild.check_source(args.source)
     defines = variantbuild.check_defines(args.defines)
     arch = variantbuild.check_arch(args.arch)
-    ops = args.ops or 0   # range-checked with the other numbers (protocol.BOUNDS)
-    if args.mode == "op" and ops:
-        raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
-                         "opcost_op call is the operation")
+    ops = check_ops(args)
     target = session.target_of(args, args.machines or [])
     machines = machine_list(args.machines, target)
     if target.name == "vm" and arch not in (None, "x86_64"):
@@ -90,11 +134,7 @@ def run(args, argv) -> int:
     settings.check()
     if args.cpu is not None:
         cpus = session.cpu_option(args.cpu, target) or []
-        pair = next((c for c in cpus if "," in c), None)
-        if pair is not None:
-            raise UsageError(f"--cpu {args.cpu}: a build runs on one CPU, {pair} names two (measuring CPU, "
-                             f"helper); give CPUs, e.g. --cpu {pair.split(',')[0]}, --cpu 0-1 or --cpu '0|2' "
-                             "(one row per CPU)")
+        one_cpu_each(args.cpu, cpus)
     else:
         cpus = [str(target.default_cpu())]
     session.counter_plan(args.counters, target)   # before the builds (seconds each in op mode), not after
@@ -162,15 +202,8 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
                         cache=variantcache.Cache() if args.build_cache else None,
                         guest="the virtual machine" if in_vm else None)
-        if b.mode == "program":
-            for opt, val in (("--target-ms", given["target_ms"]), ("--iters", args.iters),
-                             ("--counters", args.counters)):
-                if val is not None:
-                    raise UsageError(f"{opt} applies to --mode op; in program mode one sample is one whole run")
-        ds, dw = variantbuild.default_samples(b.mode)
-        settings.protocol = settings.protocol.with_(
-            samples=ds if given["samples"] is None else given["samples"],
-            warmup=dw if given["warmup"] is None else given["warmup"])
+        check_mode_options(b.mode, args, given)
+        with_mode_defaults(settings, b.mode, given)
         m = session.measure(settings, on_machines(b.variants, machines), target)
         b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results

@@ -11,7 +11,10 @@ master connection, sessions, host keys, killing) is targets/transport.py.
   Ctrl-C, the connection drops) it removes the directory. The probe for the
   host's `uname -m` goes there, checked by sha256 (`sha256sum` there, or read
   back whole when the host has none). The host needs a POSIX shell,
-  `uname`, `mktemp` and `cat`; no Python.
+  `uname`, `mktemp` and `cat`; no Python. `fleet variants` uploads its
+  builds for the host's architecture there too (`upload_builds`), checked
+  the same way and removed with the directory; a request for a build runs
+  its uploaded copy.
 - A remote probe runs under a wrapper bound to its session (transport.BOUND):
   when the session ends (the local ssh is killed, the connection drops) the
   wrapper kills the probe (its helpers die with it: PR_SET_PDEATHSIG).
@@ -86,15 +89,24 @@ class SshTarget:
         self._env: dict | None = None
         self._cpus: list[int] = []
         self._placements: dict[tuple, str] = {}
+        self._builds: dict[str, str] = {}          # a local build (variants) -> its uploaded copy there
         self.closed_cleanly: bool | None = None   # the upload was removed and the master closed
 
     def launch(self, req: probe.ProbeRequest, argv: list[str]) -> list[str]:
         """The local command line of one remote probe process (probe.run_process's `launch`)."""
-        if req.exe or req.program:
-            raise UsageError(f"{self.host}: only the probe's own benchmarks run on an ssh host "
-                             "(no --exe builds or programs)")
         assert self.remote_probe is not None
-        return self.ssh.argv(_WRAPPER, "x" * req.pad_bytes, self.remote_probe, *argv)
+        exe = self.remote_probe
+        if req.exe or req.program:
+            local = req.exe or (req.program or ("",))[-1]
+            if req.emulator or (req.program and len(req.program) != 1) or local not in self._builds:
+                raise UsageError(f"{self.host}: only the probe's own benchmarks and the builds of `opcost fleet "
+                                 "variants` for its architecture run on an ssh host")
+            if req.exe:
+                exe = self._builds[local]
+            else:   # `time -- PROGRAM` ends the arguments: the program there is its uploaded copy
+                assert argv[-1] == local
+                argv = [*argv[:-1], self._builds[local]]
+        return self.ssh.argv(_WRAPPER, "x" * req.pad_bytes, exe, *argv)
 
     def check_key(self) -> None:
         """HostKeyUnknown when ssh would refuse the host's key (no session opened)."""
@@ -136,18 +148,32 @@ class SshTarget:
                            f"{last_line(err) or line or 'no answer'}")
         self.remote_dir = line[4:]
 
-    def _upload(self, local: Path) -> None:
+    def _upload(self, local: Path, remote: str | None = None, what: str = "probe") -> None:
+        """`local` to `remote` there (default: the probe's place), checked by sha256."""
         data = local.read_bytes()
         want = hashlib.sha256(data).hexdigest()
-        assert self.remote_probe is not None
-        got = self.ssh.run(remote_command(_UPLOAD + "\n" + _SUM, self.remote_probe), data=data).strip()
+        remote = remote or self.remote_probe
+        assert remote is not None
+        got = self.ssh.run(remote_command(_UPLOAD + "\n" + _SUM, remote), data=data).strip()
         if got == "no-sha256sum":   # read it back whole and check it here
-            back = self.ssh.run_bytes(remote_command('cat -- "$1"', self.remote_probe))
+            back = self.ssh.run_bytes(remote_command('cat -- "$1"', remote))
             got = hashlib.sha256(back).hexdigest()
         got = got.split()[0] if got else ""
         if got != want:
-            raise HostLost(f"{self.host}: the uploaded probe's sha256 is {got[:16] or 'missing'}..., "
+            raise HostLost(f"{self.host}: the uploaded {what}'s sha256 is {got[:16] or 'missing'}..., "
                            f"not {want[:16]}... (transfer damaged); not run")
+
+    def upload_builds(self, paths: list[str]) -> None:
+        """Builds made here for this host's architecture (`fleet variants`:
+        probes with the user's operation linked in, static programs) into
+        the upload directory beside the probe, each checked by sha256 like
+        it; requests naming one run its copy there (launch)."""
+        assert self.remote_dir is not None
+        for path in paths:
+            if path not in self._builds:
+                remote = f"{self.remote_dir}/build-{len(self._builds) + 1}"
+                self._upload(Path(path), remote, "build")
+                self._builds[path] = remote
 
     def close(self) -> None:
         """Remove the upload (the keeper removes its directory when its stdin
