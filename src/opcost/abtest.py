@@ -410,6 +410,13 @@ def calibrated_p(a, b) -> tuple[float, float, float, str]:
     # a sampled permutation p: (1 + count) / (1 + B) is valid (Phipson & Smyth 2010)
     return float((1 + count) / (1 + smp.size)), pu, pk, f"permutation min-p ({smp.size} labellings)"
 
+def _tail_int(stat: np.ndarray) -> np.ndarray:
+    """P(S >= s) for each row's s (non-negative integers), over the rows:
+    _tail by counting."""
+    ge = np.cumsum(np.bincount(stat)[::-1])[::-1]
+    return ge[stat] / stat.size
+
+
 @lru_cache(maxsize=16)
 def _sign_vectors(n: int) -> tuple[np.ndarray, bool]:
     """Sign vectors (+1: the round as measured, -1: its A and B swapped),
@@ -437,8 +444,11 @@ def paired_minp(la, lb) -> tuple[float, float, float, str]:
     pooled = sps.rankdata(np.concatenate([la, lb]))
     rs = pooled[n:] - pooled[:n]
     signs, exact = _sign_vectors(n)
-    t_sr, t_rs = np.abs(signs @ sr), np.abs(signs @ rs)
-    p_sr, p_rs = _tail(t_sr), _tail(t_rs)
+    # Both statistics are multiples of 1/2 (average ranks): twice them are
+    # integers, so each one's tail is counted (bincount), not sorted.
+    t_sr = np.rint(2 * np.abs(signs @ sr)).astype(np.int64)
+    t_rs = np.rint(2 * np.abs(signs @ rs)).astype(np.int64)
+    p_sr, p_rs = _tail_int(t_sr), _tail_int(t_rs)
     mp = np.minimum(p_sr, p_rs)
     count = int(np.count_nonzero(mp <= mp[0] + 1e-12))
     if exact:

@@ -53,6 +53,8 @@ keeps its seed, so a section's figures are those of the full run).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import pickle
 import contextlib
 import io
 import inspect
@@ -412,11 +414,34 @@ def cell_series(key: str, name: str, where: str, reps: int, seed: int, pool: str
     return r
 
 
+# --cache DIR: each cell's figures kept as it completes, keyed by the cell's
+# arguments and the audited opcost's source, so an interrupted run resumes.
+_CACHE: Path | None = None
+_DIGEST = ""
+
+
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    for f in sorted((SRC / "opcost").rglob("*.py")):
+        h.update(f.relative_to(SRC).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _run(task):
     kind, args = task
+    path = None
+    if _CACHE is not None:
+        path = _CACHE / (hashlib.sha256(repr((task, _DIGEST)).encode()).hexdigest()[:24] + ".pkl")
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series}[kind](*args)
+        out = {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series}[kind](*args)
+    if path is not None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(out))
+        tmp.replace(path)
+    return out
 
 
 # --- printing --------------------------------------------------------------
@@ -655,7 +680,9 @@ def tasks(args) -> list:
     # The slow cells first: two workers then end together.
     order = {"seq": 0, "fixed": 1, "stored": 2, "series": 3}
     out = [t for t in out if t[1][0] in args.only]
-    return sorted(out, key=lambda t: order[t[1][0]])
+    # Within the fixed design, n=20 (the power rows) first, then the small n.
+    size = {20: 0, 6: 1, 10: 2, 40: 3}
+    return sorted(out, key=lambda t: (order[t[1][0]], size.get(t[0][2], 0) if t[0][0] == "fixed" else 0))
 
 
 def _merge(r: dict, more: dict) -> dict:
@@ -687,6 +714,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--only", metavar="SECTIONS", default=",".join(SECTIONS),
                     help=f"comma-separated sections to run: {', '.join(SECTIONS)} (default: all; power is fixed's)")
+    ap.add_argument("--cache", metavar="DIR", help="keep each cell's figures in DIR as it completes (keyed by the "
+                    "cell and the audited source), so an interrupted run resumes where it stopped")
     ap.add_argument("--src", metavar="DIR", help="the opcost src/ directory to audit (default: this checkout's)")
     args = ap.parse_args()
     for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40),
@@ -710,6 +739,14 @@ def main() -> int:
         scenarios.load_pool(args.pool)   # a bad --pool is one line, before any work
     except ValueError as e:
         _fail(str(e))
+    global _CACHE, _DIGEST
+    if args.cache:
+        _CACHE = Path(args.cache)
+        try:
+            _CACHE.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            _fail(f"--cache {args.cache}: {e.strerror}; give a directory that can be created and written")
+        _DIGEST = _source_digest()
     t0 = time.monotonic()
     print(f"opcost statistical audit (issue 25): seed {args.seed}, {'quick' if args.quick else 'full'} mode, "
           f"{args.resamples} bootstrap resamples per comparison, pool {args.pool}")
