@@ -781,13 +781,13 @@ def main() -> int:
             topped[k] = results[k]["reps"]
     v = Verdicts()
     report(results, args, v)
-    if topped:
-        print("\n== Cells simulated again to decide a target (repetitions now): "
-              + "; ".join(f"{'/'.join(map(str, k))}: {n}" for k, n in topped.items()))
     bad = [r for r in v.rows if r[2] == "FAIL"]
     near = [r for r in v.rows if r[2] == "PASS~"]
     print(f"\n== Targets: {len(v.rows) - len(bad)} of {len(v.rows)} hold ({len(near)} of them only within "
           f"{Z_MC:.0f} Monte-Carlo SEs of the bound after {args.topups} top-up(s): PASS~); FAIL:")
+    if topped:
+        print("  (cells simulated again to decide a target, repetitions now: "
+              + "; ".join(f"{'/'.join(map(str, k))}: {n}" for k, n in topped.items()) + ")")
     for what, detail, _, _ in bad:
         print(f"  FAIL {what}: {detail}")
     for what, detail, _, _ in near:
