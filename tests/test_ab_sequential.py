@@ -83,7 +83,7 @@ def test_aa_at_the_default_delta_stops_early_as_same(run_cli, tmp_path):
     lo, hi = e["sequential"]["ci_at_level"]
     # the exact interval of the verdict's estimate at the look's level: at least as wide as its 95% one
     assert lo <= e["ci95_estimate"][0] and e["ci95_estimate"][1] <= hi and hi - lo > 0
-    assert e["paired"] and e["test"].startswith("Wilcoxon signed-rank")   # 10 complete rounds
+    assert e["paired"] and e["test"].startswith("paired min-p")   # 10 complete rounds
 
 
 def test_fixed_design_with_p_has_no_design_record(run_cli, tmp_path):

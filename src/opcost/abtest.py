@@ -29,7 +29,7 @@ from functools import lru_cache
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from .protocol import PAIRED_MIN, SCHEDULE
+from .protocol import PAIRED_EXACT_MAX, PAIRED_MIN, PAIRED_SAMPLES, SCHEDULE
 
 import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
@@ -196,13 +196,31 @@ def combined_p(p_mannwhitney: float, p_ks: float) -> float:
 # Paired rounds: an interleaved run (ab, variants) runs one A and one B process
 # in every round, in a random order; what drifts between rounds drifts for
 # both. With every round complete (one A and one B each) and at least
-# PAIRED_MIN rounds, the unit is the round: its log ratio log(b) - log(a),
-# tested by Wilcoxon's signed-rank test (exact without ties or zeros) with the
-# Hodges-Lehmann estimate (median of the Walsh averages) and its exact
-# interval (Hollander & Wolfe 1999, ch. 3). Below PAIRED_MIN rounds the exact
-# signed-rank p cannot fall under 0.05 (its floor is 2 / 2^n), so the
-# unpaired test below is used (chosen from the design, not the data;
-# protocol.PAIRED_MIN, 10: the paired floor 2/2^10 = 0.002 leaves room for Holm).
+# PAIRED_MIN rounds, the unit is the round, and the test is a within-round
+# permutation test (issue 25): under "no difference" A and B of a round are
+# exchangeable, so swapping them in any set of rounds (a sign vector) leaves
+# the data's distribution unchanged. Two statistics are computed on every
+# sign vector: Wilcoxon's signed-rank on the per-round log ratios
+# log(b) - log(a), and the rank sum of B's values among all 2n values (the
+# swap exchanges a round's two pooled ranks); the p is that of the smaller
+# of their two p's, calibrated over the same sign vectors (min-p, Westfall &
+# Young 1993), exact over all 2^n vectors up to PAIRED_EXACT_MAX rounds,
+# else from PAIRED_SAMPLES seeded ones ((1 + count) / (1 + B), Phipson & Smyth
+# 2010). Why both: the signed-rank gives the largest ranks to the largest
+# |log ratios|, which under bimodal noise are the rounds whose A and B
+# landed on different levels (noise); the rank sum compares each round's
+# values within the pooled order, where a shift within a level still
+# counts (paired_power.py and the audit: power 44.5% -> 85% on bimodal, 8.8%
+# -> 12.5% on the A/A pool, the same on log-normal). The estimate is the
+# Hodges-Lehmann estimate of the per-round log ratios (median of the Walsh
+# averages) with its exact signed-rank interval (Hollander & Wolfe 1999,
+# ch. 3). Below PAIRED_MIN rounds any paired test's p cannot fall under
+# 2 / 2^n (0.031 at 6), so the test is the unpaired one below (chosen from
+# the design, not the data; protocol.PAIRED_MIN, 10: 2/2^10 = 0.002 leaves
+# room for Holm), but from PAIRED_CI_MIN (6) complete rounds the estimate and
+# its interval stay paired: the unpaired interval ignores the rounds and
+# covers 100% under drift (audit, drift n=6), the paired one its exact level
+# (96.9% at 6 rounds: its achievable levels are 96.9% and 93.8%).
 #
 # Unpaired (stored runs, unequal rounds, fewer than PAIRED_MIN rounds): the
 # Hodges-Lehmann shift of log B against log A (median of all pairwise
@@ -219,6 +237,10 @@ PERM_EXACT_MAX = 20_000
 PERM_SAMPLES = 40_000
 PERM_SEED = 25
 CALIBRATE_MAX = 60
+# The paired min-p test: exact over every sign vector up to
+# protocol.PAIRED_EXACT_MAX rounds (2^16 = 65,536 vectors), else
+# protocol.PAIRED_SAMPLES seeded ones; the paired interval from 6 rounds.
+PAIRED_CI_MIN = 6
 # Hodges-Lehmann needs every pairwise difference: beyond this many the
 # estimate is the ratio of medians with its bootstrap CI.
 HL_MAX_PAIRS = 1_000_000
@@ -388,13 +410,61 @@ def calibrated_p(a, b) -> tuple[float, float, float, str]:
     # a sampled permutation p: (1 + count) / (1 + B) is valid (Phipson & Smyth 2010)
     return float((1 + count) / (1 + smp.size)), pu, pk, f"permutation min-p ({smp.size} labellings)"
 
+def _tail_int(stat: np.ndarray) -> np.ndarray:
+    """P(S >= s) for each row's s (non-negative integers), over the rows:
+    _tail by counting."""
+    ge = np.cumsum(np.bincount(stat)[::-1])[::-1]
+    return ge[stat] / stat.size
+
+
+@lru_cache(maxsize=16)
+def _sign_vectors(n: int) -> tuple[np.ndarray, bool]:
+    """Sign vectors (+1: the round as measured, -1: its A and B swapped),
+    the identity first: all 2^n up to PAIRED_EXACT_MAX rounds, else the
+    identity and PAIRED_SAMPLES seeded random ones. Returns (rows, exact)."""
+    if n <= PAIRED_EXACT_MAX:
+        bits = (np.arange(2 ** n, dtype=np.int64)[:, None] >> np.arange(n)) & 1
+        return (1.0 - 2.0 * bits), True
+    rng = np.random.default_rng(PERM_SEED)
+    rows = np.vstack([np.ones((1, n)), rng.choice([-1.0, 1.0], size=(PAIRED_SAMPLES, n))])
+    return rows, False
+
+
+def paired_minp(la, lb) -> tuple[float, float, float, str]:
+    """The within-round permutation min-p test on log times of complete
+    rounds (la[i], lb[i] measured in round i): returns (p, p_signed_rank,
+    p_rank_sum, method); each p counts the sign vectors at least as extreme
+    as the observed one (two-sided). Ties are kept (average ranks; a zero
+    log ratio has sign 0): the permutation distribution is conditional on
+    the data, so the test stays exact."""
+    la, lb = np.asarray(la, dtype=float), np.asarray(lb, dtype=float)
+    n = la.size
+    d = lb - la
+    sr = sps.rankdata(np.abs(d)) * np.sign(d)
+    pooled = sps.rankdata(np.concatenate([la, lb]))
+    rs = pooled[n:] - pooled[:n]
+    signs, exact = _sign_vectors(n)
+    # Both statistics are multiples of 1/2 (average ranks): twice them are
+    # integers, so each one's tail is counted (bincount), not sorted.
+    t_sr = np.rint(2 * np.abs(signs @ sr)).astype(np.int64)
+    t_rs = np.rint(2 * np.abs(signs @ rs)).astype(np.int64)
+    p_sr, p_rs = _tail_int(t_sr), _tail_int(t_rs)
+    mp = np.minimum(p_sr, p_rs)
+    count = int(np.count_nonzero(mp <= mp[0] + 1e-12))
+    if exact:
+        return count / mp.size, float(p_sr[0]), float(p_rs[0]), "exact"
+    # sampled: the identity counted once as the observed statistic (Phipson & Smyth 2010)
+    return count / mp.size, float(p_sr[0]), float(p_rs[0]), f"{PAIRED_SAMPLES} sign vectors"
+
 
 def p_floor(n_a: int, n_b: int, paired: bool = False) -> float:
     """The smallest p the test of this design can give: what a run of these
     sizes can at best show. Paired: 2 / 2^n (the signed-rank's); unpaired:
     2 / C(n_a + n_b, n_a) (the permutation test's)."""
     if paired and n_a == n_b and n_a >= PAIRED_MIN:
-        return 2.0 / 2.0 ** n_a
+        # exact: the sign vector of every round as measured and its mirror;
+        # sampled: the observed one alone, 1 / (1 + B)
+        return 2.0 / 2.0 ** n_a if n_a <= PAIRED_EXACT_MAX else 1.0 / (1 + PAIRED_SAMPLES)
     if min(n_a, n_b) < 1:
         return 1.0
     return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
@@ -408,19 +478,25 @@ def test_and_estimate(a, b, rounds=None, conf: float = 0.95) -> dict:
     a, b = _arm(a, "A"), _arm(b, "B")
     pr = pairs_of(a, b, rounds)
     out: dict = {}
-    if pr is not None and pr[0].size >= PAIRED_MIN:
+    if pr is not None and pr[0].size >= PAIRED_CI_MIN:
         d = np.log(pr[1]) - np.log(pr[0])
-        out["paired"], out["n_pairs"] = True, int(d.size)
         est, ci = paired_hl(d, conf)
         out["estimator"] = "Hodges-Lehmann of per-round log ratios (signed-rank interval)"
-        if np.all(d == 0):
-            out.update(test="Wilcoxon signed-rank", p=1.0, note="every round's A and B are identical")
-        else:
-            ties = np.any(d == 0) or np.unique(np.abs(d)).size < d.size
-            method = "approx" if ties or d.size > 50 else "exact"
-            p = float(sps.wilcoxon(d, alternative="two-sided", method=method, zero_method="wilcox").pvalue)
-            out.update(test=f"Wilcoxon signed-rank ({method})", p=min(1.0, p))
         out["estimate"], out["ci95_estimate"] = math.exp(est), None if ci is None else [math.exp(x) for x in ci]
+        if pr[0].size >= PAIRED_MIN:
+            out["paired"], out["n_pairs"] = True, int(d.size)
+            if np.all(d == 0):
+                out.update(test="paired min-p", p=1.0, note="every round's A and B are identical")
+            else:
+                p, _, _, method = paired_minp(np.log(pr[0]), np.log(pr[1]))
+                out.update(test=f"paired min-p: Wilcoxon signed-rank and rank sum, swapped within rounds ({method})",
+                           p=min(1.0, p))
+            return out
+        # 6-9 rounds: the paired interval, the unpaired test (the paired p's floor is 2 / 2^n)
+        unpaired = test_and_estimate(a, b, None, conf)
+        out.update(paired=False, test=unpaired["test"], p=unpaired["p"])
+        if "note" in unpaired:
+            out["note"] = unpaired["note"]
         return out
     out["paired"] = False
     la, lb = np.log(a), np.log(b)

@@ -101,11 +101,14 @@ opcost.comparison/1
     are percentile bootstraps over per-process medians, the resampling of
     ci95_ratio's.
   issue 25: comparisons[] add estimate (B/A: Hodges-Lehmann, of per-round
-    log ratios when paired, else of the shift of log times; the figure the
+    log ratios with 6 or more complete rounds (`paired`, the test's, from
+    10), else of the shift of log times; the figure the
     verdict and the table use), ci95_estimate (its exact interval: signed-rank
     or Moses; null when the sizes cannot reach 95%), estimator, paired,
-    n_pairs (paired only), test (the test p_value is now from: Wilcoxon
-    signed-rank on paired rounds, min(p_MWU, p_KS) calibrated by permutation,
+    n_pairs (paired only), test (the test p_value is now from: the paired
+    min-p (signed-rank and rank sum over within-round swaps; until
+    2026-11-28 Wilcoxon signed-rank) on paired rounds, min(p_MWU, p_KS)
+    calibrated by permutation,
     or twice the smaller with ties), p_floor, resolvable, beyond_delta
     (slower/faster); delta is the requested delta (no longer widened by
     noise); same/negligible need ci95_estimate inside +/- delta,

@@ -158,11 +158,16 @@ DEFAULT_DELTA = "2"
 # `ab`'s sequential design, and the counts an inconclusive verdict points to.
 SCHEDULE = (10, 20, 40)
 # Complete interleaved rounds from which an A/B is tested paired (abtest:
-# signed-rank on per-round log ratios); its smallest p is 2 / 2^n, so below
+# min-p of the signed-rank and rank-sum statistics over within-round swaps,
+# exact over all 2^n swaps up to PAIRED_EXACT_MAX rounds, else from
+# PAIRED_SAMPLES seeded ones); its smallest p is 2 / 2^n (sampled:
+# 1 / (1 + PAIRED_SAMPLES)), so below
 # 10 rounds (the first sequential look; 2 / 2^10 = 0.002 leaves room for Holm
 # over up to 25 comparisons) the unpaired permutation test (smallest p
 # 2 / C(2n, n)) is used.
 PAIRED_MIN = 10
+PAIRED_EXACT_MAX = 16
+PAIRED_SAMPLES = 40_000
 
 
 def best_p(n: int, comparisons: int = 1) -> float:
@@ -174,7 +179,10 @@ def best_p(n: int, comparisons: int = 1) -> float:
 
     if n < 2:
         return 1.0
-    floor = 2.0 / 2.0 ** n if n >= PAIRED_MIN else 2.0 / math.comb(2 * n, n)
+    if n > PAIRED_EXACT_MAX:
+        floor = 1.0 / (1 + PAIRED_SAMPLES)
+    else:
+        floor = 2.0 / 2.0 ** n if n >= PAIRED_MIN else 2.0 / math.comb(2 * n, n)
     return min(1.0, max(1, comparisons) * floor)
 
 

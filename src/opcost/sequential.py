@@ -22,8 +22,9 @@ the statistics of each look are abtest.py's.
   (corr(Z_j, Z_k) = sqrt(t_j / t_k)); Pocock z = 2.368, 2.368, 2.226,
   O'Brien-Fleming 3.920, 2.774, 1.979 (nominal levels 2 - 2 Phi(z_k)). Exact, not a
   Bonferroni split of the increments: the looks are strongly correlated.
-- The p tested: compare_arms' (issue 25: the signed-rank test on per-round
-  log ratios when the rounds pair A and B, else the calibrated min-p).
+- The p tested: compare_arms' (issue 25: the within-round permutation
+  min-p of the signed-rank and rank-sum statistics when the rounds pair A
+  and B, else the calibrated unpaired min-p).
 - A benchmark is settled at look k when its Holm-adjusted p (across every
   benchmark of the report, the settled ones with the p they settled with)
   is under the look's level and its CI at the look's level (the exact
@@ -56,7 +57,7 @@ norm = stats.norm
 
 STAGES = abtest.SCHEDULE
 ALPHA = abtest.ALPHA
-TEST = ("Wilcoxon signed-rank on per-round log ratios (paired rounds; unpaired: min of Mann-Whitney U and "
+TEST = ("min-p of Wilcoxon signed-rank and rank sum, swapped within rounds (paired rounds; unpaired: min of Mann-Whitney U and "
         "Kolmogorov-Smirnov calibrated by permutation), Holm across benchmarks")
 _GRID = 1201        # integration points per look (odd: Simpson); levels to ~1e-9
 Z95 = float(norm.ppf(0.975))

@@ -12,9 +12,10 @@ rounds, A/A and a true 2%: the share of p < 0.05 (two-sided) of
   permutations (so it keeps alpha),
 - the unpaired Mann-Whitney test, for reference.
 Permutation p-values from 4,000 random sign vectors plus the observed one.
-Seeded; 400 comparisons a cell (Monte-Carlo SE up to 2.5 pp). Not part of
-opcost: an experiment whose output (results/paired-power-2026-11-28.txt)
-docs/statistics.md cites.
+Seeded; 400 comparisons a cell (Monte-Carlo SE up to 2.5 pp). An
+experiment whose output (results/paired-power-2026-11-28.txt)
+docs/statistics.md cites; the min-p it found is now opcost's paired test
+(abtest.paired_minp, exact over all swaps up to 16 rounds).
 """
 
 from __future__ import annotations
