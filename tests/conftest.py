@@ -15,6 +15,26 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probe" / "opcost-probe"
 
 
+# pytest-xdist (test.sh runs `-n auto --dist loadgroup`): the tests that share
+# something one machine has once run in one group, so on one worker, one after
+# the other: the fleet's sshd hosts (tests/sshd_hosts.py; test_fleet checks
+# that no /tmp/opcost-fleet.* or ssh master of anyone's is left, machine-wide)
+# and the real QEMU boots (tests/test_vm_boot.py: each looks for a QEMU of its
+# kernel left behind, machine-wide; two TCG guests at once would also starve
+# each other). Grouped by the fixture they use, so that a new test of either
+# kind is grouped too; a module may add its own group (pytestmark).
+XDIST_GROUP_BY_FIXTURE = {"fleet": "sshd-hosts", "fleet_up": "sshd-hosts", "kernel_pair": "qemu-boots"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        groups = {g for f, g in XDIST_GROUP_BY_FIXTURE.items() if f in getattr(item, "fixturenames", ())}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: in two xdist groups {sorted(groups)}; give it one")
+        if groups and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+
+
 @pytest.fixture(scope="session")
 def probe_bin() -> Path:
     """`make -C probe` once per session; the path of the host probe."""
