@@ -14,6 +14,14 @@ from pgserver import postgres_server  # noqa: F401  (the session's PostgreSQL se
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probe" / "opcost-probe"
 
+# Each `python -m opcost` a test starts (thousands in the suite) compiles the
+# package from src/ unless its bytecode is cached: with PYTHONDONTWRITEBYTECODE
+# set (as some shells and CI images do) that took some 85 ms of CPU per start, more
+# than the interpreter's own start-up. The bytecode goes to build/pycache
+# (git-ignored), never beside the sources; every process the tests start inherits this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / "build" / "pycache"))
+
 
 # pytest-xdist (test.sh runs `-n auto --dist loadgroup`): the tests that share
 # something one machine has once run in one group, so on one worker, one after
