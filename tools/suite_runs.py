@@ -33,8 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTEST = ["python3", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup"]   # test.sh's last line
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):   # one line, exit 2
+        self.exit(2, f"suite_runs.py: {message}\n")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="suite_runs.py", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="suite_runs.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("n", type=int, help="how many runs, one after another")
     ap.add_argument("--hog", nargs="?", const=-1, type=int, metavar="CPU",
                     help="a CPU hog pinned on CPU (default: the last one) during every run")
@@ -44,10 +49,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="build the probe and run pytest only (not test.sh's installs and checks)")
     ap.add_argument("--timeout", type=float, default=5400, metavar="S",
                     help="each run's time limit in seconds (default 5400, CI's)")
+    ap.add_argument("--repo", type=Path, default=ROOT, help="the repository to clone (default: this one)")
     ap.add_argument("--out", type=Path, help="directory for each run's output (default: a new temporary one)")
     a = ap.parse_args(argv)
     if a.n < 1:
         ap.error(f"N {a.n}: give at least 1 run")
+    if not (a.repo / ".git").exists():
+        ap.error(f"--repo {a.repo}: not a git checkout; give the top of one")
     if a.timeout <= 0:
         ap.error(f"--timeout {a.timeout:g}: give a positive number of seconds")
     cpus = sorted(os.sched_getaffinity(0))
@@ -102,13 +110,13 @@ def one_run(i: int, a: argparse.Namespace, out: Path) -> bool:
     junit = out / f"run{i}.xml"
     try:
         clone = work / "opcost"
-        cp = subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)],
+        cp = subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(a.repo), str(clone)],
                             capture_output=True, text=True)
         if cp.returncode:
             print(f"run {i}/{a.n}: git clone failed: {cp.stderr.strip()}", flush=True)
             return False
         env = dict(os.environ)
-        shared = ROOT.parent / "shared"   # test.sh looks beside the checkout; the clone has nothing beside it
+        shared = a.repo.resolve().parent / "shared"   # test.sh looks beside the checkout; the clone has nothing beside it
         if "OPCOST_SHARED" not in env and shared.is_dir():
             env["OPCOST_SHARED"] = str(shared)
         pytest_args = [f"--junitxml={junit}", *a.pytest_args]
@@ -147,7 +155,7 @@ def main(argv: list[str]) -> int:
     out = a.out or Path(tempfile.mkdtemp(prefix="opcost-suite-runs-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"{a.n} run(s) of {'pytest' if a.pytest_only else './test.sh'} from fresh clones of "
-          f"{subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}"
+          f"{subprocess.run(['git', '-C', str(a.repo), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}"
           f"{f', a CPU hog on CPU {a.hog}' if a.hog is not None else ''}; output in {out}", flush=True)
     hog = start_hog(a.hog, a.n * a.timeout) if a.hog is not None else None
     ok = True
