@@ -88,4 +88,7 @@ PYTHONPATH=src lint-imports
 # The documentation: every page in mkdocs.yml's nav, no broken link; the CLI
 # reference is generated from the parsers at build time (docs/hooks/cli_reference.py).
 python3 -m mkdocs build --strict --site-dir build/site   # not --quiet: it hides the warnings --strict counts
-python3 -m pytest -q --durations=25 "$@"
+# On every CPU (pytest-xdist): tests that share one sshd set, QEMU boots or the
+# malformed corpus run in a group on one worker (tests/conftest.py); `./test.sh -n 0`
+# runs them all in this one process instead.
+python3 -m pytest -q --durations=25 -n auto --dist loadgroup "$@"

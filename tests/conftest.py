@@ -14,6 +14,58 @@ from pgserver import postgres_server  # noqa: F401  (the session's PostgreSQL se
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probe" / "opcost-probe"
 
+# Each `python -m opcost` a test starts (thousands in the suite) compiles the
+# package from src/ unless its bytecode is cached: with PYTHONDONTWRITEBYTECODE
+# set (as some shells and CI images do) that took some 85 ms of CPU per start, more
+# than the interpreter's own start-up. The bytecode goes to build/pycache
+# (git-ignored), never beside the sources; every process the tests start inherits this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / "build" / "pycache"))
+
+
+# pytest-xdist (test.sh runs `-n auto --dist loadgroup`): the tests that share
+# something one machine has once run in one group, so on one worker, one after
+# the other: the fleet's sshd hosts (tests/sshd_hosts.py; test_fleet checks
+# that no /tmp/opcost-fleet.* or ssh master of anyone's is left, machine-wide)
+# and the real QEMU boots (tests/test_vm_boot.py: each looks for a QEMU of its
+# kernel left behind, machine-wide; two TCG guests at once would also starve
+# each other). Grouped by the fixture they use, so that a new test of either
+# kind is grouped too; a module may add its own group (pytestmark).
+XDIST_GROUP_BY_FIXTURE = {"fleet": "sshd-hosts", "fleet_up": "sshd-hosts", "kernel_pair": "qemu-boots"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's worker reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        groups = {g for f, g in XDIST_GROUP_BY_FIXTURE.items() if f in getattr(item, "fixturenames", ())}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: in two xdist groups {sorted(groups)}; give it one")
+        if groups and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        _group_in_node_ids(items)
+
+
+def _group_in_node_ids(items) -> None:
+    """On an xdist worker with --dist loadgroup, xdist tells the controller a
+    test's group by appending `@group` to its node id; from pytest 9.2 on its
+    assignment (to the old `_nodeid`) no longer takes effect, node ids being
+    structured (pytest-xdist issue 1386), and the groups would silently run on
+    several workers at once. Appended here to the structured id (xdist still
+    does it itself with an older pytest); refused where neither can be done."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        want = "@" + "_".join(names)
+        if not names or item.nodeid.endswith(want) or not hasattr(item, "_id"):
+            continue
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(item.nodeid + want)
+        if not item.nodeid.endswith(want):
+            raise pytest.UsageError(f"{item.nodeid}: its xdist group cannot be set with this pytest and "
+                                    "pytest-xdist; run without -n (or with -n 0)")
+
 
 @pytest.fixture(scope="session")
 def probe_bin() -> Path:

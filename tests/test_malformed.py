@@ -31,6 +31,10 @@ import pytest
 from conftest import cli_argv, cli_env
 from test_store import _v1_store, damage
 
+# One worker runs the whole corpus (pytest-xdist --dist loadgroup): `outcomes`
+# below runs every case once, in threads of its own; on two workers it would run twice.
+pytestmark = pytest.mark.xdist_group("malformed")
+
 CORPUS = Path(__file__).with_name("data") / "malformed.txt"
 COMPILER_MESSAGES = "!compiler"
 FAST = "--fake-clock 100 -p 2 -n 1 -w 0 --target-ms 1"

@@ -149,6 +149,7 @@ def test_tour(tmp_path, probe_bin):
     run_steps(steps, tmp_path)
 
 
+@pytest.mark.xdist_group("sshd-hosts")   # beside test_fleet's hosts, never at once (conftest.py)
 def test_tour_fleet(tmp_path, probe_bin):
     import sshd_hosts
 
