@@ -85,10 +85,10 @@ def test_without_run_delay_there_is_no_contention_figure():
     assert "contention" not in s and _flag(s) is None
 
 
-def _run(tmp_path, name, cpu, env):
+def _run(tmp_path, name, cpu, env, target_ms=5):
     out = tmp_path / f"{name}.json"
     cp = subprocess.run([sys.executable, "-m", "opcost", "run", "signal.catch", "-p", "2", "-n", "8", "-w", "1",
-                         "--target-ms", "5", "--cpu", str(cpu), "--no-store", "--json", str(out)],
+                         "--target-ms", str(target_ms), "--cpu", str(cpu), "--no-store", "--json", str(out)],
                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
                         stdin=subprocess.DEVNULL)
     assert cp.returncode == 0, cp.stderr
@@ -111,14 +111,26 @@ def test_a_hog_on_the_measuring_cpu_is_flagged(tmp_path, cli_environ):
     hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpu), "60"], stdout=subprocess.PIPE, text=True)
     try:
         assert hog.stdout is not None and hog.stdout.readline().strip() == "spinning"  # pinned, then measured
-        loaded, text = _run(tmp_path, "hog", cpu, env)
+        # Two CPU-bound tasks on one CPU: the fair share is half, and alone
+        # with the hog the probe loses 0.39-0.47 of its 18 batches of 20 ms
+        # (8 runs, 2026-11-28). A run beside other work can lose less: with
+        # the suite on both CPUs (pytest-xdist) one run of 18 batches of 5 ms
+        # lost 0.215, the scheduler's placement of a new task over so short a
+        # window (the first whole-suite run on two workers). So 20 ms batches,
+        # and up to four runs, each a fresh one: the check fails only if none
+        # of them loses a quarter. Even if one run in 20 fell short beside the
+        # suite (more than seen), four in a row would be 6 in a million
+        # (0.05^4), assuming the runs fall short independently.
+        for attempt in range(4):
+            loaded, text = _run(tmp_path, f"hog{attempt}", cpu, env, target_ms=20)
+            if "contention" not in loaded or loaded["contention"]["lost_share"] > 0.25:
+                break
     finally:
         hog.kill()
         hog.wait()
     if "contention" not in loaded:
         pytest.skip("run delay is not readable here (no schedstat): the probe's header says so")
     lost = loaded["contention"]["lost_share"]
-    # two CPU-bound tasks on one CPU: the fair share is half; well above 25% on any box
     assert lost > 0.25, loaded["contention"]
     f = _flag(loaded)
     assert f and f["lost_share"] == lost

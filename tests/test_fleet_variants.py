@@ -58,14 +58,21 @@ int main(void)
 OP_FAST = ["--cpu", "0", "-p", "6", "-n", "3", "-w", "1", "--target-ms", "1"]
 
 
+def _env(tmp_path) -> dict:
+    """The test's own TMPDIR: the local build directories it looks for are
+    its own, not those of a test running beside it (pytest-xdist)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return cli_env(tmp_path, TMPDIR=str(tmp_path / "tmp"))
+
+
 def fleet_variants(fleet, tmp_path, *args, timeout: float = 240):
     return subprocess.run(cli_argv("fleet", "variants", "--ssh-config", fleet.ssh_config, *args),
-                          env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
+                          env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def no_local_builds() -> list[str]:
-    return glob.glob("/tmp/opcost-variants-*")
+def no_local_builds(tmp_path) -> list[str]:
+    return glob.glob(str(tmp_path / "tmp" / "opcost-variants-*"))
 
 
 def _checked(fleet, tmp_path, text: str, *args, hosts: str = HOSTS, code: int = 0):
@@ -76,7 +83,7 @@ def _checked(fleet, tmp_path, text: str, *args, hosts: str = HOSTS, code: int = 
     src = tmp_path / "study.c"
     src.write_text(text)
     out = tmp_path / "fleet.json"
-    before = set(no_local_builds())
+    before = set(no_local_builds(tmp_path))
     cp = fleet_variants(fleet, tmp_path, "--hosts", hosts, str(src), *args, "--json", str(out),
                         "--label", "kernel=test")
     assert cp.returncode == code, cp.stderr
@@ -115,7 +122,7 @@ def _checked(fleet, tmp_path, text: str, *args, hosts: str = HOSTS, code: int = 
     one = _cli(tmp_path, "show", str(mine[0]["id"]))
     assert one.returncode == 0 and "-D" in one.stdout, one.stderr
     assert settle() == {"files": [], "processes": []}
-    assert set(no_local_builds()) <= before
+    assert set(no_local_builds(tmp_path)) <= before
     return doc, cp
 
 
@@ -225,10 +232,10 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
 
     src = tmp_path / "prog.c"
     src.write_text(PROGRAM)
-    before = set(no_local_builds())
+    before = set(no_local_builds(tmp_path))
     proc = subprocess.Popen(cli_argv("fleet", "variants", "--ssh-config", fleet_up.ssh_config, "--hosts", HOSTS,
                                      str(src), "-D", "FAST", "-D", "SLOW", "--cpu", "0", "-p", "40"),
-                            env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -239,7 +246,7 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
             except sqlite3.Error:   # the store being created
                 pass
             time.sleep(0.05)
-        mine = set(no_local_builds()) - before
+        mine = set(no_local_builds(tmp_path)) - before
         assert len(mine) == 1, mine   # one architecture here: one build directory
         proc.send_signal(getattr(signal, how))
         _, err = proc.communicate(timeout=120)
@@ -250,7 +257,7 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
         assert proc.returncode == 130 and "Traceback" not in err, err
         assert {r["status"] for r in runs(tmp_path)} == {"interrupted"}
         assert settle() == {"files": [], "processes": []}
-        assert set(no_local_builds()) <= before
+        assert set(no_local_builds(tmp_path)) <= before
         return
     deadline = time.monotonic() + PERSIST_S + 15
     while True:
@@ -262,9 +269,9 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
     assert remote == [] and left["processes"] == [], left
     for d in (f for f in left["files"] if "opcost-ssh-" in f):
         shutil.rmtree(d)   # the local control directory, with the master's log
-    assert set(no_local_builds()) - before == mine and all(os.path.isdir(d) for d in mine)
-    variantbuild.sweep_stale_workdirs()
-    assert not set(no_local_builds()) & mine
+    assert set(no_local_builds(tmp_path)) - before == mine and all(os.path.isdir(d) for d in mine)
+    variantbuild.sweep_stale_workdirs(tmp_path / "tmp")
+    assert not set(no_local_builds(tmp_path)) & mine
 
 
 def test_a_build_runs_as_its_uploaded_copy():
