@@ -153,18 +153,25 @@ def _stored_processes(tmp_path, host: str) -> int:
         con.close()
 
 
-def _kill_when_measuring(fleet, tmp_path, proc, host: str, timeout: float = 120) -> None:
-    """Kill `host` (its sshd and every connection) once its run stored a process."""
+def until_stored(tmp_path, proc, host: str, timeout: float = 120) -> bool:
+    """Wait until `host`'s run has stored a process (True), or `proc` ended or
+    the time ran out (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             if _stored_processes(tmp_path, host) >= 1:
-                next(h for h in fleet.hosts if h.name == host).kill()
-                return
-        except sqlite3.Error:
+                return True
+        except sqlite3.Error:   # the store being created
             pass
         time.sleep(0.05)
-    raise AssertionError(f"{host} never stored a process")
+    return False
+
+
+def _kill_when_measuring(fleet, tmp_path, proc, host: str, timeout: float = 120) -> None:
+    """Kill `host` (its sshd and every connection) once its run stored a process."""
+    if not until_stored(tmp_path, proc, host, timeout):
+        raise AssertionError(f"{host} never stored a process")
+    next(h for h in fleet.hosts if h.name == host).kill()
 
 
 def test_host_killed_mid_run(fleet_up, tmp_path):
@@ -501,14 +508,7 @@ def test_target_ssh_interrupted(fleet_up, tmp_path):
                             env=_target_env(fleet_up, tmp_path), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _stored_processes(tmp_path, "fleet3") >= 1:
-                    break
-            except sqlite3.Error:
-                pass
-            time.sleep(0.05)
+        until_stored(tmp_path, proc, "fleet3")
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -723,14 +723,7 @@ def test_fleet_ab_interrupted(fleet_up, tmp_path):
                             env=cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _stored_processes(tmp_path, "fleet1") >= 1:
-                    break
-            except sqlite3.Error:   # the store being created
-                pass
-            time.sleep(0.05)
+        until_stored(tmp_path, proc, "fleet1")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

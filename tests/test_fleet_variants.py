@@ -20,7 +20,6 @@ from __future__ import annotations
 import glob
 import json
 import re
-import sqlite3
 import subprocess
 
 import pytest
@@ -228,7 +227,7 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
 
     from opcost import variantbuild
     from opcost.targets.ssh import PERSIST_S
-    from test_fleet import _stored_processes, leftovers
+    from test_fleet import leftovers, until_stored
 
     src = tmp_path / "prog.c"
     src.write_text(PROGRAM)
@@ -238,14 +237,7 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
                             env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _stored_processes(tmp_path, "fleet1") >= 1:
-                    break
-            except sqlite3.Error:   # the store being created
-                pass
-            time.sleep(0.05)
+        until_stored(tmp_path, proc, "fleet1")
         mine = set(no_local_builds(tmp_path)) - before
         assert len(mine) == 1, mine   # one architecture here: one build directory
         proc.send_signal(getattr(signal, how))
