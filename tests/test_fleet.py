@@ -167,6 +167,23 @@ def until_stored(tmp_path, proc, host: str, timeout: float = 120) -> bool:
     return False
 
 
+def gone_from_the_hosts() -> dict:
+    """After opcost was killed outright: wait (the master's ControlPersist and
+    a margin) until no upload directory and no opcost process is left on the
+    hosts, assert so, and return the leftovers (the local control directories)."""
+    from opcost.targets.ssh import PERSIST_S
+
+    deadline = time.monotonic() + PERSIST_S + 15
+    while True:
+        left = leftovers()
+        remote = [f for f in left["files"] if "opcost-fleet." in f]
+        if not remote and not left["processes"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert remote == [] and left["processes"] == [], left
+    return left
+
+
 def _kill_when_measuring(fleet, tmp_path, proc, host: str, timeout: float = 120) -> None:
     """Kill `host` (its sshd and every connection) once its run stored a process."""
     if not until_stored(tmp_path, proc, host, timeout):
@@ -450,16 +467,7 @@ def test_sigkill_leaves_no_remote_process_or_file(fleet_up, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    from opcost.targets.ssh import PERSIST_S
-
-    deadline = time.monotonic() + PERSIST_S + 15
-    while True:
-        left = leftovers()
-        remote = [f for f in left["files"] if "opcost-fleet." in f]
-        if not remote and not left["processes"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert remote == [] and left["processes"] == [], left
+    left = gone_from_the_hosts()
     local = [f for f in left["files"] if "opcost-ssh-" in f]
     for d in local:
         assert set(os.listdir(d)) <= {"master.log"}, os.listdir(d)   # the socket is gone

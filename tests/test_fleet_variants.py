@@ -223,11 +223,9 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
     import os
     import shutil
     import signal
-    import time
 
     from opcost import variantbuild
-    from opcost.targets.ssh import PERSIST_S
-    from test_fleet import leftovers, until_stored
+    from test_fleet import gone_from_the_hosts, until_stored
 
     src = tmp_path / "prog.c"
     src.write_text(PROGRAM)
@@ -251,14 +249,7 @@ def test_stopped_mid_run_leaves_no_build_behind(fleet_up, tmp_path, how):
         assert settle() == {"files": [], "processes": []}
         assert set(no_local_builds(tmp_path)) <= before
         return
-    deadline = time.monotonic() + PERSIST_S + 15
-    while True:
-        left = leftovers()
-        remote = [f for f in left["files"] if "opcost-fleet." in f]
-        if not remote and not left["processes"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert remote == [] and left["processes"] == [], left
+    left = gone_from_the_hosts()
     for d in (f for f in left["files"] if "opcost-ssh-" in f):
         shutil.rmtree(d)   # the local control directory, with the master's log
     assert set(no_local_builds(tmp_path)) - before == mine and all(os.path.isdir(d) for d in mine)
