@@ -12,7 +12,11 @@ empty main; 100-250x measured), so with 6 processes a side
 every SLOW process median lies above every FAST one unless a process is
 slowed a hundredfold for most of its batches. The verdict needs p < 0.05
 (it is 2/924, doubled, at complete separation) and a CI beyond delta: the
-false-failure rate is far below 1e-4. Measured on CPU 0 (every machine has
+false-failure rate of each host's verdict is far below 1e-4. Across hosts
+(a t-interval over the hosts' log ratios) three hosts on the real clock
+clear delta unless their ratios spread over more than tenfold; two hosts (one
+unreachable) have one degree of freedom, so that test checks the rule, not
+the verdict. Measured on CPU 0 (every machine has
 one; it stays off the CPU real measurements use, the last)."""
 
 from __future__ import annotations
@@ -168,7 +172,18 @@ def test_program_mode_slower_and_a_host_unreachable(fleet_up, tmp_path):
         (e,) = h["comparison"]["comparisons"]
         assert e["verdict"] == "slower" and e["ratio"] > 5, e
     (x,) = doc["across"]
-    assert x["n_hosts"] == 2 and x["counts"]["slower"] == 2 and x["verdict"] == "slower"
+    assert x["n_hosts"] == 2 and x["counts"]["slower"] == 2
+    # Two hosts leave the t-interval one degree of freedom (t = 12.7): on the
+    # real clock it clears delta only when the hosts' ratios agree within
+    # about 2x, which two loaded sshd "hosts" need not. What is checked is
+    # that the two hosts reached are the ones put together, by the rule.
+    import math
+
+    from opcost.abtest import across_hosts
+    want = across_hosts([math.log(h["ratio"]) for h in x["hosts"]], delta=x["delta"], alpha=x["alpha"])
+    assert [h["host"] for h in x["hosts"]] == ["fleet1", "fleet3"]
+    assert x["verdict"] == want["verdict"] and x["geomean_ratio"] == pytest.approx(want["geomean_ratio"]), (x, want)
+    assert x["geomean_ratio"] > 5 and x["verdict"] in ("slower", "inconclusive"), x
     assert "-DSLOW: slower on 2 of 2 hosts, geometric mean" in cp.stdout
 
 
