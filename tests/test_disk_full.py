@@ -70,6 +70,32 @@ def test_a_store_that_cannot_be_created_leaves_no_file(disk, tmp_path, probe_bin
     assert disk.files() == [], "left behind by a store that could not be created"
 
 
+@pytest.mark.parametrize("free_k", [8, 24, 40, 64])
+def test_an_existing_store_on_a_full_disk_keeps_no_run_without_results(disk, tmp_path, probe_bin, free_k):
+    """A store that exists, the disk nearly full: the run and its results go
+    in as one transaction, so a store that fails there keeps nothing of the
+    run (exit 2, nothing measured); one that fails later keeps a run marked
+    failed, with its results (exit 1, the rest rescued; when even that
+    final status cannot be written, `history` shows the run abandoned, its
+    processes kept). Never a run with no results."""
+    store = str(disk.path / "s.db")
+    assert _run(tmp_path, "run", "syscall.null", "-p", "2", *FAST, "--store", store).returncode == 0
+    disk.fill(free_k)
+    cp = _run(tmp_path, "run", "syscall.null", "-p", "3", *FAST, "--store", store)
+    assert cp.returncode in (1, 2) and "Traceback" not in cp.stderr, cp.stderr
+    assert "the disk is full" in cp.stderr, cp.stderr
+    if cp.returncode == 2:
+        assert cp.stderr.count("\n") == 1, cp.stderr
+    os.unlink(disk.path / "fill")
+    shown = _run(tmp_path, "history", "--store", store, "--json")
+    assert shown.returncode == 0, shown.stderr
+    got = {r["id"]: r for r in json.loads(shown.stdout)}
+    assert got[1]["status"] == "complete"
+    for r in got.values():
+        assert r["status"] in ("complete", "failed", "abandoned") and r["n_results"] >= 1, (free_k, r, cp.stderr)
+    assert len(got) == (1 if cp.returncode == 2 else 2), (got, cp.stderr)
+
+
 def test_full_disk_mid_run_rescue_goes_to_the_temporary_directory(disk, tmp_path, probe_bin):
     disk.fill(200)
     tmp = tmp_path / "tmpdir"

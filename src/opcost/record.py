@@ -71,15 +71,14 @@ class Recorder:
         self.results = results
         self.created = _utc_now()
         if self.store:
-            self.run_id = self.store.create_run(label=self.label, env=self.env, argv=self.argv,
-                                                opcost_version=__version__, kind=self.kind, labels=self.labels,
-                                                plan=None if self.plan is None else self.plan.to_dict(),
-                                                uuid=self.uuid)
-            for pos, vr in enumerate(results):
-                v = vr.variant
-                self.result_ids[id(vr)] = self.store.add_result(
-                    self.run_id, position=pos, bench=v.bench, params=v.all_params(), op=vr.op, unit="ns",
-                    key=v.key())
+            # The run and its results in one transaction: a store that fails
+            # here keeps nothing (no empty run left "running").
+            self.run_id, ids = self.store.begin_run(
+                results=[{"position": pos, "bench": vr.variant.bench, "params": vr.variant.all_params(),
+                          "op": vr.op, "unit": "ns", "key": vr.variant.key()} for pos, vr in enumerate(results)],
+                label=self.label, env=self.env, argv=self.argv, opcost_version=__version__, kind=self.kind,
+                labels=self.labels, plan=None if self.plan is None else self.plan.to_dict(), uuid=self.uuid)
+            self.result_ids = {id(vr): rid for vr, rid in zip(results, ids)}
         self._write(final=False, force=True)
 
     def process_done(self, vr, proc: dict) -> None:

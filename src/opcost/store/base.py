@@ -54,6 +54,10 @@ OnWait = Callable[[str], None]
 Step = Union[str, Callable[[Any], None]]
 
 
+_ADD_RESULT = ("INSERT INTO results (run_id, position, bench, params, op, unit, status, key) "
+               "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)")
+
+
 class Store(Protocol):
     """What the recorder (record.py) and the readers (commands.py: history,
     show, compare) use, exactly as they call it."""
@@ -71,6 +75,10 @@ class Store(Protocol):
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
                    op: str, unit: str, key: str | None = None) -> int: ...
+
+    def begin_run(self, *, results: Sequence[Mapping[str, Any]], label: str | None = None, env: dict[str, Any],
+                  argv: list[str], opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
+                  uuid: str | None = None, plan: dict[str, Any] | None = None) -> tuple[int, list[int]]: ...
 
     def add_process(self, result_id: int, *, idx: int, header: dict[str, Any], samples: list[dict[str, Any]],
                     trailer: dict[str, Any] | None, meta: dict[str, Any] | None = None) -> int: ...
@@ -382,6 +390,19 @@ class SqlStore:
         (labels.py's rules); `label` is the name label (name=...). uuid: the
         run's identity across stores (a new uuid4 if not given). plan: what
         was asked (model.Plan.to_dict; None: a run without one)."""
+        run_id, _ = self.begin_run(results=(), label=label, env=env, argv=argv, opcost_version=opcost_version,
+                                   kind=kind, labels=labels, uuid=uuid, plan=plan)
+        return run_id
+
+    def begin_run(self, *, results: Sequence[Mapping[str, Any]], label: str | None = None, env: dict[str, Any],
+                  argv: list[str], opcost_version: str, kind: str = "run", labels: dict[str, str] | None = None,
+                  uuid: str | None = None, plan: dict[str, Any] | None = None) -> tuple[int, list[int]]:
+        """create_run and an add_result per entry of `results` (its keyword
+        arguments: position, bench, params, op, unit, key), in ONE
+        transaction: a store that fails on the way (a full disk, a lock held
+        too long) keeps nothing of the run, rather than a run with no
+        results that `history` would later show abandoned. Returns the run's
+        id and its results' ids, in order."""
         names = _labels.merged(label, labels)
         for k in names:                 # values as given: an old store's name may hold anything
             _labels.check_key(k)
@@ -394,7 +415,8 @@ class SqlStore:
                  rows.encode(env),
                  rows.encode(owner_here()), ident, rows.encode(plan)))
             self._put_labels(db, run_id, names)
-        return run_id
+            ids = [self._insert_id(db, _ADD_RESULT, self._result_row(run_id, **r)) for r in results]
+        return run_id, ids
 
     def _put_labels(self, db: Any, run_id: int, names: Mapping[str, str]) -> None:
         if names:
@@ -403,11 +425,14 @@ class SqlStore:
 
     def add_result(self, run_id: int, *, position: int, bench: str, params: dict[str, Any],
                    op: str, unit: str, key: str | None = None) -> int:
-        return self._insert(
-            "adding a result",
-            "INSERT INTO results (run_id, position, bench, params, op, unit, status, key) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-            (run_id, position, bench, rows.encode(params), op, unit, key))
+        return self._insert("adding a result", _ADD_RESULT,
+                            self._result_row(run_id, position=position, bench=bench, params=params, op=op,
+                                             unit=unit, key=key))
+
+    @staticmethod
+    def _result_row(run_id: int, *, position: int, bench: str, params: dict[str, Any], op: str, unit: str,
+                    key: str | None = None) -> tuple:
+        return (run_id, position, bench, rows.encode(params), op, unit, key)
 
     def add_process(self, result_id: int, *, idx: int, header: dict[str, Any], samples: list[dict[str, Any]],
                     trailer: dict[str, Any] | None, meta: dict[str, Any] | None = None) -> int:
