@@ -15,7 +15,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "suite_runs.py"
 
-SPINNER = "^[^ ]*python[^ ]* -c while True: pass$"
+def spinner(out: Path) -> str:
+    """The tool's hog for --out `out` (its command line ends with it): not
+    the hog of another run of the tool (this test run by one, beside a hog)."""
+    return f"^[^ ]*python[^ ]* -c while True: pass {out}$"
+
+
 TESTS = """
 import os, pytest
 def test_passes(): pass
@@ -31,12 +36,13 @@ def tool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
+    """The tiny repository; its runs' output goes to tmp_path/out."""
     r = tmp_path / "repo"
     (r / "tests").mkdir(parents=True)
     (r / "tests" / "test_x.py").write_text(TESTS)
     # the hog's spinner, seen from inside the run (in the run's log): where it is pinned
     (r / "test.sh").write_text('#!/usr/bin/env bash\nfor p in $(pgrep -f "%s"); do taskset -pc "$p"; done\n'
-                               'exec python3 -m pytest -q -p no:cacheprovider "$@"\n' % SPINNER)
+                               'exec python3 -m pytest -q -p no:cacheprovider "$@"\n' % spinner(tmp_path / "out"))
     os.chmod(r / "test.sh", 0o755)
     git = ["git", "-C", str(r), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git[:3], "init", "-q"], check=True)
@@ -61,7 +67,7 @@ def test_runs_from_fresh_clones_one_line_each(repo, tmp_path):
 def test_failures_are_named_and_exit_1_and_the_hog_goes(repo, tmp_path):
     cpu = sorted(os.sched_getaffinity(0))[0]
     env_fail = {**os.environ, "SUITE_RUNS_FAIL": "1"}
-    cp = subprocess.run([sys.executable, str(TOOL), "1", "--repo", str(repo), "--out", str(tmp_path / "o"),
+    cp = subprocess.run([sys.executable, str(TOOL), "1", "--repo", str(repo), "--out", str(tmp_path / "out"),
                          "--hog", str(cpu)], capture_output=True, text=True, timeout=120, env=env_fail,
                         stdin=subprocess.DEVNULL)
     assert cp.returncode == 1, cp.stdout + cp.stderr
@@ -70,9 +76,9 @@ def test_failures_are_named_and_exit_1_and_the_hog_goes(repo, tmp_path):
     assert line.endswith("failed: tests/test_x.py::test_fails"), line
     assert f"a CPU hog on CPU {cpu}" in cp.stdout
     # the hog was there during the run, pinned on that CPU, and is gone after it
-    log = (tmp_path / "o" / "run1.log").read_text()
+    log = (tmp_path / "out" / "run1.log").read_text()
     assert f"current affinity list: {cpu}\n" in log, log
-    gone = subprocess.run(["pgrep", "-f", SPINNER], capture_output=True, text=True)
+    gone = subprocess.run(["pgrep", "-f", spinner(tmp_path / "out")], capture_output=True, text=True)
     assert gone.stdout.strip() == "", gone.stdout
 
 

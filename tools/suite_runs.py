@@ -70,10 +70,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def start_hog(cpu: int, bound_s: float) -> subprocess.Popen:
-    """A spinning process on `cpu`, ended by `timeout` after bound_s at the latest."""
+def start_hog(cpu: int, bound_s: float, tag: str) -> subprocess.Popen:
+    """A spinning process on `cpu`, ended by `timeout` after bound_s at the
+    latest. Its command line ends with `tag` (the --out directory): this
+    tool's hog is told apart from another's (a test of this tool run beside
+    a hog of this tool)."""
     return subprocess.Popen(["timeout", "-s", "KILL", str(int(bound_s)), "taskset", "-c", str(cpu),
-                             sys.executable, "-c", "while True: pass"],
+                             sys.executable, "-c", "while True: pass", tag],
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -157,7 +160,7 @@ def main(argv: list[str]) -> int:
     print(f"{a.n} run(s) of {'pytest' if a.pytest_only else './test.sh'} from fresh clones of "
           f"{subprocess.run(['git', '-C', str(a.repo), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}"
           f"{f', a CPU hog on CPU {a.hog}' if a.hog is not None else ''}; output in {out}", flush=True)
-    hog = start_hog(a.hog, a.n * a.timeout) if a.hog is not None else None
+    hog = start_hog(a.hog, a.n * a.timeout, str(out)) if a.hog is not None else None
     ok = True
     try:
         for i in range(1, a.n + 1):
