@@ -5,7 +5,7 @@
 
 Each run clones this repository's committed HEAD (uncommitted changes are not
 in it) into a new temporary directory, runs `./test.sh` there (or, with
---pytest-only, only the probe's build and test.sh's pytest line: no apt, no
+--pytest-only, only the probes' builds and test.sh's pytest line: no apt, no
 `pip install .`, no mypy), and prints one line: passed, failed, skipped, the
 pytest phase's wall time (from pytest's own JUnit report), the whole command's,
 and the failed tests' names. --hog keeps one CPU busy (a spinning process
@@ -31,6 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = ["python3", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup"]   # test.sh's last line
+# test.sh's probe builds: the host's and the three cross probes, before pytest
+BUILD = " && ".join(["make -C probe -s"] + [f"make -C probe -s CC={cc}-gcc OUT=build/opcost-probe-{arch}" for cc, arch in
+                                              (("i686-linux-gnu", "i386"), ("aarch64-linux-gnu", "aarch64"),
+                                               ("arm-linux-gnueabihf", "arm"))])
 
 
 class Parser(argparse.ArgumentParser):
@@ -124,7 +128,7 @@ def one_run(i: int, a: argparse.Namespace, out: Path) -> bool:
             env["OPCOST_SHARED"] = str(shared)
         pytest_args = [f"--junitxml={junit}", *a.pytest_args]
         if a.pytest_only:
-            cmd = ["bash", "-c", 'make -C probe -s && exec "$@"', "run", *PYTEST, *pytest_args]
+            cmd = ["bash", "-c", BUILD + ' && exec "$@"', "run", *PYTEST, *pytest_args]
         else:
             cmd = ["./test.sh", *pytest_args]
         t0 = time.monotonic()
