@@ -9,6 +9,11 @@ import re
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
 
 
+class NoFigure(ValueError):
+    """The tool ran and says it has no figure this time (not a format the
+    parser does not know): its own subtraction came out at or below zero."""
+
+
 def parse_perf_bench(text: str) -> dict:
     """perf bench (sched pipe, syscall basic|fork|execve), default format:
     '# Executed N <what>' ... 'X usecs/op'. Returns ns_per_op and count."""
@@ -67,7 +72,7 @@ def parse_lat_ctx(text: str) -> dict:
     if not o:
         raise ValueError("no 'size=Kk ovr=O' line in lat_ctx output")
     if not t:
-        raise ValueError("no 'PROCS TIME' line in lat_ctx output (it prints none when the switch comes out <= 0)")
+        raise NoFigure("no 'PROCS TIME' line in lat_ctx output (it prints none when the switch comes out <= 0)")
     procs, switch_us, ovr_us = int(t.group(1)), float(t.group(2)), float(o.group(2))
     return {"ns_per_op": procs * (switch_us + ovr_us) * 1000.0, "switch_ns": switch_us * 1000.0,
             "ovr_ns": ovr_us * 1000.0, "procs": procs, "size_kb": int(o.group(1))}

@@ -16,7 +16,8 @@ from typing import Callable
 from validation.anchors.catalogue import Anchor
 from validation.harness.checkout import REPO, Command, checkout_opcost, installed_opcost
 from validation.harness.cpushare import opcost_share, run_timed
-from validation.harness.script import Failure, tail
+from validation.anchors.parsers import NoFigure
+from validation.harness.script import Disturbed, Failure, tail
 
 TIMEOUT_S = 300
 
@@ -103,6 +104,8 @@ def run_anchor(anchor: Anchor, cpu: int) -> dict:
     text = {"stdout": cp.stdout, "stderr": cp.stderr}.get(anchor.stream, cp.stdout + "\n" + cp.stderr)
     try:
         got = anchor.parse(text)
+    except NoFigure as e:
+        raise Disturbed(f"{shlex.join(argv)}: {e}") from None
     except ValueError as e:
         raise Failure(f"{shlex.join(argv)}: {e}; output:\n{tail(cp.stdout + cp.stderr, 6)}") from None
     got["wall_s"] = wall

@@ -3,7 +3,9 @@ the other tool (a hand-written reference, an anchor) for one operation, back
 to back, which one first drawn at random, so that machine drift hits both
 alike and their ratio is formed within the pair. If either side got under
 --min-share of the CPU (cpushare: another task took it), the pair is run
-again, up to --retries times; every attempt is kept. A round takes the
+again, up to --retries times; every attempt is kept. A side that gave no
+figure because the CPU was taken from it (script.Disturbed: the tool says
+so) is run again the same way, and fails the pair when it stays so. A round takes the
 operations in a new random order (--seed)."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from validation.harness.script import Failure, log
+from validation.harness.script import Disturbed, Failure, log
 
 # One side: runs once, returns its figures with "cpu_share" (None: not known).
 Side = Callable[[], dict]
@@ -49,11 +51,21 @@ class Interleave:
         the round, the reruns and the earlier attempts; or, with
         isolate_failures, {round, error, attempts} when a side failed."""
         attempts: list[dict] = []
+        no_figure = 0                   # attempts a side gave no figure (Disturbed), run again
         try:
             for attempt in range(1 + self.retries):
                 order = list(sides)
                 self.rng.shuffle(order)
-                got = {side: sides[side]() for side in order}
+                try:
+                    got = {side: sides[side]() for side in order}
+                except Disturbed as e:
+                    no_figure += 1
+                    if attempt >= self.retries:
+                        if attempts:        # the last figures it had, disturbed: kept, as below
+                            break
+                        raise
+                    log(f"{self.word} {rnd}: {name}: disturbed ({e}), again")
+                    continue
                 shares = [g["cpu_share"] for g in got.values() if g.get("cpu_share") is not None]
                 disturbed = bool(shares) and min(shares) < self.min_share
                 attempts.append(record(order[0], got, disturbed))
@@ -67,7 +79,8 @@ class Interleave:
                 raise
             log(f"{self.word} {rnd}: {name}: {e}")
             return {self.word: rnd, "error": str(e), "attempts": attempts}
-        return dict(attempts[-1], **{self.word: rnd}, reruns=len(attempts) - 1, attempts=attempts[:-1])
+        return dict(attempts[-1], **{self.word: rnd}, reruns=len(attempts) - 1 + no_figure, attempts=attempts[:-1],
+                    **({"no_figure_reruns": no_figure} if no_figure else {}))
 
     def rounds(self, n: int, names: list[str], sides: Callable[[str], dict[str, Side]],
                record: Record) -> dict[str, list[dict]]:

@@ -13,6 +13,14 @@ class Failure(Exception):
     """Something the script cannot go on from; script_main prints it as one line."""
 
 
+class Disturbed(Failure):
+    """A side gave no figure because the CPU was taken from it, as the tool
+    itself says (lmbench's lat_ctx prints no line when its overhead,
+    measured while another task ran, leaves the switch at or below zero):
+    an interleaved pair runs again as for a disturbed CPU share; a Failure
+    when it stays so."""
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
