@@ -183,7 +183,7 @@ def test_program_mode_slower_and_a_host_unreachable(fleet_up, tmp_path):
     want = across_hosts([math.log(h["ratio"]) for h in x["hosts"]], delta=x["delta"], alpha=x["alpha"])
     assert [h["host"] for h in x["hosts"]] == ["fleet1", "fleet3"]
     assert x["verdict"] == want["verdict"] and x["geomean_ratio"] == pytest.approx(want["geomean_ratio"]), (x, want)
-    assert x["geomean_ratio"] > 5 and x["verdict"] in ("slower", "inconclusive"), x
+    assert x["verdict"] in ("slower", "inconclusive"), x   # its size: each host's ratio > 5, above
     assert "-DSLOW: slower on 2 of 2 hosts, geometric mean" in cp.stdout
 
 
