@@ -12,7 +12,9 @@ empty main; 100-250x measured), so with 6 processes a side
 every SLOW process median lies above every FAST one unless a process is
 slowed a hundredfold for most of its batches. The verdict needs p < 0.05
 (it is 2/924, doubled, at complete separation) and a CI beyond delta: the
-false-failure rate of each host's verdict is far below 1e-4. Across hosts
+false-failure rate of each host's verdict is far below 1e-4; its ratio > 5,
+20x under the smallest measured, likewise needs FAST's processes slowed
+twentyfold for most of their batches. Across hosts
 (a t-interval over the hosts' log ratios) three hosts on the real clock
 clear delta unless their ratios spread over more than tenfold; two hosts (one
 unreachable) have one degree of freedom, so that test checks the rule, not

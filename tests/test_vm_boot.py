@@ -127,7 +127,8 @@ def _qemu_with(marker: str) -> list[int]:
     """QEMU processes whose command line holds `marker`. Its program must be
     QEMU: a child opcost has forked and not yet exec'd (strip, or QEMU
     itself) shows opcost's own command line, with the kernel in it, under
-    another pid (seen once in CI: found, then gone, "QEMU did not start")."""
+    another pid (seen once in CI: found, then gone, "QEMU did not start").
+    So neither opcost nor this test is ever among them."""
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -138,7 +139,7 @@ def _qemu_with(marker: str) -> list[int]:
                 continue
             if os.path.basename(argv[0]).startswith(b"qemu-system") and any(marker.encode() in a for a in argv):
                 out.append(int(pid))
-    return [p for p in out if p != os.getpid()]
+    return out
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
@@ -153,18 +154,18 @@ def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_
                             env=cli_environ(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         t0 = time.monotonic()
-        while (not any(p != proc.pid for p in _qemu_with(str(kernel))) and proc.poll() is None
+        while (not _qemu_with(str(kernel)) and proc.poll() is None
                and time.monotonic() - t0 < 120):   # (a loaded machine: opcost starts slowly)
             time.sleep(0.1)
-        qemu = [p for p in _qemu_with(str(kernel)) if p != proc.pid]
+        qemu = _qemu_with(str(kernel))
         assert qemu, f"QEMU did not start (opcost: {proc.poll()}, {proc.stderr.read() if proc.poll() is not None else ''})"
         time.sleep(1.0)
         proc.send_signal(sig)
         proc.wait(timeout=30)
         t0 = time.monotonic()
-        while [p for p in _qemu_with(str(kernel)) if p != proc.pid] and time.monotonic() - t0 < 5:
+        while _qemu_with(str(kernel)) and time.monotonic() - t0 < 5:
             time.sleep(0.1)
-        assert not [p for p in _qemu_with(str(kernel)) if p != proc.pid], "a QEMU outlived opcost"
+        assert not _qemu_with(str(kernel)), "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
     finally:
         if proc.poll() is None:
@@ -209,15 +210,15 @@ def test_signal_while_the_guest_measures_leaves_no_qemu_and_nothing_measured(cli
             time.sleep(0.1)
         assert _measuring(trace), trace.read_text() if trace.exists() else "no boot traced"
         time.sleep(0.5)
-        qemu = [p for p in _qemu_with(str(kernel)) if p != proc.pid]
+        qemu = _qemu_with(str(kernel))
         assert qemu and _measuring(trace), "the guest stopped measuring before the signal"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 128 + sig, err
         t0 = time.monotonic()
-        while [p for p in _qemu_with(str(kernel)) if p != proc.pid] and time.monotonic() - t0 < 5:
+        while _qemu_with(str(kernel)) and time.monotonic() - t0 < 5:
             time.sleep(0.1)
-        assert not [p for p in _qemu_with(str(kernel)) if p != proc.pid], "a QEMU outlived opcost"
+        assert not _qemu_with(str(kernel)), "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
         assert "exit 1 " not in trace.read_text().split(" qemu ")[2]   # killed while its probe measured
         doc = json.loads(out.read_text())
