@@ -147,3 +147,21 @@ def check(doc: Any, where: str) -> dict:
     if problem is not None:
         raise _fail(where, f"{printable(problem)} (not a valid {RESULT_SCHEMA} document; docs/result-json.md)")
     return doc
+
+
+def held_after(url: str | None, docs: list[dict]) -> str:
+    """After a signal: how many of `docs` the store at `url` holds, read back
+    from it (not counted while storing: a transaction may have committed
+    just before the signal), as a message's clause."""
+    from .store import open_store
+    from .store.base import identity
+
+    want = {identity(d) for d in docs}
+    try:
+        with open_store(url, readonly=True) as store:
+            have = {r.get("uuid") for r in store.list_runs()}
+    except Exception as e:      # the store gone too: say so rather than guess
+        return f"what the store holds could not be read back ({printable(str(e))[:200]})"
+    n = len(want & have)
+    return (f"read back after the signal, the store holds {n} of the {len(want)} run(s) given"
+            + (f"; {len(want) - n} not stored (run the same command again to store them)" if n < len(want) else ""))

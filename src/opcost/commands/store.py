@@ -52,13 +52,12 @@ def _where(url: str) -> str:
     return redact(url)
 
 
-def _copied(new: list[str], old: list[str], ids: list[int], where) -> str:
-    """What an interrupted copy had done: the batches committed, each whole."""
-    done = (f"copied {len(new)} run(s) into {where} before it" + (f" ({', '.join(new)})" if new else "")
-            if new else f"nothing was copied into {where}")
-    left = len(ids) - len(new) - len(old)
-    return done + (f"; {len(old)} already there" if old else "") + (
-        f"; {left} run(s) not copied (run the same command again to copy them)" if left else "")
+def _copied(url: str, docs: list[dict], where) -> str:
+    """What an interrupted copy had done, read back from DST after the
+    signal (each batch is committed whole)."""
+    from ..transfer import held_after
+
+    return f"{where}: " + held_after(url, docs).replace("the store holds", "it holds")
 
 
 def run(args, argv) -> int:
@@ -86,7 +85,8 @@ def run(args, argv) -> int:
         with open_store(args.dst, on_wait=warn) as dst:
             new: list[str] = []
             old: list[str] = []
-            interrupts.say_done(lambda: _copied(new, old, ids, dst.path))
+            idents = {r["id"]: {"uuid": r.get("uuid")} for r in src.list_runs()}
+            interrupts.say_done(lambda: _copied(args.dst, [idents[rid] for rid in ids], dst.path))
             for i in range(0, len(ids), BATCH):
                 docs = [src.load_run(rid) for rid in ids[i:i + BATCH]]
                 for rid, stored in dst.import_runs(docs):
