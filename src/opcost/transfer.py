@@ -165,3 +165,26 @@ def held_after(url: str | None, docs: list[dict]) -> str:
     n = len(want & have)
     return (f"read back after the signal, the store holds {n} of the {len(want)} run(s) given"
             + (f"; {len(want) - n} not stored (run the same command again to store them)" if n < len(want) else ""))
+
+
+def load_settled(store, run_id: int, wait: bool, warn) -> dict:
+    """Run `run_id` to copy or export. One still being measured ("running",
+    its opcost alive): with `wait`, waited for (polled every second) until
+    it has ended; else copied as a partial snapshot, marked "interrupted"
+    (a copied run is never "running" where it goes), said, and completed
+    in place by a later copy or import once the run has ended."""
+    import time
+
+    doc = store.load_run(run_id)
+    if doc.get("status") != "running":
+        return doc
+    if wait:
+        warn(f"run {run_id} is still being measured: waiting for it to end (--wait)")
+        while doc.get("status") == "running":
+            time.sleep(1.0)
+            doc = store.load_run(run_id)
+        return doc
+    n = sum(len(r.get("processes") or []) for r in doc.get("results") or [])
+    warn(f"run {run_id} is still being measured: copied as a partial snapshot ({n} process(es) so far), "
+         "marked interrupted; copy it again once it has ended to complete it in place (or give --wait)")
+    return doc | {"status": "interrupted"}

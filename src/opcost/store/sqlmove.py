@@ -146,18 +146,25 @@ class RunMoving(SqlConnection):
                       (proc.header, len(proc.samples) + len(proc.warmup)))
             missing += [(rid, res, mine[i]) for i in sorted(set(mine) - set(held.get(rid, {})))]
         if not missing:
+            if status == "interrupted" and run.status != status:    # a snapshot of a run that has ended since
+                self._settle(db, run_id, results, run)
+                return 0
             return None
         if status == "running" and owner_alive(rows.decode(owner)):
             raise StoreError(f"run {run_id} is still being measured: import this file once it has ended "
                              "(nothing was imported)")
         for rid, res, proc in missing:
             self._put_process(db, rid, proc)
+        self._settle(db, run_id, results, run)
+        return len(missing)
+
+    def _settle(self, db: Any, run_id: int, results: list, run: Any) -> None:
+        """The statuses and summaries of a completed run, as its document has them."""
         for (rid, *_), res in zip(results, run.results):
             self._run(db, "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
                       (res.status, res.reason, None if res.summary is None else rows.encode(res.summary), rid))
         self._run(db, "UPDATE runs SET status = ?, finished = ?, owner = NULL WHERE id = ?",
                   (run.status, (run.stored or {}).get("finished") or _now(), run_id))
-        return len(missing)
 
 
 def _same(run_id: int, what: str, there: Any, here: Any) -> None:
