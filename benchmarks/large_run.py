@@ -2,7 +2,7 @@
 """Import and show of one large run (issue 38, item 6): a run of 10^6
 samples (by default: 1 benchmark x 1,000 processes x 1,000 batches, every
 sample field the probe writes), written as `opcost export` writes one run
-(one indented opcost.result/1 document), then `opcost import FILE` into a
+(compact, as a line of JSON lines), then `opcost import FILE` into a
 new SQLite store and `opcost show RUN` of it, each in a fresh process as a
 user would run them. The aim: each within 10 s and 500 MiB.
 
@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,17 +83,22 @@ def document(processes: int, samples: int) -> dict:
                          "processes": procs, "summary": None}]}
 
 
+# Each command runs under this small wrapper, which reports the peak RSS of
+# its one child: a child forked from this process (which held the document)
+# would inherit its high-water mark.
+_WRAP = ("import resource, subprocess, sys, time; t = time.monotonic(); "
+         "cp = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+         "w = time.monotonic() - t; r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
+         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, r / 1024, cp.returncode)")
+
+
 def timed(argv: list[str], env: dict) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MiB, exit code) of one fresh process."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        print(f"  {' '.join(argv[2:4])}: exit {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+    cp = subprocess.run([sys.executable, "-c", _WRAP, *argv], env=env, capture_output=True, text=True)
+    wall, mib, code = cp.stdout.split()
+    if int(code):
+        print(f"  {' '.join(argv[2:4])}: exit {code}: {cp.stderr.strip()}", file=sys.stderr)
+    return float(wall), float(mib), int(code)
 
 
 def main() -> int:
@@ -105,7 +109,9 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with tempfile.TemporaryDirectory(prefix="opcost-large-") as tmp:
         path = Path(tmp) / "large.json"
-        path.write_text(json.dumps(document(args.processes, args.samples), indent=1) + "\n")
+        with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
+            json.dump(document(args.processes, args.samples), f, separators=(",", ":"))
+            f.write("\n")
         store = str(Path(tmp) / "s.db")
         n = args.processes * args.samples
         print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}); "
