@@ -229,7 +229,7 @@ def test_corpus_covers_every_subcommand_and_option():
     assert [argv[0] for _, multi, argv, _ in CASES if multi] == ["variants"]   # the one exception class
     used: dict[str, set[str]] = {}
     for _, _, argv, _ in CASES:
-        cmd = " ".join(argv[:2]) if argv[:1] in (["probe"], ["fleet"]) else (argv[0] if argv else "")
+        cmd = " ".join(argv[:2]) if argv[:1] in (["probe"], ["fleet"], ["store"]) else (argv[0] if argv else "")
         used.setdefault(cmd, set()).update(a.split("=")[0] for a in argv if a.startswith("-"))
     options = _parser_options()
     assert {"run", "ab", "variants", "compare", "history", "show", "list", "env", "probe build",
