@@ -63,7 +63,7 @@ def test_grouped_one_line_per_kind_each_with_what_to_do():
                         "or a quieter machine (opcost env --check)"]
     # a kind on one benchmark is its own note; two benchmarks: one line for both
     assert "  b3: steal: 2 of 200 batches saw hypervisor steal time" in notes
-    assert any(n.startswith("  outliers: 2 of 10 benchmarks (b4, b5), 1 processes each;") for n in notes)
+    assert any(n.startswith("  outliers: 2 of 10 benchmarks (b4, b5), 1 process each;") for n in notes)
     kinds = [re.match(r"  (this machine: )?(\w[\w ()>%]*?)[: ]", n).group(2) for n in notes]
     assert len(notes) == 5 and len(set(kinds)) == len(kinds), notes
     # most telling first: the machine, then bimodal, unstable, steal, outliers

@@ -267,6 +267,8 @@ def group_notes(notes: list[Note], measured: int) -> str:
         machine = kind in _MACHINE_KINDS and len(names) >= 3 and len(names) >= 0.8 * of
         line = (f"this machine: {title} in {len(names)} of {of} benchmarks" if machine else
                 f"{title}: {len(names)} of {of} benchmarks" + (f" ({', '.join(names)})" if len(names) <= 3 else ""))
+        if span == "1":      # "1 process each", not "1 processes each"
+            figure = figure.replace("processes", "process").replace("batches", "batch")
         line += (", " + figure.format(span) if figure and span else "") + (f"; {todo}" if todo else "")
         lines.append((4.5 if machine else rank, line))
     return (f"notes (one line per kind; all {len(notes)}, per benchmark: --notes, and every export):\n"
