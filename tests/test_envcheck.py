@@ -167,3 +167,19 @@ def test_this_machine_rows_match_it(run_cli):
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         assert rows["KVM"]["status"] == "warn"
     assert cp.returncode == (0 if all(r["status"] == "ok" for r in doc["rows"]) else 1)
+
+
+def test_kvm_needs_qemu_to_start_a_guest_not_only_dev_kvm(tmp_path):
+    """/dev/kvm opening is not enough (on this VM it opens and QEMU then
+    aborts on the host CPU's MSRs): the row starts QEMU with -accel kvm
+    -cpu host, paused, and takes it as usable when it is still running."""
+    aborts = tmp_path / "qemu-aborts"
+    aborts.write_text("#!/bin/sh\necho \"$(basename \"$0\"): error: failed to set MSR 0x10a to 0x69\" >&2\nexit 134\n")
+    runs = tmp_path / "qemu-runs"
+    runs.write_text("#!/bin/sh\nexec sleep 30\n")
+    for f in (aborts, runs):
+        f.chmod(0o755)
+    why = envcheck._qemu_kvm_starts(str(aborts), wait=5)
+    assert why is not None and why.startswith("/dev/kvm opens, but QEMU -accel kvm -cpu host exits 134: "
+                                              "failed to set MSR 0x10a to 0x69"), why
+    assert envcheck._qemu_kvm_starts(str(runs), wait=0.5) is None
