@@ -56,7 +56,8 @@ def disk(tmp_path):
 
 
 def _run(tmp_path, *args, env=None, timeout=120):
-    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **(env or {})), cwd=tmp_path,
+    env = {"TMPDIR": str(tmp_path), **(env or {})}   # a rescue file never lands in the real /tmp
+    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **env), cwd=tmp_path,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
