@@ -324,3 +324,19 @@ def test_mask_all_is_for_the_saves():
     cp = run("xstate.xrstor", "mask=all")
     assert cp.returncode == 2 and cp.stdout == "" and "mask=all" in cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1
+
+
+@needs_xsave
+def test_the_table_says_the_rfbm_and_the_area(tmp_path):
+    """`opcost run`'s notes say what the header's xstate records (fake clock: no timing)."""
+    import sys
+    root = PROBE_DIR.parent
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "OPCOST_PROBE": str(PROBE)}
+    cp = subprocess.run([sys.executable, "-m", "opcost", "run", "xstate.xsave:mask=0x3", "--fake-clock", "100",
+                         "-p", "1", "-n", "1", "-w", "0", "--target-ms", "1", "--no-store",
+                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    x = json.loads((tmp_path / "r.json").read_text())["results"][0]["processes"][0]["header"]["xstate"]
+    assert x["rfbm"] == "0x3"
+    assert (f"xstate.xsave:mask=0x3: standard area of {x['area_bytes']} bytes, 576 touched; RFBM 0x3 "
+            f"(XCR0 {x['xcr0']}") in cp.stdout

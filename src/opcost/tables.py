@@ -121,6 +121,14 @@ def format_results(results: list[dict], width: int | None = None) -> str:
         if s.get("ops_per_iter"):
             notes.append(f"  {name}: one iteration ({s.get('iteration') or 'several operations'}) = "
                          f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration")
+        xs = next((h["xstate"] for p in r.get("processes") or []
+                   if isinstance(h := p.get("header"), dict) and isinstance(h.get("xstate"), dict)), None)
+        if xs:   # xstate.*: which components were asked for, and the area (docs/instructions.md)
+            notes.append(f"  {name}: {xs.get('format')} area of {xs.get('area_bytes')} bytes, "
+                         f"{xs.get('touched_bytes')} touched"
+                         + (f"; RFBM {xs['rfbm']} (XCR0 {xs.get('xcr0')}"
+                            + (f", XFD-capable {xs['xfd_capable']}" if xs.get("xfd_capable") not in (None, "0x0") else "")
+                            + ")" if xs.get("rfbm") else ""))
         if s.get("nominal_ns") is not None:
             notes.append(f"  {name}: requested {fmt_ns(s['nominal_ns'])}, overshoot {fmt_ns(s['overshoot_ns'])} per op")
         wall = s.get("median_wall_ns")
