@@ -7,6 +7,7 @@
 #include "cpus.h"
 #include "emit.h"
 #include "helper.h"
+#include "marker.h"
 #include "params.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@ struct run {
 	int sched_fd; /* the measuring thread's schedstat, opened once; -1: unavailable */
 	char sched_why[200];
 	double batch_ms; /* one batch as calibrated (0: --iters, not known) */
+	int marking; /* the measured batches (warm-up included): each is a counting window (marker.h) */
 };
 
 /* The loop of a benchmark with nothing but spin_chain(spin) in it; with
@@ -180,6 +182,11 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 	memset(&B->c1, 0, sizeof(B->c1));
 	B->raw_ticks = 0;
 	B->wall_ns = 0;
+	/* one counting window per batch, paused while each iteration is prepared */
+	if (R->marking) {
+		MARK(MARK_OPEN);
+		MARK(MARK_PAUSE);
+	}
 	for (uint64_t i = 0; i < B->executed; i++) {
 		if (R->ctx.b->prepare(&R->ctx) != 0)
 			die(EXIT_FAIL, "%s: %s", R->ctx.b->name, R->ctx.err[0] ? R->ctx.err : "prepare failed");
@@ -191,7 +198,11 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		counters_read(&R->cs, &a);
 		uint64_t w = mono_raw_ns();
 		uint64_t t0 = clock_start();
+		if (R->marking)
+			MARK(MARK_RESUME);
 		R->ctx.b->run(&R->ctx, 1);
+		if (R->marking)
+			MARK(MARK_PAUSE);
 		uint64_t t1 = clock_end();
 		B->wall_ns += mono_raw_ns() - w;
 		counters_read(&R->cs, &b);
@@ -213,6 +224,8 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		sum.nvcsw += ub.nvcsw - ua.nvcsw;
 		sum.nivcsw += ub.nivcsw - ua.nivcsw;
 	}
+	if (R->marking)
+		MARK(MARK_CLOSE);
 	*u0 = (struct usage){0, 0, 0, 0};
 	*u1 = sum;
 	B->sched = ssum;
@@ -246,8 +259,15 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 	if (R->ctx.b->prepare) {
 		run_prepared(R, B, &u0, &u1);
 	} else {
+		/* The window markers (marker.h) are NOPs on hardware, around the
+		 * benchmark's loop, not in it: a QEMU with the opcount plugin counts
+		 * the instructions between them. */
 		t0 = clock_start();
+		if (R->marking)
+			MARK(MARK_OPEN);
 		R->ctx.b->run(&R->ctx, B->executed);
+		if (R->marking)
+			MARK(MARK_CLOSE);
 		t1 = clock_end();
 		B->wall_ns = mono_raw_ns() - w0;
 		counters_read(&R->cs, &B->c1);
@@ -461,12 +481,14 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 
 	struct batch B;
 	long total = R.o.warmup + R.o.samples;
+	R.marking = 1;
 	for (long i = 0; i < total; i++) {
 		int warm = i < R.o.warmup;
 		run_batch(&R, iters, &B, 1);
 		emit_sample(&ri, warm ? i : i - R.o.warmup, warm, &B);
 		emit_progress(i + 1, total);
 	}
+	R.marking = 0;
 	emit_release();
 	counters_close(&R.cs);
 	if (R.ctx.b->teardown)

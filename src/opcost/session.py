@@ -13,7 +13,7 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .console import warn
@@ -158,7 +158,24 @@ def counter_plan(text: str | None, target: Target):
 
     if text is None:
         return None
-    return expand(text, target.benchmark_table()["counters"], catalog=target.pmu_catalog)
+    from .emucount import EVENTS
+
+    return expand(text, [*target.benchmark_table()["counters"], *EVENTS], catalog=target.pmu_catalog)
+
+
+def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | None, tuple]:
+    """(the probe's --counters list, the events QEMU's counting plugin
+    serves): emucount.split, with the plan's PMU encodings kept."""
+    if plan is None:
+        return None, ()
+    from .emucount import split
+
+    _, emu = split(list(plan.events), target=target.name, arches=sorted({v.arch or target.host_arch() for v in variants}),
+                   programs=any(v.program for v in variants))
+    if not emu:
+        return plan.probe_list(), ()
+    rest = replace(plan, events=[e for e in plan.events if e not in emu])
+    return (rest.probe_list() or None), tuple(emu)
 
 
 def check_helper_counters(plan, variants: list[Variant], target: Target) -> None:
@@ -232,7 +249,8 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
 
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
-    opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
+    probe_counters, emulated = counter_split(plan, variants, target)
+    opts = RunOptions(protocol=p, counters=probe_counters, emulated=emulated,
                       derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages,
                       boundary=settings.boundary)
     runner = Runner(variants, opts, target=target, warn=warn, look=look)
