@@ -101,7 +101,8 @@ def plan_of(args, kind: str) -> Plan:
     delta = getattr(args, "delta", None)
     return Plan(kind=kind, specs=specs, a=getattr(args, "a", None), b=getattr(args, "b", None),
                 delta=delta, over=over, ops=getattr(args, "ops", None),
-                allow_emulated=bool(getattr(args, "allow_emulated", False)))
+                allow_emulated=bool(getattr(args, "allow_emulated", False)),
+                verdict_on=getattr(args, "verdict_on", None))
 
 
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
@@ -176,6 +177,19 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
         return plan.probe_list(), ()
     rest = replace(plan, events=[e for e in plan.events if e not in emu])
     return (rest.probe_list() or None), tuple(emu)
+
+
+def check_verdict_on(counter: str | None, text: str | None, target: Target) -> None:
+    """--verdict-on names a counter the run records (an event of --counters,
+    profiles expanded, or a derived metric); else one line, exit 2."""
+    if counter is None:
+        return
+    plan = counter_plan(text, target)
+    asked = [*plan.events, *(d.name for d in plan.derived)] if plan else []
+    if counter not in asked:
+        raise UsageError(f"--verdict-on {counter}: not a counter this run records; "
+                         + (f"--counters gives {', '.join(asked)}" if asked else
+                            f"ask for it with --counters (e.g. --counters {counter} --verdict-on {counter})"))
 
 
 def check_helper_counters(plan, variants: list[Variant], target: Target) -> None:

@@ -373,9 +373,17 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             notes.append(f"  {e['key']}: {e['status']}")
             continue
         est, ci = verdict_estimate(e)
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
+        on = e.get("decided_on")
+        show = (lambda x: f"{x:.3f}") if on else fmt_ns
+        rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        if on:
+            d, dci = on["difference"], on.get("ci95_difference")
+            notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
+                         + (", exact" if on.get("source") == "emulator" else "") + f"): A {on['a']:.3f}, "
+                         f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
+                         + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
         if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")
