@@ -724,7 +724,8 @@ def stored_comparison(doc: dict) -> dict | None:
     if plan.kind == "variants" and plan.delta is not None and res:
         from .targets.vm import withhold_emulated
 
-        cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
+        with deciding_on(plan.verdict_on):
+            cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
         return withhold_emulated(cdoc, plan.allow_emulated)
     return None
 
