@@ -134,7 +134,7 @@ def test_spin_adds_an_exact_linear_count_under_qemu_user(run_cli, tmp_path):
     assert abs(on["difference"] - 30.0) < 0.01, on
     assert e["verdict"] == "slower"
     assert "B-A +30.00" in cp.stdout and "instructions/op" in cp.stdout
-    shown = run_cli("show", "last", timeout=120)
+    shown = run_cli("show", str(doc["a"]["run_id"]), timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "decided on instructions:u per op (emulator, exact)" in shown.stdout
     assert "B-A +30.00" in shown.stdout
@@ -176,9 +176,11 @@ uint64_t opcost_op(uint64_t x) { return dv(0x7fffffffu, 12345u) + x; }
                     "-p", "2", "--samples", "2", "--warmup", "0", "--target-ms", "2", "--no-store", timeout=600)
     (e,) = doc["comparisons"]
     on = e["decided_on"]
-    # the same operands every call: the library's path is the same every time, so the count is exact
+    # the same operands every call: each build's path is the same every time; the hardware
+    # divide's build runs tens of thousands of iterations a batch, so the window's fixed part
+    # (the call into the loop) is under 0.01 per op; the library's, slower under qemu, fewer
     assert on["source"] == "emulator" and on["difference"] > 10, on
-    assert abs(on["a"] - round(on["a"])) < 0.01 and abs(on["b"] - round(on["b"])) < 0.01, on
+    assert abs(on["a"] - round(on["a"])) < 0.01, on
     assert "instructions:u" in cp.stdout
 
 
