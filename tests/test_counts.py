@@ -138,6 +138,12 @@ def test_spin_adds_an_exact_linear_count_under_qemu_user(run_cli, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "decided on instructions:u per op (emulator, exact)" in shown.stdout
     assert "B-A +30.00" in shown.stdout
+    # where the instructions are: the whole difference in the spin chain, first
+    fn = run_cli("show", str(doc["a"]["run_id"]), "--functions", "3", timeout=120)
+    assert fn.returncode == 0, fn.stderr
+    rows = [ln.split() for ln in fn.stdout.splitlines()[2:]]
+    assert rows[0][0] == "spin_chain" and abs(float(rows[0][3]) - 30.0) < 0.01, fn.stdout
+    assert all(abs(float(r[3])) < 0.01 for r in rows[1:]), fn.stdout
 
 
 def test_classes_in_user_code_under_qemu_user(run_cli, tmp_path):

@@ -128,7 +128,7 @@ def qemu_for(arch: str) -> str:
                      "which is not installed")
 
 
-def prefix(arch: str, out: str, emulator: str | None = None) -> list[str]:
+def prefix(arch: str, out: str, emulator: str | None = None, blocks: bool = True) -> list[str]:
     """The command that runs a probe for `arch` under QEMU with the plugin
     writing its windows to `out`. UsageError: no QEMU, no plugin support, no
     plugin built."""
@@ -143,7 +143,7 @@ def prefix(arch: str, out: str, emulator: str | None = None) -> list[str]:
         raise UsageError("the counting plugin (opcost-count.so) is not built: `make -C probe` in the source tree, "
                          "or reinstall opcost")
     extra = os.environ.get("OPCOST_COUNT_PLUGIN_ARGS", "")
-    return [qemu, "-plugin", f"{plugin},out={out}" + (f",{extra}" if extra else "")]
+    return [qemu, "-plugin", f"{plugin},out={out}" + (",blocks=on" if blocks else "") + (f",{extra}" if extra else "")]
 
 
 def load_failure(stderr: str, qemu: str) -> str | None:
@@ -189,7 +189,7 @@ def value(window: dict, event: str) -> int:
 
 
 def inject(header: dict, warmup: list[dict], samples: list[dict], events: list[str], path: str | Path,
-           emulator: str) -> None:
+           emulator: str, exe: str | None = None) -> None:
     """Put the windows' counts into the batches (warm-up first, then the
     measured ones, as the probe ran them), per op, and the events with their
     source into the header's counter list."""
@@ -203,9 +203,139 @@ def inject(header: dict, warmup: list[dict], samples: list[dict], events: list[s
         c = b.setdefault("counters", {})
         for e in events:
             c[e] = value(w, e) / ops
+    measured = windows[len(warmup):]
+    if exe and head.get("blocks") and measured:
+        ops = sum(float(b.get("executed", b["iters"])) * float(b.get("ops_per_iter", 1)) for b in samples)
+        header["count_functions"] = fold(measured, ops, Symbols.of_elf(exe))
     scope = head.get("scope", "thread")
     for e in events:
         header.setdefault("counters", []).append({
             "name": e, "status": "ok", "source": SOURCE, "exact": True, "scope": scope,
             "how": f"guest instructions counted by {emulator} with opcost's TCG plugin (API {head.get('api', '?')}) "
                    "between the probe's window markers"})
+
+
+# --- where the instructions are: the windows' blocks folded into functions ---
+
+TOP_FUNCTIONS = 40     # kept per process (the rest summed as "(other)")
+
+
+class Symbols:
+    """Function symbols by address: (start, end, name), sorted."""
+
+    def __init__(self, entries: list[tuple[int, int, str]]):
+        import bisect
+
+        self.entries = sorted(entries)
+        self._starts = [e[0] for e in self.entries]
+        self._bisect = bisect.bisect_right
+
+    def name(self, addr: int) -> str | None:
+        i = self._bisect(self._starts, addr) - 1
+        if i < 0:
+            return None
+        start, end, name = self.entries[i]
+        return name if addr < end or end == start else None
+
+    @classmethod
+    def of_elf(cls, path: str | Path) -> "Symbols":
+        """The function symbols of a static, non-PIE ELF (the probe, a
+        variant's build): their addresses are where qemu-user runs them.
+        Nothing (an empty table) when the file has no symbol table."""
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        out: list[tuple[int, int, str]] = []
+        try:
+            with open(path, "rb") as f:
+                elf = ELFFile(f)
+                arm = elf["e_machine"] == "EM_ARM"
+                tab = elf.get_section_by_name(".symtab")
+                for sym in tab.iter_symbols() if tab is not None else []:
+                    if sym["st_info"]["type"] != "STT_FUNC" or not sym["st_value"] or not sym.name:
+                        continue
+                    start = sym["st_value"] & ~1 if arm else sym["st_value"]   # Thumb's bit 0
+                    out.append((start, start + sym["st_size"], sym.name))
+        except (OSError, ELFError):
+            return cls([])
+        return cls(out)
+
+    @classmethod
+    def of_kallsyms(cls, text: str) -> "Symbols":
+        """/proc/kallsyms (`ADDR TYPE NAME [module]`, text symbols t/T): each
+        function ends where the next symbol starts."""
+        addrs: list[tuple[int, str]] = []
+        for ln in text.splitlines():
+            parts = ln.split()
+            if len(parts) >= 3 and parts[1] in ("t", "T"):
+                try:
+                    addrs.append((int(parts[0], 16), parts[2]))
+                except ValueError:
+                    continue
+        addrs.sort()
+        return cls([(a, addrs[i + 1][0] if i + 1 < len(addrs) else a + 4096, n) for i, (a, n) in enumerate(addrs)])
+
+
+def fold(windows: list[dict], ops: float, symbols: Symbols) -> list[list]:
+    """The windows' blocks ([address, instructions]) folded into functions:
+    [[function, instructions per op], ...], largest first, the top
+    TOP_FUNCTIONS and the rest as "(other)"; an address no symbol covers
+    is shown as its hex address."""
+    per: dict[str, int] = {}
+    for w in windows:
+        for addr, n in w.get("blocks") or []:
+            name = symbols.name(int(addr)) or f"{int(addr):#x}"
+            per[name] = per.get(name, 0) + int(n)
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = [[name, n / ops] for name, n in ranked[:TOP_FUNCTIONS]]
+    rest = sum(n for _, n in ranked[TOP_FUNCTIONS:])
+    if rest:
+        out.append(["(other)", rest / ops])
+    return out
+
+
+def functions_of(result: dict) -> dict[str, float]:
+    """One result's instructions per op by function: the median over its
+    processes (a process that did not see a function counts 0 for it)."""
+    import statistics
+
+    procs = [dict((p.get("header") or {}).get("count_functions") or []) for p in result.get("processes") or []
+             if (p.get("header") or {}).get("count_functions")]
+    names = {n for p in procs for n in p}
+    return {n: float(statistics.median([p.get(n, 0.0) for p in procs])) for n in names}
+
+
+def format_functions(doc: dict, top: int = 15) -> str:
+    """`show RUN --functions`: per result the functions the emulator counted
+    most instructions in, per op; an ab run's pairs as B-A per function,
+    largest change first."""
+    res = doc.get("results") or []
+    lines: list[str] = []
+    plan = doc.get("plan") or {}
+    if plan.get("kind") == "ab" and len(res) % 2 == 0:
+        for ra, rb in zip(res[0::2], res[1::2]):
+            fa, fb = functions_of(ra), functions_of(rb)
+            if not fa and not fb:
+                continue
+            names = set(fa) | set(fb)
+            diff = sorted(((fb.get(n, 0.0) - fa.get(n, 0.0), n) for n in names), key=lambda t: (-abs(t[0]), t[1]))
+            lines.append(f"{ra['bench']}: instructions per op by function, B against A (emulator, exact; "
+                         "largest change first)")
+            lines.append(f"  {'function':<40} {'A':>12} {'B':>12} {'B-A':>12}")
+            for d, n in diff[:top]:
+                lines.append(f"  {n:<40} {fa.get(n, 0.0):>12.3f} {fb.get(n, 0.0):>12.3f} {d:>+12.3f}")
+        return "\n".join(lines) if lines else _no_functions()
+    for r in res:
+        f = functions_of(r)
+        if not f:
+            continue
+        key = r.get("key") or r.get("bench")
+        lines.append(f"{key}: instructions per op by function (emulator, exact; median over processes)")
+        for n, v in sorted(f.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+            lines.append(f"  {n:<40} {v:>12.3f}")
+    return "\n".join(lines) if lines else _no_functions()
+
+
+def _no_functions() -> str:
+    return ("no per-function counts in this run: they are recorded when the emulator counts "
+            "(--counters instructions:u where perf cannot count, or the insns profile; docs/counts.md)")

@@ -466,7 +466,7 @@ def _collect_probe(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeo
         from . import emucount
 
         emucount.inject(res.header, res.warmup, res.samples, list(req.emulated), res.count_file,
-                        os.path.basename(res.count_qemu))
+                        os.path.basename(res.count_qemu), exe=req.command()[-1])
     return res
 
 
