@@ -244,6 +244,7 @@ class Symbols:
         Nothing (an empty table) when the file has no symbol table."""
         from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
+        from elftools.elf.sections import SymbolTableSection
 
         out: list[tuple[int, int, str]] = []
         try:
@@ -251,7 +252,7 @@ class Symbols:
                 elf = ELFFile(f)
                 arm = elf["e_machine"] == "EM_ARM"
                 tab = elf.get_section_by_name(".symtab")
-                for sym in tab.iter_symbols() if tab is not None else []:
+                for sym in tab.iter_symbols() if isinstance(tab, SymbolTableSection) else []:
                     if sym["st_info"]["type"] != "STT_FUNC" or not sym["st_value"] or not sym.name:
                         continue
                     start = sym["st_value"] & ~1 if arm else sym["st_value"]   # Thumb's bit 0
