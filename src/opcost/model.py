@@ -749,6 +749,11 @@ def facts(procs: list[dict]) -> dict:
     reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
     if reasons:
         out["counter_reasons"] = reasons
+    # where a counter's values came from, when not perf: {"instructions:u": "emulator: ..."} (emucount.py)
+    sources = {c["name"]: f"{c['source']}: {c.get('how', '')}".rstrip(": ")
+               for h in headers for c in h.get("counters", []) if c.get("source")}
+    if sources:
+        out["counter_sources"] = sources
     return out
 
 

@@ -198,6 +198,7 @@ def format_counters(name: str, s: Mapping) -> str:
 
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
+    sources = s.get("counter_sources", {})
     running = s.get("counters_running", {})
     events: list[str] = []
     mods: list[str] = []
@@ -208,7 +209,9 @@ def format_counters(name: str, s: Mapping) -> str:
             events.append(base)
         if mod not in mods:
             mods.append(mod)
-        if isinstance(v, (int, float)):
+        if isinstance(v, (int, float)) and full in sources:
+            cell = f"{v:.3f}" if v else "0"    # exact counts: the window's fixed part shows in the 3rd decimal
+        elif isinstance(v, (int, float)):
             cell = _num(v) + ("*" if full in running else "")
         else:
             cell = "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else str(v)
@@ -221,6 +224,12 @@ def format_counters(name: str, s: Mapping) -> str:
     notes = []
     for full, frac in running.items():
         notes.append(f"{full}: multiplexed ({frac:.0%} running), value scaled by time enabled/running")
+    by_source: dict = {}
+    for full, how in sources.items():
+        if full in vals:
+            by_source.setdefault(how, []).append(full)
+    for how, names in by_source.items():
+        notes.append(f"{', '.join(display_name(n) for n in names)}: exact, from the {how}")
     by_reason: dict = {}
     for full, why in reasons.items():
         tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
