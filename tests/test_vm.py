@@ -123,11 +123,11 @@ def test_qemu_missing(run_cli, tmp_path):
 
 
 def test_kvm_refused(run_cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(vm, "kvm_usable", lambda: "/dev/kvm cannot be opened (Permission denied)")
+    monkeypatch.setattr(vm.host, "kvm_usable", lambda: "/dev/kvm cannot be opened (Permission denied)")
     with pytest.raises(UsageError, match="--accel kvm: /dev/kvm cannot be opened"):
         vm.VmTarget(vm.VmConfig(qemu=sys.executable, accel="kvm"), None)
     t = vm.VmTarget(vm.VmConfig(qemu=sys.executable, accel="auto"), vm.Machine(fake_kernel(tmp_path / "k")))
-    assert t.accel_for(t.default)[0] == "tcg"   # auto: no trial boot when /dev/kvm does not open
+    assert t.choice.accel_for(t.default)[0] == "tcg"   # auto: no trial boot when /dev/kvm does not open
 
 
 def test_fake_boot_runs_the_job_and_records_the_guest(run_cli, tmp_path):
@@ -276,6 +276,10 @@ def test_open_vm_spec(tmp_path):
     for bad in ("vm:", f"vm:{k}?cpus=x", f"vm:{k}?disk=1", f"vm:{tmp_path}/nope"):
         with pytest.raises(UsageError):
             vm.open_vm_spec(bad)
+    # a key given twice is bad input, whichever value would have won (issue 36)
+    for twice in (f"vm:{k}?cpus=2&cpus=3", f"vm:{k}?cmdline=a&accel=tcg&cmdline=b"):
+        with pytest.raises(UsageError, match="given more than once; give each key once"):
+            vm.open_vm_spec(twice)
 
 
 def test_garbage_while_measuring_fails_the_variant_and_keeps_nothing_as_measured(run_cli, tmp_path):
@@ -317,7 +321,7 @@ def test_kvm_path_argv_and_thread_placement(tmp_path, monkeypatch):
     own = set(os.sched_getaffinity(0))
     if len(own) < 2:
         pytest.skip("pinning needs a CPU for the vCPUs and one for the rest")
-    monkeypatch.setattr(vm, "kvm_usable", lambda: None)
+    monkeypatch.setattr(vm.host, "kvm_usable", lambda: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("OPCOST_VM_PIN", raising=False)
@@ -344,7 +348,7 @@ def test_kvm_path_argv_and_thread_placement(tmp_path, monkeypatch):
 
 
 def test_kvm_with_too_few_host_cpus_says_it_did_not_pin(tmp_path, monkeypatch):
-    monkeypatch.setattr(vm, "kvm_usable", lambda: None)
+    monkeypatch.setattr(vm.host, "kvm_usable", lambda: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     own = len(os.sched_getaffinity(0))
     t = vm.VmTarget(vm.VmConfig(qemu=str(FAKE), accel="kvm", cpus=own, machine="pc"),

@@ -33,6 +33,6 @@ def on_error(e: Exception) -> int:
     from .redact import redact
 
     print(f"opcost: {redact(str(e))}", file=sys.stderr)
-    from .targets.vm import BootFailed
+    from .targets.vm.protocol import BootFailed
 
     return SKIP if isinstance(e, BootFailed) else 128

@@ -715,14 +715,14 @@ def stored_comparison(doc: dict) -> dict | None:
     res = doc["results"]
     if (plan.kind == "ab" and plan.a is not None and plan.b is not None and plan.delta is not None
             and len(res) == 2 * len(plan.specs)):
-        from .targets.vm import withhold_emulated
+        from .targets.vm.withhold import withhold_emulated
 
         with deciding_on(plan.verdict_on):
             cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
                                switches=plan.switches)
         return withhold_emulated(cdoc, plan.allow_emulated)
     if plan.kind == "variants" and plan.delta is not None and res:
-        from .targets.vm import withhold_emulated
+        from .targets.vm.withhold import withhold_emulated
 
         with deciding_on(plan.verdict_on):
             cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))

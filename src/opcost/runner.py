@@ -362,7 +362,7 @@ class Runner:
         """The round's steps in its order, each a call giving (variant index,
         error or None) for what it ran. One variant a step; but a target that
         runs several probe processes in one go (the vm target: one boot per
-        machine per round, targets/vm.py) gets the round's requests grouped
+        machine per round, targets/vm/) gets the round's requests grouped
         by its `batch_key`, a step per group, in the order of its first."""
         todo = []
         for i in order:

@@ -86,7 +86,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
                 "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
                 **unconfirmed(c["index"], labels, interleaved)}
 
-    from .targets.vm import withhold_emulated_series
+    from .targets.vm.withhold import withhold_emulated_series
 
     return withhold_emulated_series({"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),

@@ -215,7 +215,7 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
 
 
 def _machine_params(chosen: dict, target) -> tuple:
-    """kernel= and cmdline= (the vm target's variant dimensions, targets/vm.py),
+    """kernel= and cmdline= (the vm target's variant dimensions, targets/vm/),
     taken out of the benchmark's parameters and checked."""
     taken = getattr(target, "machine_params", ())
     out = []

@@ -145,7 +145,7 @@ def _run(args, argv) -> int:
         m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
         doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
                           env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
-    from ..targets.vm import withhold_emulated
+    from ..targets.vm.withhold import withhold_emulated
 
     doc = withhold_emulated(doc, args.allow_emulated)
     code = present(doc, format_comparison, settings.exports, measured=m)

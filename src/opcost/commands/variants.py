@@ -211,7 +211,7 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
         m = session.measure(settings, on_machines(b.variants, machines), target)
         b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results
-    from ..targets.vm import withhold_emulated
+    from ..targets.vm.withhold import withhold_emulated
 
     with deciding_on(args.verdict_on):
         doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id,

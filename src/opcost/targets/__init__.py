@@ -119,9 +119,9 @@ def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
 
 def _open_vm(rest: str, **options) -> Target:
     """vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]: a kernel booted in QEMU
-    (targets/vm.py, docs/kernels.md); `vm:` with the options of --kernel and the
+    (targets/vm/, docs/kernels.md); `vm:` with the options of --kernel and the
     --vm-* options (vm_options.from_args: kernel=, cmdline=, cpus=, ...) gives the same."""
-    from .vm import open_vm, open_vm_spec
+    from .vm.target import open_vm, open_vm_spec
 
     if not rest:
         return open_vm(**options)

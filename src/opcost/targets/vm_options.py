@@ -1,4 +1,4 @@
-"""The vm target's command-line options (targets/vm.py), declared once for
+"""The vm target's command-line options (targets/vm/), declared once for
 `run`, `ab`, `variants` and `series --run`, and read back from the parsed
 arguments as the vm opener's options (targets.open_target); nothing heavy
 imported here (`opcost --help` builds every parser)."""

@@ -1,0 +1,48 @@
+"""What the host offers a guest: an invariant TSC, KVM, whether it is itself a guest, and the key under which the
+vm target remembers what worked on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+def host_tsc_invariant() -> bool:
+    """The host's TSC runs at a constant rate, also in deep C-states."""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return {"constant_tsc", "nonstop_tsc"} <= flags
+    return False
+
+
+def kvm_usable() -> str | None:
+    """None when /dev/kvm opens read-write, else why not."""
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        return f"/dev/kvm cannot be opened ({e.strerror})"
+    os.close(fd)
+    return None
+
+
+def host_key(qemu_ver: str | None) -> str:
+    u = os.uname()
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{u.nodename}|{u.release}|{model}|{qemu_ver}"
+
+
+
+
+def hypervisor_flag() -> bool | None:
+    """The host's CPUID hypervisor bit as /proc/cpuinfo shows it: a nested guest says so."""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return " hypervisor" in line or line.rstrip().endswith("hypervisor")
+    return None

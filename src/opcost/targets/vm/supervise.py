@@ -1,0 +1,122 @@
+"""A boot as the target asks for it: the limit on reaching the init, the
+machine type tried (`auto`: microvm first, pc if it does not boot), the vCPUs
+pinned under KVM, and a failed boot's console kept on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from ... import probe
+from ...errors import ProbeError, ProbeTimeout, UsageError
+from .boot import run_guest
+from .choice import MICROVM_TRIAL_S, Choice
+from .clock import machine_cmdline
+from .initramfs import initramfs, job_text, vminit_path
+from .protocol import Boot, BootFailed
+from .qemu import Machine, VmConfig
+from .qmp import pin_threads
+
+BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line
+
+
+def console_dir() -> Path:
+    """Where the console of a failed boot is kept."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "opcost" / "vm-console"
+
+
+def save_console(b_console: list[str], what: str) -> Path | None:
+    try:
+        d = console_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
+        p.write_text(f"# {what}\n" + "\n".join(b_console) + "\n")
+        return p
+    except OSError:
+        return None
+
+
+def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_type: str, boot_limit: float,
+         timeout: float, host_cpus: list[int] | None = None, on_frame=None, stall_s: float = probe.STARTUP_STALL_S,
+         files: dict[str, Path] | None = None) -> Boot:
+    """Boot `m` and run `cmds` in the guest (boot.run_guest, with the
+    initramfs of the init, the probe, `files` and the job, and the kernel
+    parameters the machine type needs); what they did."""
+    init = vminit_path()
+    if init is None:
+        raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
+    image = initramfs(job_text(cmds), init, probe.probe_path(probe.host_arch()), files)
+    return run_guest(cfg, m, image, accel=accel, machine_type=machine_type, boot_limit=boot_limit, timeout=timeout,
+                     machine_params=machine_cmdline(machine_type, accel), host_cpus=host_cpus, on_frame=on_frame,
+                     stall_s=stall_s)
+
+
+def host_cpus_for(cfg: VmConfig, accel: str) -> tuple[list[int] | None, str]:
+    """The host CPUs the vCPUs are pinned to (under KVM, or OPCOST_VM_PIN=1:
+    the tests pin under TCG too), and how the vCPUs are placed, said."""
+    if not (accel == "kvm" or os.environ.get("OPCOST_VM_PIN") == "1"):
+        return None, "not pinned: under TCG QEMU's threads run where the host schedules them"
+    own = sorted(os.sched_getaffinity(0))
+    host_cpus = own[-cfg.cpus:] if len(own) > cfg.cpus else None
+    return host_cpus, (f"vCPU 0..{len(host_cpus) - 1} on host CPUs {', '.join(map(str, host_cpus))}, one each; "
+                       f"QEMU's other threads and opcost on the other {len(own) - len(host_cpus)}" if host_cpus else
+                       f"not pinned: --vm-cpus {cfg.cpus} leaves none of the {len(own)} host CPU(s) opcost "
+                       "may use for QEMU's other threads and opcost itself; give fewer guest CPUs")
+
+
+def boot_limit(accel: str) -> float:
+    """Seconds from QEMU's start to the init's first line (OPCOST_VM_BOOT_LIMIT overrides)."""
+    limit = BOOT_LIMIT_S[accel]
+    with contextlib.suppress(ValueError):
+        limit = float(os.environ.get("OPCOST_VM_BOOT_LIMIT") or limit)
+    return limit
+
+
+def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: float, on_frame=None,
+                    what: str = "", files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
+    """One boot of `m` running `cmds`, on the accelerator and machine type
+    `choice` gives (auto, not tried yet: microvm first, pc if it does not
+    reach the init); a failed boot's console saved, its path in the error.
+    Returns the boot, its accelerator and its machine type."""
+    accel, _ = choice.accel_for(m)
+    machine_type, _ = choice.machine_for(m, accel)
+    host_cpus, pinning = host_cpus_for(cfg, accel)
+    limit = boot_limit(accel)
+    own_cpus = set(os.sched_getaffinity(0))
+    try:
+        if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
+            pin_threads(own_cpus - set(host_cpus))
+        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files)
+        if machine_type is None:   # auto, not tried: this boot tries microvm, briefly; else pc
+            b, machine_type = _first_boot(cfg, choice, m, cmds, limit, run)
+        else:
+            b = boot(cfg, m, cmds, machine_type=machine_type, boot_limit=limit, **run)
+    except (BootFailed, ProbeError, ProbeTimeout) as e:
+        tail = getattr(e, "console", None)
+        saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
+        raise type(e)(f"{e}" + (f"; the console's last lines are in {saved}" if saved else "")) from None
+    finally:
+        if host_cpus:
+            pin_threads(own_cpus)
+    b.pinning = pinning
+    return b, accel, machine_type
+
+
+def _first_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, limit: float, run: dict) -> tuple[Boot, str]:
+    """--vm-machine auto's first boot of a kernel: microvm, within its trial
+    limit; pc if that did not reach the init. The answer is remembered."""
+    accel = run["accel"]
+    try:
+        b = boot(cfg, m, cmds, machine_type="microvm", boot_limit=min(limit, MICROVM_TRIAL_S[accel]), **run)
+        choice.machine_found(m, accel, "microvm", "a first boot on microvm reached the init")
+        return b, "microvm"
+    except (BootFailed, ProbeError, ProbeTimeout) as e:
+        if getattr(e, "reached_init", True):
+            raise   # it booted: whatever failed after, it is not the machine type
+        microvm_failed = f"a first boot on microvm did not reach the init ({e})"
+    b = boot(cfg, m, cmds, machine_type="pc", boot_limit=limit, **run)
+    choice.machine_found(m, accel, "pc", microvm_failed)   # pc booted: remembered
+    return b, "pc"

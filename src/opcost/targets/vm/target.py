@@ -1,0 +1,372 @@
+"""The vm target: targets.base.Target over QEMU guests, one boot per
+round and machine (the boot is the statistical unit), and its openers from
+the command line (--kernel and the --vm-* options) and from a `vm:` spec."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ... import probe
+from ...errors import ProbeError, ProbeTimeout, UsageError
+from ...safetext import printable
+from ..vm_options import ACCELS, MACHINES
+from . import host
+from .arch import DEFAULT_ARCH, GUEST_ARCHES
+from .choice import Choice
+from .image import check_cmdline, check_kernel
+from .initramfs import guest_files
+from .protocol import Boot, BootFailed, Command
+from .qemu import QEMU, Machine, VmConfig
+from .supervise import boot, supervised_boot
+
+MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
+
+
+class VmTarget:
+    """targets.base.Target over QEMU guests. `default` is the machine of a
+    variant that names no kernel= (from --kernel and --kernel-cmdline)."""
+
+    machine_params = MACHINE_PARAMS
+
+    def __init__(self, cfg: VmConfig, default: Machine | None = None, default_cmdline: str = ""):
+        self.cfg = cfg
+        self.default = default
+        self.default_cmdline = default.cmdline if default else default_cmdline
+        self.name = "vm"
+        self._local = None
+        self.choice = Choice(cfg, lambda m, accel, limit: boot(cfg, m, [], accel=accel, machine_type="pc",
+                                                                boot_limit=limit, timeout=limit + 5))
+        self._checks: dict[tuple, Command] = {}
+        self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
+        self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
+        arch = GUEST_ARCHES[DEFAULT_ARCH]
+        if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
+            raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
+                             f"{arch.qemu_package}) to boot kernels")
+        if cfg.accel not in ACCELS:
+            raise UsageError(f"--accel {cfg.accel}: valid: {', '.join(ACCELS)}")
+        if cfg.machine not in MACHINES:
+            raise UsageError(f"--vm-machine {cfg.machine}: valid: {', '.join(MACHINES)}")
+        if cfg.accel == "kvm":
+            why = host.kvm_usable()
+            if why:
+                raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
+        if probe.host_arch() != arch.name:
+            raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
+
+    # -- what the guest is (answered from the same static probe it runs) --
+    @property
+    def local(self):
+        if self._local is None:
+            from ..local import local_target
+
+            self._local = local_target()
+        return self._local
+
+    def host_arch(self) -> str:
+        return "x86_64"
+
+    def arches(self) -> list[str]:
+        return ["x86_64"]
+
+    def benchmark_table(self, arch: str | None = None) -> dict:
+        if arch not in (None, "x86_64"):
+            raise UsageError(f"arch={arch}: the vm target runs the x86_64 probe only")
+        return self.local.benchmark_table("x86_64")
+
+    def placement_of(self, a: int, b: int, arch: str | None = None) -> str:
+        # -smp N,sockets=1,cores=N,threads=1: distinct guest CPUs are cores of one socket
+        return "same" if a == b else "core"
+
+    def allowed_cpus(self) -> list[int]:
+        return list(range(self.cfg.cpus))
+
+    def default_cpu(self) -> int:
+        return self.cfg.cpus - 1
+
+    def pmu_catalog(self):
+        raise UsageError("named PMU events are not available in the vm target (the guest has no PMU here); "
+                         "count software events, e.g. --counters context-switches,task-clock")
+
+    def cpuid(self, arch: str | None = None) -> dict | None:
+        for m in self.machines.values():
+            if m.get("cpuid"):
+                return m["cpuid"]
+        return None
+
+    def probe_version(self, arch: str | None = None) -> str | None:
+        return self.local.probe_version("x86_64")
+
+    def qemu_version(self) -> str | None:
+        return self.choice.qemu_version()
+
+    def env(self) -> dict:
+        """The host's environment, the guest's CPUID/XCR0 as its first boot
+        saw them, and a `vm` field: QEMU, acceleration, every machine booted."""
+        from ...env import collect
+
+        version = self.probe_version()
+        info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
+        env = collect(self.local.cpuid(), info)
+        cpuid = self.cpuid()
+        if cpuid is not None:
+            env["guest_cpuid"] = {"value": cpuid, "source": "opcost-probe cpuid in the guest (preflight boot)"}
+            # compare refuses runs whose guests saw different CPU models (commands/compare.py)
+            env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
+        env["vm"] = {"value": {"qemu": self.qemu_version(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
+                               "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
+                               "allow_emulated": self.cfg.allow_emulated,
+                               "host_hypervisor": host.hypervisor_flag(),
+                               "machines": [{"kernel": str(k[0]), "cmdline": k[1], **v}
+                                            for k, v in self.machines.items()]},
+                     "source": "targets/vm: QEMU and the preflight boot of each kernel"}
+        return env
+
+    def check_machine_param(self, key: str, value: str) -> None:
+        """kernel=PATH or cmdline=ARGS of a variant (spec.expand): UsageError if wrong."""
+        if key == "kernel":
+            check_kernel(value, "kernel=")
+        else:
+            check_cmdline(value, "cmdline=")
+
+    # -- which machine a request boots --
+    def machine_of(self, req: probe.ProbeRequest) -> Machine:
+        given = dict(getattr(req, "machine", ()) or ())
+        kernel = given.get("kernel")
+        if kernel is None:
+            if self.default is None:
+                raise UsageError("no kernel to boot: give --kernel PATH, or kernel= in the SPEC or in --a/--b")
+            m = self.default
+            return Machine(m.kernel, check_cmdline(given.get("cmdline", m.cmdline), "cmdline="))
+        return Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
+                                                                      "cmdline="))
+
+    def sha(self, kernel: Path) -> str:
+        return self.choice.sha(kernel)
+
+    def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
+              files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
+        b, accel, machine_type = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files)
+        self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
+                           "machine": machine_type})
+        return b, accel, machine_type
+
+    def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
+        return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
+                "guest": b.facts, "accel": accel, "accel_why": self.choice.accel_for(m)[1], "machine": machine_type,
+                "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.qemu_version(),
+                "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
+                "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
+                "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
+
+    # -- the probe's protocol --
+    def batch_key(self, req: probe.ProbeRequest) -> tuple:
+        """Requests with one key run in one boot (runner: one boot per machine per round)."""
+        m = self.machine_of(req)
+        return (m.kernel, m.cmdline)
+
+    def prepare(self, reqs: list[probe.ProbeRequest]) -> None:
+        """The preflight: each machine booted once, running every request's
+        check there (and `opcost-probe cpuid`); check() then answers from it.
+        A kernel that does not boot is bad input: BootFailed (exit 2), its
+        console kept."""
+        groups: dict[tuple, dict] = {}
+        for r in reqs:
+            ck = self._check_key(r)
+            if ck not in self._checks:
+                groups.setdefault(self.batch_key(r), {}).setdefault(ck, r)
+        for (kernel, cmdline), pending in groups.items():
+            m = Machine(kernel, cmdline)
+            runs, files = guest_files(list(pending.values()))
+            b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(g.argv(check=True), {}, exe)
+                                                                     for g, exe in runs],
+                                              f"preflight boot of {kernel}", files)
+            cmds = b.commands + [Command() for _ in range(len(pending) + 1 - len(b.commands))]
+            rec = self._record(m, b, accel, mt)
+            with contextlib.suppress(ValueError, IndexError):
+                rec["cpuid"] = json.loads(cmds[0].stdout[0])
+            self.machines.setdefault((kernel, cmdline), rec)
+            for ck, c in zip(pending, cmds[1:]):
+                self._checks[ck] = c
+
+    def _check_key(self, req: probe.ProbeRequest) -> tuple:
+        """One preflight per machine and command (a build of `opcost variants`
+        is its own command: its argv may be another build's)."""
+        return (*self.batch_key(req), req.exe, req.program, tuple(req.argv(check=True)))
+
+    def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
+        """Preflight in the guest: the machine boots (else BootFailed, exit 2,
+        its console kept), the probe accepts the request there."""
+        key = self._check_key(req)
+        if key not in self._checks:
+            self.prepare([req])
+        chk = self._checks[key]
+        last_err = (chk.stderr or [""])[-1].removeprefix("opcost-probe: ")
+        if chk.status == probe.PROBE_EXIT_OK:
+            return None
+        if chk.status == probe.PROBE_EXIT_UNSUPPORTED:
+            try:
+                return json.loads(chk.stdout[0]).get("reason") or "unsupported in the guest"
+            except (IndexError, ValueError):
+                raise ProbeError(f"{req.bench}: probe said unsupported without a reason") from None
+        if chk.status == probe.PROBE_EXIT_USAGE:
+            raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
+        raise ProbeError(f"{req.bench}: probe setup failed in the guest: {last_err or chk.status}")
+
+    def _boot_checked(self, m: Machine, cmds, what: str, files: dict[str, Path] | None = None):
+        try:
+            return self._boot(m, cmds, 600.0, what=what, files=files)
+        except BootFailed as e:
+            raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
+        except (ProbeTimeout, ProbeError) as e:   # a guest that hangs or prints garbage: bad input here too
+            raise BootFailed(f"kernel {m.kernel}: {e}") from None
+
+    def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
+        (res,) = self.run_batch([req], timeout, on_line)
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def run_batch(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
+        """One boot of the requests' machine (one machine: the runner groups
+        them by batch_key): `opcost-probe cpuid`, then `--vm-procs` probe
+        processes of each request, interleaved (A B A B...: drift within the
+        boot spreads over them), each with its own seed and padding. Per
+        request, a ProcessResult (its processes' samples pooled: the per-boot
+        figure) or the ProbeError/ProbeTimeout/UsageError it ended with; a
+        boot that fails fails them all (ProbeError: during a run that is the
+        boot's failure, exit 1, its console kept)."""
+        import dataclasses
+
+        m = self.machine_of(reqs[0])
+        per = max(1, self.cfg.procs)
+        subs = [(ri, dataclasses.replace(r, seed=r.seed if j == 0 else r.seed * 7919 + j,
+                                         pad_bytes=(r.pad_bytes + 1237 * j) % 4097))
+                for j in range(per) for ri, r in enumerate(reqs)]
+        results = [probe.ProcessResult(pad_bytes=r.pad_bytes) for _, r in subs]
+
+        def on_frame(i: int, kind: str, text: bytes) -> None:
+            if 1 <= i <= len(subs) and kind == "O" and text.strip():
+                probe._accept(results[i - 1], text, on_line)
+
+        runs, files = guest_files([r for _, r in subs])
+        cmds: list[tuple] = [(["cpuid"], {})]
+        cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}, exe) for (_, r), (g, exe) in zip(subs, runs)]
+        try:
+            b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}",
+                                      files=files)
+        except BootFailed as e:
+            err: Exception = ProbeError(f"kernel {m.kernel} did not boot: {e}")
+            return [err for _ in reqs]
+        except (ProbeError, ProbeTimeout) as e:
+            return [e for _ in reqs]
+        except json.JSONDecodeError as e:
+            return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
+        cmd = b.commands + [Command() for _ in range(len(subs) + 1 - len(b.commands))]
+        rec = self._record(m, b, accel, mt)
+        with contextlib.suppress(ValueError, IndexError):
+            rec["cpuid"] = json.loads(cmd[0].stdout[0])
+        rec["processes_in_boot"] = len(subs)
+        done: list[list] = [[] for _ in reqs]
+        for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
+            done[ri].append(self._finish(r, res, c, dict(rec, position_in_boot=k), accel))
+        return [_pooled(parts) for parts in done]
+
+    def _finish(self, req: probe.ProbeRequest, res: probe.ProcessResult, c: Command, rec: dict, accel: str):
+        res.wall_s = (c.ended_s or 0) - (c.started_s or 0)
+        res.front_end = f"outside the guest ({accel})"
+        rc = c.status
+        last_err = (c.stderr or [""])[-1].removeprefix("opcost-probe: ")
+        if rc == probe.PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
+            return res
+        if rc == probe.PROBE_EXIT_USAGE:
+            return UsageError(last_err or f"{req.bench}: probe rejected its arguments")
+        if rc != 0:
+            return ProbeError(f"probe failed in the guest: {last_err or f'exit status {rc}'}")
+        if res.header is None or res.trailer is None:
+            return ProbeError("probe output ended early in the guest (header or trailer missing)")
+        rec["probe_wall_s"] = round(res.wall_s, 3)
+        res.header["vm"] = rec
+        if accel == "tcg":
+            res.header["emulator"] = f"{os.path.basename(self.cfg.qemu)} (TCG)"
+            res.emulator = res.header["emulator"]
+        return res
+
+    def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
+        raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
+
+
+def _pooled(parts: list):
+    """The processes of one variant in one boot as one figure: an error or
+    unsupported if any ended so; else the first's header, every measured and
+    warm-up batch of all of them (renumbered), and each process's own facts
+    (its median among them) under header.vm.processes."""
+    for p in parts:
+        if isinstance(p, Exception) or p.unsupported is not None:
+            return p
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    vm = dict(first.header["vm"])
+    from ...model import process_median
+
+    # each process's own figure: the within-boot spread against the between-boot one (stats.boot_spread)
+    vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],
+                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3),
+                        "median_ns": process_median(p.samples, p.header) if p.samples else None}
+                       for p in parts]
+    vm.pop("position_in_boot", None)
+    first.header = dict(first.header, vm=vm)
+    first.samples = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.samples)]
+    first.warmup = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.warmup)]
+    first.trailer = dict(first.trailer or {}, samples=len(first.samples), warmup=len(first.warmup))
+    first.wall_s = sum(p.wall_s for p in parts)
+    return first
+
+
+def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
+            procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
+            machine: str = "auto") -> VmTarget:
+    """The vm target (targets.open_target's opener, from --kernel and the
+    --vm-* options, vm_options.from_args, or from a vm: spec): `kernel` is
+    the machine of a variant that names no kernel= (None: every variant names
+    one). None for a number: its default."""
+    cmdline = check_cmdline(cmdline or "")
+    default = Machine(check_kernel(kernel), cmdline) if kernel else None
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or 2, mem_mib=mem_mib or 512,
+                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine)
+    return VmTarget(cfg, default, cmdline)
+
+
+def open_vm_spec(spec: str) -> VmTarget:
+    """A vm target from a target spec, for open_target's registry:
+    `vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS]` (the cmdline
+    URL-encoded). UsageError when a part is wrong."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    valid = ("cpus", "mem", "accel", "machine", "cmdline")
+    u = urlsplit(spec)
+    if u.scheme != "vm" or not u.path:
+        raise UsageError(f"target {spec!r}: write "
+                         "vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS]")
+    pairs = parse_qsl(u.query, keep_blank_values=True)
+    keys = [k for k, _ in pairs]
+    unknown = set(keys) - set(valid)
+    if unknown:
+        raise UsageError(f"target {spec!r}: unknown {printable(', '.join(sorted(unknown)))}; "
+                         f"valid: {', '.join(valid)}")
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise UsageError(f"target {spec!r}: {', '.join(twice)} given more than once; give each key once")
+    q = dict(pairs)
+    try:
+        cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
+    except ValueError:
+        raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
+    check_kernel(u.path, "vm:")
+    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
+                   machine=q.get("machine", "auto"))

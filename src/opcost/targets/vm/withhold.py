@@ -1,0 +1,55 @@
+"""No verdict on cost from timings a TCG guest gave, unless the user asks
+for one (--allow-emulated): comparisons and series keep their figures and
+say why the verdict or the change point is withheld."""
+
+from __future__ import annotations
+
+WITHHELD = "emulated (QEMU TCG): the timings are the emulator's, so no verdict on cost; --allow-emulated gives one"
+
+
+def tcg_emulated(flags) -> bool:
+    """Summary flags that say the figures came from a guest emulated by QEMU's TCG."""
+    return any(isinstance(f, dict) and f.get("flag") == "emulated" and "(TCG)" in str(f.get("detail", ""))
+               for f in flags or [])
+
+
+def withhold_emulated(doc: dict, allow: bool) -> dict:
+    """No verdict on cost from a guest emulated by QEMU's TCG unless
+    --allow-emulated: each such comparison keeps its figures, its verdict
+    becomes None with the reason under `withheld`, and the summary's counts
+    leave it out (its geometric mean still covers every ratio)."""
+    if allow:
+        return doc
+    changed = False
+    for e in doc.get("comparisons") or []:
+        if e.get("verdict") is not None and tcg_emulated(e.get("flags")):
+            e["withheld"] = WITHHELD
+            e["verdict"] = None
+            changed = True
+    summary = doc.get("summary")   # the comparison's counts of each verdict
+    counts = summary.get("counts") if isinstance(summary, dict) else None
+    if changed and counts is not None:
+        for k in counts:
+            counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
+    return doc
+
+
+def withhold_emulated_series(doc: dict, allow: bool) -> dict:
+    """A series, as withhold_emulated does a comparison: every label whose
+    figures a TCG guest gave is `emulated: true` (always); unless
+    --allow-emulated, a series with such a label gives no change point: they
+    move, figures kept, to `withheld_change_points`, no label is marked, and
+    `withheld` says why and what to do."""
+    emulated = [lb for lb in doc.get("labels") or [] if tcg_emulated(lb.get("flags"))]
+    for lb in doc.get("labels") or []:
+        lb["emulated"] = lb in emulated
+    doc["allow_emulated"] = bool(allow)
+    if allow or not emulated:
+        return doc
+    doc["withheld"] = (f"{len(emulated)} of {len(doc['labels'])} labels emulated (QEMU TCG): the timings are the "
+                       "emulator's, so no change point is given on cost; --allow-emulated gives them")
+    doc["withheld_change_points"] = doc.get("change_points") or []
+    doc["change_points"] = []
+    for lb in doc["labels"]:
+        lb["change_point"] = False
+    return doc
