@@ -71,9 +71,13 @@ def _split_event(event: str) -> tuple[str, str, bool]:
     return base, ("" if set(uk) == {"u", "k"} else uk), helper
 
 
-def split(events: list[str], *, target: str, arches: list[str], programs: bool) -> tuple[list[str], list[str]]:
+def split(events: list[str], *, mode: str | None, target: str, arches: list[str],
+          programs: bool) -> tuple[list[str], list[str]]:
     """(what the probe counts with perf, what the emulator counts), both in
-    the order asked. UsageError (exit 2) for what cannot be counted here."""
+    the order asked. `mode`: "user" (the local target: the probe under
+    qemu-user), "system" (the vm target under TCG: the plugin in
+    qemu-system), None (no emulator: perf only). UsageError (exit 2) for
+    what cannot be counted here."""
     serve_instructions = None
     perf, emu = [], []
     for e in events:
@@ -85,20 +89,23 @@ def split(events: list[str], *, target: str, arches: list[str], programs: bool) 
             if serve_instructions is None:
                 from .probe import runs_natively
 
-                serve_instructions = target == "local" and (
-                    not perf_counts_instructions() or any(not runs_natively(a) for a in arches))
+                serve_instructions = mode == "system" or (mode == "user" and (
+                    not perf_counts_instructions() or any(not runs_natively(a) for a in arches)))
             if not serve_instructions:
                 perf.append(e)
                 continue
-        if target != "local":
-            raise UsageError(f"--counters {e}: counted only by the emulator (QEMU with opcost's plugin), "
-                             f"which runs the local target's probe under qemu-user; the {target} target has none")
-        if uk == "k":
+        if mode is None:
+            raise UsageError(f"--counters {e}: counted only by the emulator (QEMU with opcost's plugin): the local "
+                             "target's probe under qemu-user, or a guest under TCG (--kernel IMAGE --accel tcg); "
+                             f"the {target} target has none here")
+        if uk == "k" and mode == "user":
             raise UsageError(f"--counters {e}: kernel instructions are counted only in a guest (--kernel IMAGE, "
                              "the vm target under TCG); here perf cannot count them and qemu-user runs no kernel: "
                              f"ask for {base}:u (user code, exact, under qemu-user)")
         if helper:
-            raise UsageError(f"--counters {e}: the emulator counts the measuring thread only; drop :helper")
+            raise UsageError(f"--counters {e}: the emulator counts " + (
+                "the measuring thread only" if mode == "user" else "both sides of a benchmark in one window (all "
+                "vCPUs)") + "; drop :helper")
         if programs:
             raise UsageError(f"--counters {e}: a whole program (variants with a program) has no counting windows; "
                              "the emulator counts an operation built into the probe (variants --mode op)")
@@ -190,10 +197,19 @@ def value(window: dict, event: str) -> int:
 
 def inject(header: dict, warmup: list[dict], samples: list[dict], events: list[str], path: str | Path,
            emulator: str, exe: str | None = None) -> None:
+    """The plugin's file of one probe process under qemu-user into its batches
+    (inject_windows), the blocks folded into the probe's functions."""
+    head, windows = read_windows(path)
+    inject_windows(header, warmup, samples, events, head, windows, emulator,
+                   Symbols.of_elf(exe) if exe and head.get("blocks") else None)
+
+
+def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events: list[str], head: dict,
+                   windows: list[dict], emulator: str, symbols: "Symbols | None" = None) -> None:
     """Put the windows' counts into the batches (warm-up first, then the
     measured ones, as the probe ran them), per op, and the events with their
-    source into the header's counter list."""
-    head, windows = read_windows(path)
+    source into the header's counter list; with `symbols`, the measured
+    windows' blocks folded into functions (header.count_functions)."""
     batches = [*warmup, *samples]
     if len(windows) != len(batches):
         raise ProbeError(f"the counting plugin saw {len(windows)} windows for {len(batches)} batches "
@@ -204,15 +220,16 @@ def inject(header: dict, warmup: list[dict], samples: list[dict], events: list[s
         for e in events:
             c[e] = value(w, e) / ops
     measured = windows[len(warmup):]
-    if exe and head.get("blocks") and measured:
+    if symbols is not None and head.get("blocks") and measured:
         ops = sum(float(b.get("executed", b["iters"])) * float(b.get("ops_per_iter", 1)) for b in samples)
-        header["count_functions"] = fold(measured, ops, Symbols.of_elf(exe))
+        header["count_functions"] = fold(measured, ops, symbols)
     scope = head.get("scope", "thread")
     for e in events:
         header.setdefault("counters", []).append({
             "name": e, "status": "ok", "source": SOURCE, "exact": True, "scope": scope,
-            "how": f"guest instructions counted by {emulator} with opcost's TCG plugin (API {head.get('api', '?')}) "
-                   "between the probe's window markers"})
+            "how": f"guest instructions counted by {emulator} with opcost's TCG plugin (API {head.get('api', '?')}"
+                   + (", one window over all vCPUs, TCG single-threaded" if scope == "all-vcpus" else "")
+                   + ") between the probe's window markers"})
 
 
 # --- where the instructions are: the windows' blocks folded into functions ---

@@ -171,7 +171,11 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
         return None, ()
     from .emucount import split
 
-    _, emu = split(list(plan.events), target=target.name, arches=sorted({v.arch or target.host_arch() for v in variants}),
+    counts_by_emulator = getattr(target, "counts_by_emulator", None)
+    mode = ("user" if target.name == "local" else
+            "system" if counts_by_emulator is not None and counts_by_emulator() else None)
+    _, emu = split(list(plan.events), mode=mode, target=target.name,
+                   arches=sorted({v.arch or target.host_arch() for v in variants}),
                    programs=any(v.program for v in variants))
     if not emu:
         return plan.probe_list(), ()
