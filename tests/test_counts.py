@@ -136,7 +136,7 @@ def test_spin_adds_an_exact_linear_count_under_qemu_user(run_cli, tmp_path):
     assert "B-A +30.00" in cp.stdout and "instructions/op" in cp.stdout
     shown = run_cli("show", str(doc["a"]["run_id"]), timeout=120)
     assert shown.returncode == 0, shown.stderr
-    assert "decided on instructions:u per op (emulator, exact)" in shown.stdout
+    assert "decided on instructions:u per op (emulator, exact; per process its smallest batch)" in shown.stdout
     assert "B-A +30.00" in shown.stdout
     # where the instructions are: the whole difference in the spin chain, first
     fn = run_cli("show", str(doc["a"]["run_id"]), "--functions", "3", timeout=120)

@@ -390,7 +390,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         if on:
             d, dci = on["difference"], on.get("ci95_difference")
             notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
-                         + (", exact" if on.get("source") == "emulator" else "") + f"): A {on['a']:.3f}, "
+                         + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
+                         + f"): A {on['a']:.3f}, "
                          f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
                          + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
         if e["verdict"] == "inconclusive" and "processes_needed" in e:
