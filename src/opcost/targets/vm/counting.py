@@ -55,6 +55,35 @@ class Counting:
                 pass
 
 
+def cached_offsets(sha: str) -> list[tuple[int, str]] | None:
+    """A kernel image's text symbols (offsets from _text), as its first
+    counting boot sent them: the same for every boot of that image, so kept
+    in the cache directory (kallsyms-SHA.json) and not sent again."""
+    import json
+
+    from .choice import cache_dir
+
+    try:
+        d = json.loads((cache_dir() / f"kallsyms-{sha}.json").read_text())
+        return [(int(o), str(n)) for o, n in d["offsets"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def cache_offsets(sha: str, offsets: list[tuple[int, str]]) -> None:
+    import contextlib
+    import json
+
+    from .choice import cache_dir
+
+    path = cache_dir() / f"kallsyms-{sha}.json"
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"offsets": offsets}))
+        os.replace(tmp, path)
+
+
 def kernel_text(lines: list[bytes]) -> tuple[int | None, list[tuple[int, str]]]:
     """The init's K lines: (where _text is in this boot, [(offset, name)] of
     the kernel's text symbols when it sent them)."""

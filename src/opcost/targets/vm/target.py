@@ -267,9 +267,14 @@ class VmTarget:
         cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes, **quiet}, exe) for (_, r), (g, exe) in zip(subs, runs)]
         counting = None
         if reqs[0].emulated:   # a counting boot: the plugin in QEMU, the kernel's symbols from the init
-            from .counting import Counting
+            from .counting import Counting, cached_offsets
 
-            counting = Counting(full_symbols=self.sha(m.kernel) not in self._ksyms)
+            sha = self.sha(m.kernel)
+            if sha not in self._ksyms:
+                known = cached_offsets(sha)
+                if known:
+                    self._ksyms[sha] = known
+            counting = Counting(full_symbols=sha not in self._ksyms)
             files = {**files, **counting.files()}
         try:
             b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}",
@@ -310,12 +315,13 @@ class VmTarget:
         guest ran them (emucount.inject); the kernel's functions and the
         probe's fold the blocks. A process that failed takes its error."""
         from ... import emucount
-        from .counting import kernel_text, symbols
+        from .counting import cache_offsets, kernel_text, symbols
 
         text, offsets = kernel_text(b.kallsyms)
         sha = self.sha(m.kernel)
         if offsets:
             self._ksyms[sha] = offsets
+            cache_offsets(sha, offsets)
         syms = symbols(text, self._ksyms.get(sha, []), str(probe.probe_path(probe.host_arch())))
         head, windows = emucount.read_windows(counting.out)
         at = 0
