@@ -7,10 +7,13 @@ again as printed; nothing left behind.
 The A/A pairs run on the fake clock (deterministic). A build made slower
 runs on the real clock with a margin no noise closes: SLOW costs about a
 thousand times FAST in op mode (2000 dependent multiply-adds against one
-add) and tens of times in program mode (a 5-million-step loop against an
-empty main; 100-250x measured), so with 6 processes a side
+add) and tens of times in program mode (10 million dependent multiply-adds,
+4 cycles a step on any x86_64, against an empty main: 23x measured on an AMD
+EPYC Zen 2 host, where a start costs 0.5 ms; a `volatile` counting loop was
+only 3.7x there, Zen 2 forwarding its memory operand, and failed a CI run
+whose FAST side had one process slowed tenfold), so with 6 processes a side
 every SLOW process median lies above every FAST one unless a process is
-slowed a hundredfold for most of its batches. The verdict needs p < 0.05
+slowed over twentyfold for most of its batches. The verdict needs p < 0.05
 (it is 2/924, doubled, at complete separation) and a CI beyond delta: the
 false-failure rate of each host's verdict is far below 1e-4; its ratio > 5,
 20x under the smallest measured, likewise needs FAST's processes slowed
@@ -52,11 +55,14 @@ uint64_t opcost_op(uint64_t x)
 PROGRAM = r"""
 int main(void)
 {
+    unsigned long x = 1;
 #ifdef SLOW
-    for (volatile unsigned long i = 0; i < 5000000ul; i++)
-        ;
+    for (unsigned long i = 0; i < 10000000ul; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        __asm__ volatile("" : "+r"(x));
+    }
 #endif
-    return 0;
+    return (int)(x & 0);
 }
 """
 

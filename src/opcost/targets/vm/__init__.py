@@ -46,6 +46,8 @@ The package, one module per concern (docs/architecture.md):
 - choice.py: which accelerator and machine type, as asked or auto's answer;
 - supervise.py: a boot as the target asks for it (limits, machine type
   fallback, pinning, a failed boot's console kept);
+- guest.py: what the guest is (its tables, CPUs, the environment recorded);
+- results.py: a boot's commands as the runner's process results, pooled;
 - target.py: VmTarget (targets.base.Target) and its openers;
 - withhold.py: no verdict on cost from TCG timings without --allow-emulated.
 """

@@ -47,6 +47,31 @@ class Counting:
     def files(self) -> dict[str, Path]:
         return {WANT: Path(self.want)}
 
+    def into(self, b, reqs: list, results: list, sha: str, offsets: list, qemu: str) -> list:
+        """The plugin's windows into each process's batches, in the order the
+        guest ran them (emucount.inject_windows); the kernel's functions
+        (this boot's _text, and the image's symbols: sent now, or known) and
+        the probe's fold the blocks. Stops at a process that failed (how many
+        windows it left is not known). Returns the image's symbols."""
+        from ... import emucount, probe
+
+        text, sent = kernel_text(b.kallsyms)
+        if sent:
+            offsets = sent
+            cache_offsets(sha, sent)
+        syms = symbols(text, offsets, str(probe.probe_path(probe.host_arch())))
+        head, windows = emucount.read_windows(self.out)
+        at = 0
+        for k, res in enumerate(results):
+            if not isinstance(res, probe.ProcessResult) or res.header is None:
+                break
+            n = len(res.warmup) + len(res.samples)
+            emucount.inject_windows(res.header, res.warmup, res.samples, list(reqs[k].emulated), head,
+                                    windows[at:at + n], f"{os.path.basename(qemu)} (TCG)", syms)
+            at += n
+            res.header["vm"]["kernel_text"] = f"{text:#x}" if text else None
+        return offsets
+
     def close(self) -> None:
         for p in (self.out, self.want):
             try:

@@ -21,12 +21,14 @@ from .image import check_cmdline, check_kernel
 from .initramfs import guest_files
 from .protocol import Boot, BootFailed, Command
 from .qemu import QEMU, Machine, VmConfig
+from .guest import VmGuest
+from .results import finish, pooled
 from .supervise import boot, supervised_boot
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
 
 
-class VmTarget:
+class VmTarget(VmGuest):
     """targets.base.Target over QEMU guests. `default` is the machine of a
     variant that names no kernel= (from --kernel and --kernel-cmdline)."""
 
@@ -58,74 +60,6 @@ class VmTarget:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
         if probe.host_arch() != arch.name:
             raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
-
-    # -- what the guest is (answered from the same static probe it runs) --
-    @property
-    def local(self):
-        if self._local is None:
-            from ..local import local_target
-
-            self._local = local_target()
-        return self._local
-
-    def host_arch(self) -> str:
-        return "x86_64"
-
-    def arches(self) -> list[str]:
-        return ["x86_64"]
-
-    def benchmark_table(self, arch: str | None = None) -> dict:
-        if arch not in (None, "x86_64"):
-            raise UsageError(f"arch={arch}: the vm target runs the x86_64 probe only")
-        return self.local.benchmark_table("x86_64")
-
-    def placement_of(self, a: int, b: int, arch: str | None = None) -> str:
-        # -smp N,sockets=1,cores=N,threads=1: distinct guest CPUs are cores of one socket
-        return "same" if a == b else "core"
-
-    def allowed_cpus(self) -> list[int]:
-        return list(range(self.cfg.cpus))
-
-    def default_cpu(self) -> int:
-        return self.cfg.cpus - 1
-
-    def pmu_catalog(self):
-        raise UsageError("named PMU events are not available in the vm target (the guest has no PMU here); "
-                         "count software events, e.g. --counters context-switches,task-clock")
-
-    def cpuid(self, arch: str | None = None) -> dict | None:
-        for m in self.machines.values():
-            if m.get("cpuid"):
-                return m["cpuid"]
-        return None
-
-    def probe_version(self, arch: str | None = None) -> str | None:
-        return self.local.probe_version("x86_64")
-
-    def qemu_version(self) -> str | None:
-        return self.choice.qemu_version()
-
-    def env(self) -> dict:
-        """The host's environment, the guest's CPUID/XCR0 as its first boot
-        saw them, and a `vm` field: QEMU, acceleration, every machine booted."""
-        from ...env import collect
-
-        version = self.probe_version()
-        info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
-        env = collect(self.local.cpuid(), info)
-        cpuid = self.cpuid()
-        if cpuid is not None:
-            env["guest_cpuid"] = {"value": cpuid, "source": "opcost-probe cpuid in the guest (preflight boot)"}
-            # compare refuses runs whose guests saw different CPU models (commands/compare.py)
-            env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
-        env["vm"] = {"value": {"qemu": self.qemu_version(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
-                               "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
-                               "allow_emulated": self.cfg.allow_emulated,
-                               "host_hypervisor": host.hypervisor_flag(),
-                               "machines": [{"kernel": str(k[0]), "cmdline": k[1], **v}
-                                            for k, v in self.machines.items()]},
-                     "source": "targets/vm: QEMU and the preflight boot of each kernel"}
-        return env
 
     def check_machine_param(self, key: str, value: str) -> None:
         """kernel=PATH or cmdline=ARGS of a variant (spec.expand): UsageError if wrong."""
@@ -301,90 +235,18 @@ class VmTarget:
         done: list[list] = [[] for _ in reqs]
         in_boot = []   # in the order the guest ran them
         for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
-            in_boot.append(self._finish(r, res, c, dict(rec, position_in_boot=k), accel))
+            in_boot.append(finish(r, res, c, dict(rec, position_in_boot=k), accel, self.cfg.qemu))
             done[ri].append(in_boot[-1])
         if counting:
             try:
-                self._counted(m, b, [r for _, r in subs], in_boot, counting)
+                self._ksyms[self.sha(m.kernel)] = counting.into(b, [r for _, r in subs], in_boot, self.sha(m.kernel),
+                                                                self._ksyms.get(self.sha(m.kernel), []), self.cfg.qemu)
             finally:
                 counting.close()
-        return [_pooled(parts) for parts in done]
-
-    def _counted(self, m: Machine, b: Boot, reqs: list, results: list, counting) -> None:
-        """The plugin's windows into each process's batches, in the order the
-        guest ran them (emucount.inject); the kernel's functions and the
-        probe's fold the blocks. A process that failed takes its error."""
-        from ... import emucount
-        from .counting import cache_offsets, kernel_text, symbols
-
-        text, offsets = kernel_text(b.kallsyms)
-        sha = self.sha(m.kernel)
-        if offsets:
-            self._ksyms[sha] = offsets
-            cache_offsets(sha, offsets)
-        syms = symbols(text, self._ksyms.get(sha, []), str(probe.probe_path(probe.host_arch())))
-        head, windows = emucount.read_windows(counting.out)
-        at = 0
-        for k, res in enumerate(results):
-            if not isinstance(res, probe.ProcessResult) or res.header is None:
-                break   # how many windows it left is not known: the rest cannot be told apart
-            n = len(res.warmup) + len(res.samples)
-            mine = windows[at:at + n]
-            at += n
-            emucount.inject_windows(res.header, res.warmup, res.samples, list(reqs[k].emulated), head, mine,
-                                    f"{os.path.basename(self.cfg.qemu)} (TCG)", syms)
-            res.header["vm"]["kernel_text"] = f"{text:#x}" if text else None
-
-    def _finish(self, req: probe.ProbeRequest, res: probe.ProcessResult, c: Command, rec: dict, accel: str):
-        res.wall_s = (c.ended_s or 0) - (c.started_s or 0)
-        res.front_end = f"outside the guest ({accel})"
-        rc = c.status
-        last_err = (c.stderr or [""])[-1].removeprefix("opcost-probe: ")
-        if rc == probe.PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
-            return res
-        if rc == probe.PROBE_EXIT_USAGE:
-            return UsageError(last_err or f"{req.bench}: probe rejected its arguments")
-        if rc != 0:
-            return ProbeError(f"probe failed in the guest: {last_err or f'exit status {rc}'}")
-        if res.header is None or res.trailer is None:
-            return ProbeError("probe output ended early in the guest (header or trailer missing)")
-        rec["probe_wall_s"] = round(res.wall_s, 3)
-        res.header["vm"] = rec
-        if accel == "tcg":
-            res.header["emulator"] = f"{os.path.basename(self.cfg.qemu)} (TCG)"
-            res.emulator = res.header["emulator"]
-        return res
+        return [pooled(parts) for parts in done]
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
         raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
-
-
-def _pooled(parts: list):
-    """The processes of one variant in one boot as one figure: an error or
-    unsupported if any ended so; else the first's header, every measured and
-    warm-up batch of all of them (renumbered), and each process's own facts
-    (its median among them) under header.vm.processes."""
-    for p in parts:
-        if isinstance(p, Exception) or p.unsupported is not None:
-            return p
-    first = parts[0]
-    if len(parts) == 1:
-        return first
-    vm = dict(first.header["vm"])
-    from ...model import process_median
-
-    # each process's own figure: the within-boot spread against the between-boot one (stats.boot_spread)
-    vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],
-                        "pad_bytes": p.pad_bytes, "samples": len(p.samples), "wall_s": round(p.wall_s, 3),
-                        "median_ns": process_median(p.samples, p.header) if p.samples else None}
-                       for p in parts]
-    vm.pop("position_in_boot", None)
-    first.header = dict(first.header, vm=vm)
-    first.samples = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.samples)]
-    first.warmup = [dict(s, i=n) for n, s in enumerate(s for p in parts for s in p.warmup)]
-    first.trailer = dict(first.trailer or {}, samples=len(first.samples), warmup=len(first.warmup))
-    first.wall_s = sum(p.wall_s for p in parts)
-    return first
 
 
 def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
