@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -133,11 +134,11 @@ def test_spin_adds_an_exact_linear_count_under_qemu_user(run_cli, tmp_path):
     assert on["counter"] == "instructions:u" and on["source"] == "emulator"
     assert abs(on["difference"] - 30.0) < 0.01, on
     assert e["verdict"] == "slower"
-    assert "B-A +30.00" in cp.stdout and "instructions/op" in cp.stdout
+    assert re.search(r"B-A \+(29\.99\d|30\.00\d) instructions/op", cp.stdout), cp.stdout
     shown = run_cli("show", str(doc["a"]["run_id"]), timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "decided on instructions:u per op (emulator, exact; per process its smallest batch)" in shown.stdout
-    assert "B-A +30.00" in shown.stdout
+    assert re.search(r"B-A \+(29\.99\d|30\.00\d) instructions/op", shown.stdout), shown.stdout
     # where the instructions are: the whole difference in the spin chain, first
     fn = run_cli("show", str(doc["a"]["run_id"]), "--functions", "3", timeout=120)
     assert fn.returncode == 0, fn.stderr
@@ -153,10 +154,17 @@ def test_classes_in_user_code_under_qemu_user(run_cli, tmp_path):
     _, doc = _json(run_cli, tmp_path, "run", "syscall.null", "xstate.xsave", "--counters", "insns:u",
                    "-p", "1", "--samples", "2", "--warmup", "0", "--target-ms", "2", "--no-store")
     by = {r["bench"]: r for r in doc["results"]}
+
+    def per_batch(bench: str, event: str) -> list[float]:
+        # a batch's count: one per op, and what the window's fixed part (the call into the loop,
+        # the benchmark's own set-up there) adds once per batch
+        return [s["counters"][event] * s["iters"] - s["iters"] for p in by[bench]["processes"] for s in p["samples"]]
+
+    assert all(-1e-6 <= x <= 4 and abs(x - round(x)) < 1e-6 for x in per_batch("syscall.null", "syscall:u"))
+    assert all(-1e-6 <= x <= 4 and abs(x - round(x)) < 1e-6 for x in per_batch("xstate.xsave", "xsave-family:u"))
     sc = by["syscall.null"]["summary"]["counters"]
     xs = by["xstate.xsave"]["summary"]["counters"]
-    assert abs(sc["syscall:u"] - 1) < 0.01 and sc["xsave-family:u"] == 0 and sc["cpuid:u"] == 0
-    assert abs(xs["xsave-family:u"] - 1) < 0.01 and xs["syscall:u"] < 0.01
+    assert sc["xsave-family:u"] == 0 and sc["cpuid:u"] == 0 and xs["syscall:u"] < 0.01
     head = by["syscall.null"]["processes"][0]["header"]
     src = {c["name"]: c for c in head["counters"]}
     assert src["instructions:u"]["source"] == "emulator" and src["instructions:u"]["exact"] is True
