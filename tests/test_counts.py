@@ -231,3 +231,18 @@ def test_qemu_without_plugin_support_is_refused(run_cli, tmp_path):
     assert cp.returncode == 2, cp.stderr
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and "qemu-x86_64 (QEMU 5.0.0) was built without TCG plugin support" in lines[0]
+
+
+@pytest.mark.parametrize("arch", ["i386", "aarch64", "arm"])
+def test_spin_counted_on_the_other_architectures(run_cli, tmp_path, arch):
+    """The markers of i386 (the x86 NOP), aarch64 (mov x21, x21...) and
+    32-bit Arm (mov r8, r8...): spin=4 against spin=1 adds 3 steps of 3
+    instructions (add, sub/dec, branch) per op, counted under qemu-ARCH."""
+    need(f"qemu-{arch}")
+    if not (PROBE / "build" / f"opcost-probe-{arch}").is_file():
+        pytest.skip(f"the {arch} probe is not built (make -C probe CC=... OUT=build/opcost-probe-{arch}, as test.sh)")
+    _, doc = _json(run_cli, tmp_path, "ab", "syscall.null", "--a", f"arch={arch},spin=1", "--b", f"arch={arch},spin=4",
+                   "--counters", "instructions:u", "--verdict-on", "instructions:u",
+                   "-p", "2", "--samples", "2", "--warmup", "0", "--no-store")
+    on = doc["comparisons"][0]["decided_on"]
+    assert on["source"] == "emulator" and abs(on["difference"] - 9.0) < 0.01, on
