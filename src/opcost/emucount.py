@@ -17,7 +17,7 @@ under qemu anyway). Under qemu-user no kernel runs: `instructions:k` and the
 classes' `:k` are usage errors there (the kernel's instructions are counted
 in a guest, the vm target under TCG).
 
-Test hooks: OPCOST_PMU_SYSFS (pmu.py) decides whether perf could count;
+Test hooks: OPCOST_PMU_SYSFS (pmu.py; read by session.counter_split) decides whether perf could count;
 OPCOST_COUNT_PLUGIN_ARGS adds arguments to the plugin (`api_range=5:7`
 makes it act as if QEMU supported only API 5 to 7).
 """
@@ -56,48 +56,44 @@ def plugin_path() -> Path | None:
     return None
 
 
-def perf_counts_instructions() -> bool:
-    """A core PMU is in sysfs (perf can count instructions on this machine)."""
-    from .pmu import SYSFS, read_sysfs
-
-    return any(p.core for p in read_sysfs(os.environ.get("OPCOST_PMU_SYSFS") or SYSFS).values())
-
-
 def _split_event(event: str) -> tuple[str, str, bool]:
-    """`instructions:u` -> ("instructions", "u", False); `:uk` is both sides: ""."""
-    from .counters import parse_item
+    """`instructions:u` -> ("instructions", "u", False); `:uk` is both sides:
+    "" (the modifiers as counters.py reads them, after the last '/')."""
+    at = event.find(":", event.rfind("/") + 1)
+    if at < 0:
+        return event, "", False
+    segs = event[at + 1:].split(":")
+    uk = next((x for x in segs if x != "helper"), "")
+    return event[:at], ("" if set(uk) == {"u", "k"} else uk), "helper" in segs
 
-    base, uk, helper = parse_item(event, [])
-    return base, ("" if set(uk) == {"u", "k"} else uk), helper
 
-
-def split(events: list[str], *, mode: str | None, target: str, arches: list[str],
-          programs: bool) -> tuple[list[str], list[str]]:
+def split(events: list[str], *, mode: str | None, target: str, foreign: bool, programs: bool,
+          perf_counts=lambda: False) -> tuple[list[str], list[str]]:
     """(what the probe counts with perf, what the emulator counts), both in
     the order asked. `mode`: "user" (the local target: the probe under
     qemu-user), "system" (the vm target under TCG: the plugin in
-    qemu-system), None (no emulator: perf only). UsageError (exit 2) for
-    what cannot be counted here."""
-    serve_instructions = None
-    perf, emu = [], []
-    for e in events:
-        base, uk, helper = _split_event(e)
-        if base not in EVENTS:
-            perf.append(e)
-            continue
-        if base == INSTRUCTIONS:
-            if serve_instructions is None:
-                from .probe import runs_natively
-
-                serve_instructions = mode == "system" or (mode == "user" and (
-                    not perf_counts_instructions() or any(not runs_natively(a) for a in arches)))
-            if not serve_instructions:
-                perf.append(e)
-                continue
-        if mode is None:
-            raise UsageError(f"--counters {e}: counted only by the emulator (QEMU with opcost's plugin): the local "
-                             "target's probe under qemu-user, or a guest under TCG (--kernel IMAGE --accel tcg); "
+    qemu-system), None (no emulator: perf only); `foreign`: a probe for
+    another architecture (under qemu anyway); `perf_counts()`: perf can
+    count instructions here (a core PMU). A list that also names events
+    only perf counts (software events...) leaves `instructions` to perf, as
+    before: the emulator serves a run only when it can serve all of it.
+    UsageError (exit 2) for what cannot be counted here."""
+    ours = [e for e in events if _split_event(e)[0] in EVENTS]
+    others = [e for e in events if _split_event(e)[0] not in EVENTS]
+    classes = [e for e in ours if _split_event(e)[0] != INSTRUCTIONS]
+    if classes and others:
+        raise UsageError(f"--counters {', '.join(classes)}: counted only by the emulator (QEMU with opcost's plugin), "
+                         f"which cannot count {', '.join(others)} at the same time; ask for them in another run")
+    serve = bool(ours) and not others and (
+        mode == "system" or (mode == "user" and (bool(classes) or foreign or not perf_counts())))
+    if not serve:
+        if classes:
+            raise UsageError(f"--counters {classes[0]}: counted only by the emulator (QEMU with opcost's plugin): the "
+                             "local target's probe under qemu-user, or a guest under TCG (--kernel IMAGE --accel tcg); "
                              f"the {target} target has none here")
+        return list(events), []
+    for e in ours:
+        base, uk, helper = _split_event(e)
         if uk == "k" and mode == "user":
             raise UsageError(f"--counters {e}: kernel instructions are counted only in a guest (--kernel IMAGE, "
                              "the vm target under TCG); here perf cannot count them and qemu-user runs no kernel: "
@@ -109,8 +105,7 @@ def split(events: list[str], *, mode: str | None, target: str, arches: list[str]
         if programs:
             raise UsageError(f"--counters {e}: a whole program (variants with a program) has no counting windows; "
                              "the emulator counts an operation built into the probe (variants --mode op)")
-        emu.append(e)
-    return perf, emu
+    return [], list(ours)
 
 
 @lru_cache(maxsize=None)

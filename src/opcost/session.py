@@ -13,6 +13,7 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -174,9 +175,16 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
     counts_by_emulator = getattr(target, "counts_by_emulator", None)
     mode = ("user" if target.name == "local" else
             "system" if counts_by_emulator is not None and counts_by_emulator() else None)
+    from .probe import runs_natively
+
+    def perf_counts() -> bool:   # a core PMU in sysfs: perf counts instructions here
+        from .pmu import SYSFS, read_sysfs
+
+        return any(p.core for p in read_sysfs(os.environ.get("OPCOST_PMU_SYSFS") or SYSFS).values())
+
     _, emu = split(list(plan.events), mode=mode, target=target.name,
-                   arches=sorted({v.arch or target.host_arch() for v in variants}),
-                   programs=any(v.program for v in variants))
+                   foreign=any(not runs_natively(v.arch or target.host_arch()) for v in variants),
+                   programs=any(v.program for v in variants), perf_counts=perf_counts)
     if not emu:
         return plan.probe_list(), ()
     rest = replace(plan, events=[e for e in plan.events if e not in emu])
