@@ -204,6 +204,11 @@ def deciding_on(counter: str | None):
         _DECIDE_ON.reset(token)
 
 
+def decided_counter() -> str | None:
+    """The counter the comparisons decide on now (deciding_on), or None: time."""
+    return _DECIDE_ON.get()
+
+
 def counter_median(p: dict, counter: str) -> float | None:
     """One process's figure of `counter` per op: its median batch; for an
     exact count from the emulator its smallest batch (what else runs in a

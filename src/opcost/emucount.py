@@ -208,16 +208,27 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     """Put the windows' counts into the batches (warm-up first, then the
     measured ones, as the probe ran them), per op, and the events with their
     source into the header's counter list; with `symbols`, the measured
-    windows' blocks folded into functions (header.count_functions)."""
+    windows' blocks folded into functions (header.count_functions).
+
+    The probe's first window (OPCOST_COUNTING=1) is the fixed part: the
+    benchmark's run with no iteration. Its user instructions (and classes)
+    are taken off every batch's window (once per batch; once per iteration
+    for a prepared benchmark, whose every iteration is a call of its own),
+    so that a short batch's count per op is its operations' alone."""
     batches = [*warmup, *samples]
+    fixed: dict = {}
+    if len(windows) == len(batches) + 1:
+        fixed, windows = windows[0], windows[1:]
     if len(windows) != len(batches):
         raise ProbeError(f"the counting plugin saw {len(windows)} windows for {len(batches)} batches "
                          "(a probe without window markers?)")
+    calls = (lambda b: float(b.get("executed", b["iters"]))) if header.get("prepare") else (lambda b: 1.0)
     for b, w in zip(batches, windows):
-        ops = float(b.get("executed", b["iters"])) * float(b.get("ops_per_iter", 1))
         c = b.setdefault("counters", {})
         for e in events:
-            c[e] = value(w, e) / ops
+            _, uk, _ = _split_event(e)
+            less = value(fixed, e.split(":")[0] + ":u") if fixed and uk != "k" else 0
+            c[e] = max(0.0, value(w, e) - less * calls(b)) / _ops(b)
     measured = windows[len(warmup):]
     if symbols is not None and head.get("blocks") and measured:
         # the cleanest windows only (the smallest count per op): a timer interrupt in a window adds
@@ -230,9 +241,10 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     for e in events:
         header.setdefault("counters", []).append({
             "name": e, "status": "ok", "source": SOURCE, "exact": True, "scope": scope,
+            "fixed_part": {"u": int(fixed.get("u", 0))} if fixed else None,
             "how": f"guest instructions counted by {emulator} with opcost's TCG plugin (API {head.get('api', '?')}"
                    + (", one window over all vCPUs, TCG single-threaded" if scope == "all-vcpus" else "")
-                   + ") between the probe's window markers"})
+                   + ") between the probe's window markers, less the window's fixed part"})
 
 
 # --- where the instructions are: the windows' blocks folded into functions ---

@@ -399,6 +399,7 @@ def _start(req: ProbeRequest, launch=None):
     env["OPCOST_PAD"] = "x" * req.pad_bytes
     count_file = None
     if req.emulated and cmd:
+        env["OPCOST_COUNTING"] = "1"   # the probe's first window: the fixed part (emucount.inject_windows)
         # the probe under qemu-ARCH with the counting plugin (emucount.py): its timings are qemu's
         import tempfile
 

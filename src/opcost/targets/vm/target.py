@@ -197,7 +197,7 @@ class VmTarget(VmGuest):
         runs, files = guest_files([r for _, r in subs])
         cmds: list[tuple] = [(["cpuid"], {})]
         # a counting boot: the probe waits for the init to have sent its last lines before each window
-        quiet = {"OPCOST_QUIESCE": "1"} if reqs[0].emulated else {}
+        quiet = {"OPCOST_QUIESCE": "1", "OPCOST_COUNTING": "1"} if reqs[0].emulated else {}
         cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes, **quiet}, exe) for (_, r), (g, exe) in zip(subs, runs)]
         counting = None
         if reqs[0].emulated:   # a counting boot: the plugin in QEMU, the kernel's symbols from the init
