@@ -246,3 +246,14 @@ def test_spin_counted_on_the_other_architectures(run_cli, tmp_path, arch):
                    "-p", "2", "--samples", "2", "--warmup", "0", "--no-store")
     on = doc["comparisons"][0]["decided_on"]
     assert on["source"] == "emulator" and abs(on["difference"] - 9.0) < 0.01, on
+
+
+def test_series_run_finds_the_change_on_a_count(run_cli, tmp_path):
+    """series --run --verdict-on: the change point on the exact count, where
+    spin goes from 1 to 4 (+9 instructions per op), under qemu-user."""
+    need("qemu-x86_64")
+    _, doc = _json(run_cli, tmp_path, "series", "--run", "syscall.null", "--over", "spin=1|1|4|4",
+                   "--counters", "instructions:u", "--verdict-on", "instructions:u",
+                   "-p", "3", "--samples", "2", "--warmup", "0", "--target-ms", "2", "--no-store")
+    assert doc["decided_on"] == {"counter": "instructions:u", "source": "emulator"}
+    assert [c["index"] for c in doc["change_points"]] == [2], doc["change_points"]
