@@ -2,8 +2,9 @@
 cloud kernel, booted with opcost's counting plugin in qemu-system-x86_64
 (-accel tcg,thread=single, one window over all vCPUs). Counts are the
 guest's executed instructions, exact: with 1 ms batches most windows hold
-no timer interrupt, so each process's median batch is exact and the same
-in every boot; nothing here depends on this CPU's timing.
+no timer interrupt, so each process's smallest batch (its figure for a
+count) is exact and the same in every boot; nothing here depends on this
+CPU's timing.
 
 Few boots (each 4-8 s of TCG here): the preflight boot of each arm and two
 rounds. Skipped without QEMU or the kernels unless OPCOST_REQUIRE_VM=1."""
@@ -11,24 +12,10 @@ rounds. Skipped without QEMU or the kernels unless OPCOST_REQUIRE_VM=1."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
-import pytest
-
-import kernels
-
-
-@pytest.fixture(scope="module")
-def kernel_pair():   # the name puts these tests in the qemu-boots xdist group (conftest.py)
-    have = kernels.cached()
-    why = None if shutil.which("qemu-system-x86_64") else "qemu-system-x86_64 is not installed"
-    why = why or (None if have else "the test kernels are not fetched (python3 tests/kernels.py)")
-    if why:
-        if os.environ.get("OPCOST_REQUIRE_VM") == "1":
-            pytest.fail(why + " (OPCOST_REQUIRE_VM=1)")
-        pytest.skip(why)
-    return have
+# the kernels, or skip (fail under OPCOST_REQUIRE_VM=1); its name puts these tests in the
+# qemu-boots xdist group (conftest.py)
+from test_vm_boot import kernel_pair  # noqa: E402,F401
 
 
 def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tmp_path, kernel_pair):
