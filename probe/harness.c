@@ -172,6 +172,16 @@ static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu, 
 	}
 }
 
+/* The benchmark's run of n iterations as one counting window (marker.h).
+ * Every window goes through here, the fixed part's too (harness_run), so
+ * the instructions around the call are the same in each. */
+static __attribute__((noinline)) void marked_run(struct run *R, uint64_t n)
+{
+	MARK(MARK_OPEN);
+	R->ctx.b->run(&R->ctx, n);
+	MARK(MARK_CLOSE);
+}
+
 /* A benchmark with prepare(): every iteration is its own timed segment,
  * prepared outside it. Ticks, wall time, the measuring thread's usage and the
  * counters are summed over the segments only (c0 stays zero, c1 collects the
@@ -267,10 +277,9 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 		 * the instructions between them. */
 		t0 = clock_start();
 		if (R->marking)
-			MARK(MARK_OPEN);
-		R->ctx.b->run(&R->ctx, B->executed);
-		if (R->marking)
-			MARK(MARK_CLOSE);
+			marked_run(R, B->executed);
+		else
+			R->ctx.b->run(&R->ctx, B->executed);
 		t1 = clock_end();
 		B->wall_ns = mono_raw_ns() - w0;
 		counters_read(&R->cs, &B->c1);
@@ -503,15 +512,16 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	struct batch B;
 	long total = R.o.warmup + R.o.samples;
 	/* OPCOST_COUNTING=1 (opcost runs this probe under QEMU's counting
-	 * plugin): first one window around the benchmark's run with no
-	 * iteration, the fixed part every batch's window holds (the call into
-	 * the loop, its set-up); opcost takes it off each batch. */
+	 * plugin): first two windows, the benchmark's run of one iteration and
+	 * of two: their difference is one operation, and one run less it is
+	 * the fixed part every batch's window holds (the call into the loop,
+	 * its set-up); opcost takes that off each batch. */
 	const char *cnt = getenv("OPCOST_COUNTING");
 	if (cnt && cnt[0] == '1') {
 		quiesce_output();
-		MARK(MARK_OPEN);
-		R.ctx.b->run(&R.ctx, 0);
-		MARK(MARK_CLOSE);
+		marked_run(&R, 1);
+		quiesce_output();
+		marked_run(&R, 2);
 	}
 	R.marking = 1;
 	const char *q = getenv("OPCOST_QUIESCE");

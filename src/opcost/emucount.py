@@ -40,6 +40,7 @@ CLASSES = ("cr3-writes", "msr-writes", "msr-reads", "xsave-family", "fences", "v
 INSTRUCTIONS = "instructions"
 EVENTS = (INSTRUCTIONS, *CLASSES)
 SOURCE = "emulator"
+FIXED_WINDOWS = 2      # the probe's windows before its batches when counted (run of 1, run of 2 iterations)
 
 
 def _dev_dir() -> Path:
@@ -210,15 +211,21 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     source into the header's counter list; with `symbols`, the measured
     windows' blocks folded into functions (header.count_functions).
 
-    The probe's first window (OPCOST_COUNTING=1) is the fixed part: the
-    benchmark's run with no iteration. Its user instructions (and classes)
-    are taken off every batch's window (once per batch; once per iteration
-    for a prepared benchmark, whose every iteration is a call of its own),
-    so that a short batch's count per op is its operations' alone."""
+    The probe's first two windows (OPCOST_COUNTING=1) are its run of one
+    iteration and of two: one run less their difference is the fixed part,
+    whose user instructions (and classes) are taken off every batch's window
+    (once per batch; once per iteration for a prepared benchmark, whose
+    every iteration is a call of its own), so that a short batch's count
+    per op is its operations' alone."""
     batches = [*warmup, *samples]
     fixed: dict = {}
-    if len(windows) == len(batches) + 1:
-        fixed, windows = windows[0], windows[1:]
+    if len(windows) == len(batches) + FIXED_WINDOWS:
+        one, two = windows[0], windows[1]
+        fixed = {"u": 2 * int(one.get("u", 0)) - int(two.get("u", 0)),
+                 "classes": {"u": {c: 2 * int(((one.get("classes") or {}).get("u") or {}).get(c, 0))
+                                   - int(((two.get("classes") or {}).get("u") or {}).get(c, 0))
+                                   for c in ((one.get("classes") or {}).get("u") or {})}}}
+        windows = windows[FIXED_WINDOWS:]
     if len(windows) != len(batches):
         raise ProbeError(f"the counting plugin saw {len(windows)} windows for {len(batches)} batches "
                          "(a probe without window markers?)")

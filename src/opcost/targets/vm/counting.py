@@ -65,7 +65,7 @@ class Counting:
         for k, res in enumerate(results):
             if not isinstance(res, probe.ProcessResult) or res.header is None:
                 break
-            n = len(res.warmup) + len(res.samples) + 1   # + its fixed part's window (OPCOST_COUNTING=1)
+            n = len(res.warmup) + len(res.samples) + emucount.FIXED_WINDOWS   # + its fixed part's (OPCOST_COUNTING=1)
             emucount.inject_windows(res.header, res.warmup, res.samples, list(reqs[k].emulated), head,
                                     windows[at:at + n], f"{os.path.basename(qemu)} (TCG)", syms)
             at += n
