@@ -21,7 +21,7 @@ from test_vm_boot import kernel_pair  # noqa: E402,F401
 def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tmp_path, kernel_pair):
     """PTI A/B on counts: B-A on instructions:k positive and exact (each
     process's smallest batch), CR3 writes 0 in A and 2 in B, user
-    instructions about the same, the verdict not withheld under TCG (it rests on
+    instructions the same, the verdict not withheld under TCG (it rests on
     counts), and the per-function difference names the entry/exit path."""
     k = kernel_pair[0]
     out = tmp_path / "ab.json"
@@ -37,9 +37,8 @@ def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tm
     assert 5 <= on["difference"] <= 30, on
     c = e["counters"]
     assert c["cr3-writes:k"]["a"] == 0 and c["cr3-writes:k"]["b"] == 2, c["cr3-writes:k"]
-    # user code: the same loop in both arms (the window's fixed part, some 29 instructions of the call
-    # into the loop, is spread over each batch's operations: more per op in B's short batches)
-    assert 17 <= c["instructions:u"]["a"] < 20 and 17 <= c["instructions:u"]["b"] < 20, c["instructions:u"]
+    # user code: the same loop in both arms, the window's fixed part taken off
+    assert abs(c["instructions:u"]["difference"]) < 0.01, c["instructions:u"]
     fn = run_cli("show", str(json.loads(out.read_text())["a"]["run_id"]), "--functions", "5", timeout=120)
     assert fn.returncode == 0, fn.stderr
     changed = [ln.split()[0] for ln in fn.stdout.splitlines()[2:] if abs(float(ln.split()[3])) > 0.5]
