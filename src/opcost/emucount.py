@@ -219,8 +219,12 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     per op is its operations' alone."""
     batches = [*warmup, *samples]
     fixed: dict = {}
+    fixed_fn: dict[str, float] = {}
     if len(windows) == len(batches) + FIXED_WINDOWS:
         one, two = windows[0], windows[1]
+        if symbols is not None and head.get("blocks"):
+            f1, f2 = per_function([one], symbols), per_function([two], symbols)
+            fixed_fn = {k: float(2 * f1.get(k, 0) - f2.get(k, 0)) for k in set(f1) | set(f2)}
         fixed = {"u": 2 * int(one.get("u", 0)) - int(two.get("u", 0)),
                  "classes": {"u": {c: 2 * int(((one.get("classes") or {}).get("u") or {}).get(c, 0))
                                    - int(((two.get("classes") or {}).get("u") or {}).get(c, 0))
@@ -242,7 +246,9 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
         # its functions, not the operation's
         per = [(int(w.get("u", 0)) + int(w.get("k", 0))) / _ops(b) for w, b in zip(measured, samples)]
         clean = [(w, b) for w, b, x in zip(measured, samples, per) if x <= min(per) * (1 + 1e-9)]
-        header["count_functions"] = fold([w for w, _ in clean], sum(_ops(b) for _, b in clean), symbols)
+        n_calls = sum(calls(b) for _, b in clean)
+        header["count_functions"] = fold([w for w, _ in clean], sum(_ops(b) for _, b in clean), symbols,
+                                         {k: v * n_calls for k, v in fixed_fn.items() if v > 0})
         header["count_functions_windows"] = f"{len(clean)} of {len(measured)} (those with the smallest count per op)"
     scope = head.get("scope", "thread")
     for e in events:
@@ -316,17 +322,26 @@ class Symbols:
         return cls([(a, addrs[i + 1][0] if i + 1 < len(addrs) else a + 4096, n) for i, (a, n) in enumerate(addrs)])
 
 
-def fold(windows: list[dict], ops: float, symbols: Symbols) -> list[list]:
-    """The windows' blocks ([address, instructions]) folded into functions:
-    [[function, instructions per op], ...], largest first, the top
-    TOP_FUNCTIONS and the rest as "(other)"; an address no symbol covers
-    is shown as its hex address."""
+def per_function(windows: list[dict], symbols: Symbols) -> dict[str, int]:
+    """The windows' blocks ([address, instructions]) summed by function; an
+    address no symbol covers is named by its hex address."""
     per: dict[str, int] = {}
     for w in windows:
         for addr, n in w.get("blocks") or []:
             name = symbols.name(int(addr)) or f"{int(addr):#x}"
             per[name] = per.get(name, 0) + int(n)
-    ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    return per
+
+
+def fold(windows: list[dict], ops: float, symbols: Symbols, less: dict[str, float] | None = None) -> list[list]:
+    """The windows' blocks folded into functions: [[function, instructions
+    per op], ...], largest first, the top TOP_FUNCTIONS and the rest as
+    "(other)"; `less`: instructions to take off per function first (the
+    windows' fixed part)."""
+    per = {k: float(v) for k, v in per_function(windows, symbols).items()}
+    for k, v in (less or {}).items():
+        per[k] = max(0.0, per.get(k, 0.0) - v)
+    ranked = sorted(((k, v) for k, v in per.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
     out = [[name, n / ops] for name, n in ranked[:TOP_FUNCTIONS]]
     rest = sum(n for _, n in ranked[TOP_FUNCTIONS:])
     if rest:
