@@ -35,6 +35,9 @@ def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tm
     # exact: the median window of every process holds no timer interrupt
     assert on["a"] == round(on["a"]) and on["b"] == round(on["b"]), on
     assert 5 <= on["difference"] <= 30, on
+    # each arm's guest said which mitigations it runs; -cpu max reports the same in both
+    assert {"meltdown", "spectre_v2"} <= set(e["mitigations"]["a"]) and e["mitigations"]["differ"] == []
+    assert "guest mitigations (/sys/devices/system/cpu/vulnerabilities): the same in A and B" in cp.stdout
     c = e["counters"]
     assert c["cr3-writes:k"]["a"] == 0 and c["cr3-writes:k"]["b"] == 2, c["cr3-writes:k"]
     # user code: the same loop in both arms, the window's fixed part taken off

@@ -262,9 +262,23 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     counted = counters_compared(res_a, res_b)
     if counted:
         e["counters"] = counted
+    va, vb = _vulnerabilities(res_a), _vulnerabilities(res_b)
+    if va is not None and vb is not None:   # guests: which mitigations each arm's kernel reported
+        e["mitigations"] = {"a": va, "b": vb,
+                            "differ": sorted(k for k in set(va) | set(vb) if va.get(k) != vb.get(k))}
     e["flags"] = abtest.arm_flags(sa.raw, sb.raw)
     e["savings"] = savings(sa.raw, sb.raw, switches, res_a.get("processes"), res_b.get("processes"))
     return e
+
+
+def _vulnerabilities(res: dict) -> dict | None:
+    """What a guest's /sys/devices/system/cpu/vulnerabilities/* said (the
+    vm target's first process of this result), or None: not a guest."""
+    for p in res.get("processes") or []:
+        v = (((p.get("header") or {}).get("vm") or {}).get("guest") or {}).get("vulnerabilities")
+        if isinstance(v, dict):
+            return {str(k): str(x) for k, x in v.items()}
+    return None
 
 
 def _source(res: dict, counter: str) -> str:

@@ -387,6 +387,11 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        mit = e.get("mitigations")
+        if mit:
+            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
+                         + ("the same in A and B" if not mit["differ"] else "; ".join(
+                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
         if on:
             d, dci = on["difference"], on.get("ci95_difference")
             notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
