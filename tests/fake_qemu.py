@@ -16,6 +16,9 @@ FAKE_QEMU_MODE says:
 
 FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
 FAKE_QEMU_ARGV: a file it appends its argv to, one JSON list a line.
+FAKE_QEMU_HANG_BOOTS: boots (counted from 1, in FAKE_QEMU_COUNTER, a file)
+that hang whatever the mode (a transient hang); `all`: every boot after
+the first hangs (a kernel that boots once, then never again).
 FAKE_QEMU_MICROVM: hang or panic: how it behaves as `-machine microvm`
 (a kernel that does not boot there); else as FAKE_QEMU_MODE says.
 
@@ -59,6 +62,14 @@ def main(argv):
         with open(os.environ["FAKE_QEMU_ARGV"], "a") as f:
             f.write(json.dumps(argv) + "\n")
     mode = os.environ.get("FAKE_QEMU_MODE", "ok")
+    if os.environ.get("FAKE_QEMU_HANG_BOOTS"):
+        with open(os.environ["FAKE_QEMU_COUNTER"], "a+") as f:
+            f.seek(0)
+            n = len(f.read()) + 1
+            f.write("b")
+        which = os.environ["FAKE_QEMU_HANG_BOOTS"]
+        if (which == "all" and n > 1) or str(n) in which.split(","):
+            mode = "hang"
     if arg(argv, "-machine")[0].split(",")[0] == "microvm" and os.environ.get("FAKE_QEMU_MICROVM"):
         mode = os.environ["FAKE_QEMU_MICROVM"]
     ncpus = int(arg(argv, "-smp")[0].split(",")[0])

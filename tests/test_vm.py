@@ -552,3 +552,49 @@ def test_vm_procs_reports_within_against_between_boots(run_cli, tmp_path):
                   env=env)
     assert one.returncode == 0 and "boots of" not in one.stdout   # one process a boot: no such line
     assert "boots" not in json.loads((tmp_path / "1.json").read_text())["results"][0]["summary"]
+
+
+def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
+    """A stand-in QEMU hanging on its 3rd and 7th boots (1 and 2 are the
+    preflights): each hang killed at the limit and retried in its round;
+    both arms keep every round, paired, the run complete, the retries in
+    the JSON and in a note."""
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3,7", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
+           "OPCOST_VM_BOOT_LIMIT": "2", "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("ab", "syscall.null", "--kernel", str(k), "--a", "cmdline=", "--b", "cmdline=quiet", "-p", "4", *FAST,
+                 "--allow-emulated", "--json", str(out), timeout=120, env=env)
+    assert cp.returncode in (0, 1), cp.stderr   # 1: a verdict of slower/faster is possible on the fake clock
+    doc = json.loads(out.read_text())
+    assert doc["comparisons"][0]["verdict"] is not None
+    assert doc["a"]["run_id"] == doc["b"]["run_id"]   # interleaved: one run, both arms
+    shown = run_cli("show", str(doc["a"]["run_id"]), "--json", str(tmp_path / "shown.json"), env=env)
+    run = json.loads((tmp_path / "shown.json").read_text())
+    assert run["status"] == "complete", run.get("status")
+    rounds, retried = [], []
+    for r in run["results"]:
+        assert r["status"] == "ok", r.get("reason")
+        rounds.append(sorted(p["round"] for p in r["processes"]))
+        retried += [(p["round"], x) for p in r["processes"] for x in p["header"]["vm"]["retries"]]
+    assert rounds == [[0, 1, 2, 3]] * 2, rounds
+    assert "hung and were retried in their round" in shown.stdout
+    assert len(retried) == 2 and all("did not reach opcost's init within 2 s" in x["cause"] for _, x in retried)
+    assert (tmp_path / "n").read_text() == "b" * 12   # 2 preflights, 8 boots of the rounds, 2 retries
+    assert "hung and were retried in their round" in cp.stdout   # the ab's own table says it too
+
+
+def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_path):
+    """Every boot after the preflight hangs: each round's boot tried three
+    times, then the arm fails; exit and stored status agree, no verdict."""
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "all", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
+           "OPCOST_VM_BOOT_LIMIT": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out), timeout=120,
+                 env=env)
+    assert cp.returncode == 1, cp.stderr
+    doc = json.loads(out.read_text())
+    (r,) = doc["results"]
+    assert r["status"] == "failed" and "after 2 retried boot(s)" in r["reason"], r.get("reason")
+    assert (tmp_path / "n").read_text() == "b" * 4   # the preflight, then one round's boot and its 2 retries

@@ -133,8 +133,10 @@ def _pump(proc, con_r: int, b: Boot, t0: float, boot_limit: float, timeout: floa
     while open_n:
         now = time.monotonic()
         if b.facts is None and now - t0 > boot_limit:
-            raise BootFailed(f"the guest did not reach opcost's init within {boot_limit:g} s "
-                             "(the kernel hung, panicked or has no console on ttyS0)")
+            e = BootFailed(f"the guest did not reach opcost's init within {boot_limit:g} s "
+                           "(the kernel hung, panicked or has no console on ttyS0)")
+            setattr(e, "hung", True)   # killed at the limit: a retry may boot (supervise.retried)
+            raise e
         if now - t0 > timeout:
             raise ProbeTimeout(f"the virtual machine did not finish within {timeout:g} s (--timeout; killed)")
         if b.facts is not None and now - last > stall_s:

@@ -23,7 +23,7 @@ from .protocol import Boot, BootFailed, Command
 from .qemu import QEMU, Machine, VmConfig
 from .guest import VmGuest
 from .results import finish, pooled
-from .supervise import boot, supervised_boot
+from .supervise import boot, retried, supervised_boot
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
 
@@ -45,6 +45,7 @@ class VmTarget(VmGuest):
         self._checks: dict[tuple, Command] = {}
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
+        self.hangs: dict[tuple, int] = {}                   # (sha, accel, machine type) -> hung boots
         arch = GUEST_ARCHES[DEFAULT_ARCH]
         if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
             raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
@@ -84,17 +85,38 @@ class VmTarget(VmGuest):
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
               files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
-        b, accel, machine_type = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files)
+        """A supervised boot, a hung one retried (supervise.retried) once this
+        kernel has reached the init in this session."""
+        got: list = []
+
+        def once() -> Boot:
+            got[:] = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files, self.boots)
+            return got[0]
+
+        booted = any(p["kernel"] == str(m.kernel) for p in self.boots)
+        b = retried(once, booted, lambda e: self._hung(m, e))
+        _, accel, machine_type = got
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
-                           "machine": machine_type})
+                           "machine": machine_type, "retries": len(b.retries)})
         return b, accel, machine_type
+
+    def _hung(self, m: Machine, e: Exception) -> str | None:
+        """A boot of `m` hung: counted per machine type; a second hang of
+        microvm under --vm-machine auto gives it up for pc for the rest of
+        the session (and remembers it). What was given up, or None."""
+        key = (self.sha(m.kernel), getattr(e, "accel", ""), getattr(e, "machine_type", ""))
+        self.hangs[key] = self.hangs.get(key, 0) + 1
+        if key[2] == "microvm" and self.cfg.machine == "auto" and self.hangs[key] >= 2:
+            self.choice.machine_found(m, key[1], "pc", "microvm hung twice in one session")
+            return "microvm hung twice in this session: pc from now on"
+        return None
 
     def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
         return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
                 "guest": b.facts, "accel": accel, "accel_why": self.choice.accel_for(m)[1], "machine": machine_type,
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.qemu_version(),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
-                "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
+                "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
