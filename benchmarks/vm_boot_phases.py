@@ -5,6 +5,10 @@ opcost's own arguments (targets/vm/qemu.qemu_argv), once with a bare init
 these QEMU flags) and once with opcost's init running an empty job (its
 first line is what a run waits for before the first sample).
 
+Two ways, interleaved boot by boot (the machine's load falls on both):
+`before`, the bzImage without the parameters opcost adds for speed (as
+opcost booted before issue 39), and `now`, as opcost boots today.
+
 Per boot, host side: QEMU start to the init's first data-port line
 (`init`, opcost's init only) and to QEMU's exit (`exit`). Kernel side, from
 the console's printk timestamps (the boot is made with `quiet` dropped, so
@@ -18,6 +22,7 @@ quiet boots are the ones to compare):
   initcalls   device probing and the other initcalls (to `Run /init`)
 
     python3 benchmarks/vm_boot_phases.py [BOOTS] [KERNEL] [--machines microvm,pc] [--cpus N]
+
 
 Report only: the figures depend on the machine and its load (printed)."""
 
@@ -99,7 +104,7 @@ def one_boot(argv_of, image: bytes, verbose: bool) -> dict:
     return out
 
 
-def fmt(xs: list[float]) -> str:
+def fmt(xs: list) -> str:
     xs = [x for x in xs if x is not None]
     if not xs:
         return "-"
@@ -112,6 +117,7 @@ def main(argv: list[str]) -> int:
     from opcost.targets.vm.clock import machine_cmdline
     from opcost.targets.vm.initramfs import initramfs, job_text, vminit_path
     from opcost.targets.vm.qemu import Machine, VmConfig, qemu_argv
+    from opcost.targets.vm.supervise import entry_kernel
 
     ap = argparse.ArgumentParser()
     ap.add_argument("boots", nargs="?", type=int, default=3)
@@ -122,40 +128,47 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     kernel = Path(a.kernel or kernels.fetch(kernels.PACKAGES[0]))
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or VmConfig.qemu, cpus=a.cpus, accel="tcg")
+    # before: the bzImage, without the parameters opcost added for speed; now: as opcost boots today
+    ways = {"before": (kernel, ("cryptomgr.notests",)), "now": (entry_kernel(kernel, "tcg")[0], ())}
     load0 = os.getloadavg()[0]
-    rows = []
+    rows: dict[tuple, tuple[list, list]] = {}
     with tempfile.TemporaryDirectory(prefix="opcost-boot-phases-") as d:
-        bare = initramfs(b"", bare_init(d), probe.probe_path(probe.host_arch()))
-        ours = initramfs(job_text([]), vminit_path(), probe.probe_path(probe.host_arch()))
-        for mt in a.machines.split(","):
-            def argv_of(initrd: int, con: int, verbose: bool, mt: str = mt) -> list[str]:
-                m = Machine(kernel, a.cmdline)
-                av = qemu_argv(cfg, m, "tcg", mt, initrd, con, 0, machine_cmdline(mt, "tcg"))
-                j = [k for k, x in enumerate(av) if x.startswith("socket,id=qmp")][0]   # no QMP, no -S
-                av = [x for k, x in enumerate(av) if k not in (j - 1, j, j + 1, j + 2) and x != "-S"]
-                if verbose:
-                    ap_i = av.index("-append") + 1
-                    av[ap_i] = av[ap_i].replace(" quiet", "") + " printk.time=1"
-                return av
+        images = {"bare": initramfs(b"", bare_init(d), probe.probe_path(probe.host_arch())),
+                  "opcost": initramfs(job_text([]), vminit_path(), probe.probe_path(probe.host_arch()))}
+        for _ in range(a.boots):   # interleaved: the machine's load falls on every configuration alike
+            for mt in a.machines.split(","):
+                for way, (k, drop) in ways.items():
+                    def argv_of(initrd: int, con: int, verbose: bool, mt: str = mt, k: Path = k,
+                                drop: tuple = drop) -> list[str]:
+                        av = qemu_argv(cfg, Machine(k, a.cmdline), "tcg", mt, initrd, con, 0,
+                                       machine_cmdline(mt, "tcg"))
+                        j = [n for n, x in enumerate(av) if x.startswith("socket,id=qmp")][0]   # no QMP, no -S
+                        av = [x for n, x in enumerate(av) if n not in (j - 1, j, j + 1, j + 2) and x != "-S"]
+                        i = av.index("-append") + 1
+                        av[i] = " ".join(w for w in av[i].split() if w not in drop)
+                        if verbose:
+                            av[i] = av[i].replace(" quiet", "") + " printk.time=1"
+                        return av
 
-            for which, image in (("bare", bare), ("opcost", ours)):
-                quiet = [one_boot(argv_of, image, False) for _ in range(a.boots)]
-                loud = [one_boot(argv_of, image, True) for _ in range(a.boots)]
-                rows.append((mt, which, quiet, loud))
-    print(f"kernel {kernel}, TCG, {a.cpus} vCPU(s), {a.boots} boots each; load average "
-          f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} host CPUs)")
+                    for which, image in images.items():
+                        q, loud = rows.setdefault((mt, way, which), ([], []))
+                        q.append(one_boot(argv_of, image, False))
+                        loud.append(one_boot(argv_of, image, True))
+    print(f"kernel {kernel}; now: -kernel {entry_kernel(kernel, 'tcg')[1]}; TCG, {a.cpus} vCPU(s), {a.boots} boots "
+          f"each, interleaved; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+          f"({os.cpu_count()} host CPUs)")
     print("median (min-max), seconds")
-    print(f"{'machine':8} {'init':7} {'to init':>20} {'to exit':>20} | {'pre-kernel':>20} {'early':>20} "
-          f"{'smp':>20} {'initcalls':>20}")
-    for mt, which, quiet, loud in rows:
-        pre = [q["init"] - l["run_init"] for q, l in zip(quiet, loud) if "init" in q and "run_init" in l]
-        if which == "bare":   # no data line: QEMU's exit is the init's end
-            pre = [q["exit"] - l["run_init"] for q, l in zip(quiet, loud) if "run_init" in l]
-        early = [l.get("smp_start") for l in loud]
-        smp = [l["smp_end"] - l["smp_start"] for l in loud if "smp_end" in l and "smp_start" in l]
-        ic = [l["run_init"] - l.get("smp_end", 0) for l in loud if "run_init" in l]
-        print(f"{mt:8} {which:7} {fmt([q.get('init') for q in quiet]):>20} {fmt([q['exit'] for q in quiet]):>20} | "
-              f"{fmt(pre):>20} {fmt(early):>20} {fmt(smp):>20} {fmt(ic):>20}")
+    print(f"{'machine':8} {'':6} {'init':7} {'to init':>18} {'to exit':>18} | {'pre-kernel':>18} {'early':>18} "
+          f"{'smp':>18} {'initcalls':>18}")
+    for (mt, way, which), (quiet, loud) in rows.items():
+        end = "exit" if which == "bare" else "init"   # the bare init has no data line: QEMU's exit is its end
+        pre = [q[end] - lo["run_init"] for q, lo in zip(quiet, loud) if end in q and "run_init" in lo]
+        early = [lo.get("smp_start") for lo in loud]
+        smp = [lo["smp_end"] - lo["smp_start"] for lo in loud if "smp_end" in lo and "smp_start" in lo]
+        ic = [lo["run_init"] - lo.get("smp_end", 0) for lo in loud if "run_init" in lo]
+        print(f"{mt:8} {way:6} {which:7} {fmt([q.get('init') for q in quiet]):>18} "
+              f"{fmt([q['exit'] for q in quiet]):>18} | {fmt(pre):>18} {fmt(early):>18} {fmt(smp):>18} "
+              f"{fmt(ic):>18}")
     return 0
 
 

@@ -585,16 +585,71 @@ def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
 
 
 def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_path):
-    """Every boot after the preflight hangs: each round's boot tried three
-    times, then the arm fails; exit and stored status agree, no verdict."""
-    k = fake_kernel(tmp_path / "k")
+    """A's kernel hangs on every boot after its preflight: its round's boot
+    tried three times, then A fails: no verdict, the run stored `failed`,
+    `--bisect` exits 125 (skip: a kernel that does not boot tells nothing);
+    B's kernel boots throughout."""
+    ka, kb = fake_kernel(tmp_path / "ka"), fake_kernel(tmp_path / "kb")
     out = tmp_path / "r.json"
-    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "all", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
-           "OPCOST_VM_BOOT_LIMIT": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
-    cp = run_cli("run", "syscall.null", "--kernel", str(k), "-p", "2", *FAST, "--json", str(out), timeout=120,
-                 env=env)
-    assert cp.returncode == 1, cp.stderr
-    doc = json.loads(out.read_text())
-    (r,) = doc["results"]
-    assert r["status"] == "failed" and "after 2 retried boot(s)" in r["reason"], r.get("reason")
-    assert (tmp_path / "n").read_text() == "b" * 4   # the preflight, then one round's boot and its 2 retries
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3-", "FAKE_QEMU_HANG_KERNEL": str(ka),
+           "FAKE_QEMU_COUNTER": str(tmp_path / "n"), "OPCOST_VM_BOOT_LIMIT": "1",
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("ab", "syscall.null", "--a", f"kernel={ka}", "--b", f"kernel={kb}", "-p", "4", *FAST,
+                 "--allow-emulated", "--bisect", "--json", str(out), timeout=120, env=env)
+    assert cp.returncode == 125, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    assert e.get("verdict") is None and "after 2 retried boot(s)" in cp.stdout
+    run_cli("show", "1", "--json", str(tmp_path / "shown.json"), env=env)
+    run = json.loads((tmp_path / "shown.json").read_text())
+    assert run["status"] == "failed"
+    assert sorted((r["status"], len(r["processes"])) for r in run["results"]) == [("failed", 0), ("ok", 4)]
+
+
+
+def _elf_with_notes(notes: list[tuple[bytes, int]]) -> bytes:
+    """A minimal x86_64 ELF: one PT_NOTE segment holding `notes` (name, type)."""
+    import struct
+
+    body = b"".join(struct.pack("<III", len(n) + 1, 4, t) + (n + b"\0").ljust((len(n) + 4) // 4 * 4, b"\0")
+                    + b"\0" * 4 for n, t in notes)
+    ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 64, 0, 0, 64, 56, 1,
+                                                                         0, 0, 0)
+    phdr = struct.pack("<IIQQQQQQ", 4, 4, 64 + 56, 0, 0, len(body), len(body), 4)
+    return ehdr + phdr + body
+
+
+def _bzimage_with(payload: bytes) -> bytes:
+    """A bzImage header (protocol 2.15) whose payload is `payload`, as the boot protocol places it."""
+    import struct
+
+    setup = 1
+    data = bytearray((setup + 1) * 512)
+    data[0x1F1] = setup
+    data[0x1FE:0x200] = b"\x55\xaa"
+    data[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", data, 0x206, 0x20F)
+    struct.pack_into("<II", data, 0x248, 16, len(payload))
+    return bytes(data) + b"\0" * 16 + payload
+
+
+@pytest.mark.parametrize("compress", ["gzip", "xz"])
+def test_pvh_vmlinux_is_extracted_once_and_only_with_its_entry(tmp_path, compress):
+    import gzip
+    import lzma
+
+    from opcost.targets.vm import image
+
+    pack = gzip.compress if compress == "gzip" else (lambda b: lzma.compress(b, format=lzma.FORMAT_XZ))
+    with_pvh = _elf_with_notes([(b"Xen", 6), (b"Xen", image.XEN_ELFNOTE_PHYS32_ENTRY)])
+    k = tmp_path / "bz"
+    k.write_bytes(_bzimage_with(pack(with_pvh)))
+    got, why = image.pvh_vmlinux(k, "s1", tmp_path / "c")
+    assert got is not None and got.read_bytes() == with_pvh and "PVH" in why and compress in why
+    assert image.pvh_vmlinux(k, "s1", tmp_path / "c")[1].endswith("(remembered)")
+    k.write_bytes(_bzimage_with(pack(_elf_with_notes([(b"Xen", 6), (b"GNU", 18)]))))
+    got, why = image.pvh_vmlinux(k, "s2", tmp_path / "c")
+    assert got is None and "no PVH entry" in why
+    k.write_bytes(_bzimage_with(b"\x11\x22\x33\x44 not compressed"))
+    assert image.pvh_vmlinux(k, "s3", tmp_path / "c") == (None, "its payload's compression is not known (11223344)")
+    fake = fake_kernel(tmp_path / "k")   # the stand-in's kernels: protocol 0, no payload, booted as given
+    assert image.pvh_vmlinux(fake, "s4", tmp_path / "c")[0] is None

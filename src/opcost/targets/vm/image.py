@@ -44,3 +44,91 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# The bzImage's payload (boot protocol 2.08+: payload_offset/payload_length at 0x248) by its magic: how to
+# decompress it, with the Python standard library or the compressor's own tool (Debian: lz4, zstd).
+_PAYLOADS = ((b"\x1f\x8b", "gzip", None), (b"\xfd7zXZ\x00", "xz", None), (b"\x5d\x00\x00", "lzma", None),
+             (b"BZh", "bzip2", None), (b"\x02\x21\x4c\x18", "lz4", ["lz4", "-dcq"]),
+             (b"\x28\xb5\x2f\xfd", "zstd", ["zstd", "-dcq"]))
+XEN_ELFNOTE_PHYS32_ENTRY = 18   # the PVH entry point's ELF note (Linux: CONFIG_PVH)
+
+
+def _decompress(payload: bytes) -> tuple[bytes | None, str]:
+    import bz2
+    import lzma
+    import shutil
+    import subprocess
+    import zlib
+
+    for magic, name, tool in _PAYLOADS:
+        if not payload.startswith(magic):
+            continue
+        try:
+            if name == "gzip":
+                return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(payload), name
+            if name in ("xz", "lzma"):
+                return lzma.LZMADecompressor(lzma.FORMAT_AUTO).decompress(payload), name
+            if name == "bzip2":
+                return bz2.BZ2Decompressor().decompress(payload), name
+        except (OSError, ValueError, lzma.LZMAError, zlib.error) as e:
+            return None, f"its {name} payload does not decompress ({e})"
+        if tool is None or shutil.which(tool[0]) is None:
+            return None, f"its payload is {name}-compressed and `{tool[0] if tool else name}` is not installed"
+        cp = subprocess.run(tool, input=payload, capture_output=True, timeout=120)
+        # lz4's legacy frame ends with the kernel's 4-byte size: lz4 complains after writing everything
+        return (cp.stdout or None), name
+    return None, f"its payload's compression is not known ({payload[:4].hex()})"
+
+
+def has_pvh_note(elf: bytes) -> bool:
+    """An x86_64 ELF with the PVH entry note: QEMU's -kernel enters it at once
+    (no decompression in the guest)."""
+    import struct
+
+    if elf[:5] != b"\x7fELF\x02":
+        return False
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+        if p_type != 4:   # PT_NOTE
+            continue
+        off, end = p_offset, p_offset + p_filesz
+        while off + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", elf, off)
+            name = elf[off + 12:off + 12 + namesz].rstrip(b"\0")
+            if name == b"Xen" and ntype == XEN_ELFNOTE_PHYS32_ENTRY:
+                return True
+            off += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+    return False
+
+
+def pvh_vmlinux(kernel: Path, sha: str, cache: Path) -> tuple[Path | None, str]:
+    """The uncompressed kernel (vmlinux) of the bzImage `kernel` when it has a
+    PVH entry, made once per image (cache/vmlinux-SHA.elf), or None; and
+    why, said."""
+    import os
+    import struct
+
+    out = cache / f"vmlinux-{sha}.elf"
+    if out.is_file():
+        return out, "the bzImage's vmlinux entered at its PVH entry (remembered)"
+    data = kernel.read_bytes()
+    if len(data) < 0x250 or struct.unpack_from("<H", data, 0x206)[0] < 0x208:
+        return None, "its boot protocol is older than 2.08 (no payload to extract)"
+    off = ((data[0x1F1] or 4) + 1) * 512
+    po, pl = struct.unpack_from("<II", data, 0x248)
+    elf, how = _decompress(data[off + po:off + po + pl])
+    if elf is None:
+        return None, how
+    if not has_pvh_note(elf):
+        return None, "its vmlinux has no PVH entry (CONFIG_PVH)"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(elf)
+        os.replace(tmp, out)
+    except OSError as e:
+        return None, f"its vmlinux cannot be written to {cache} ({e.strerror})"
+    return out, f"the bzImage's vmlinux ({how}) entered at its PVH entry"

@@ -117,6 +117,7 @@ class VmTarget(VmGuest):
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.qemu_version(),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
+                "entry": b.entry,
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
