@@ -10,6 +10,7 @@ import ctypes
 import os
 import re
 import selectors
+import shlex
 import signal
 import socket
 import subprocess
@@ -73,6 +74,7 @@ def run_guest(cfg: VmConfig, m: Machine, image: bytes, *, accel: str, machine_ty
         except OSError as e:
             raise ProbeError(f"cannot start {cfg.qemu}: {e.strerror}") from None
         trace(0.0, f"qemu {proc.pid} {machine_type} {accel}")
+        trace(0.0, "argv " + shlex.join(b.argv))
         os.close(con_w)
         con_w = -1
         theirs.close()

@@ -22,8 +22,40 @@ def check_kernel(path: str, what: str = "--kernel") -> Path:
     except OSError as e:
         raise UsageError(f"{what} {path}: cannot be read ({e.strerror}); {right}") from None
     if len(head) < 0x240 or head[0x1FE:0x200] != b"\x55\xaa" or head[0x202:0x206] != b"HdrS":
+        if head[0x38:0x3C] == b"ARM\x64":
+            raise UsageError(f"{what} {path} is an arm64 kernel Image; the vm target boots x86_64 guests only "
+                             f"for now; {right}")
         raise UsageError(f"{what} {path} is not an x86 Linux kernel image (no bzImage boot header); {right}")
+    setup = (head[0x1F1] or 4) + 1
+    syssize = int.from_bytes(head[0x1F4:0x1F8], "little")
+    size = p.stat().st_size
+    if syssize and size < setup * 512 + syssize * 16:
+        raise UsageError(f"{what} {path} is cut short: {size} bytes, its boot header says "
+                         f"{setup * 512 + syssize * 16} (a partial copy or download?); {right}")
     return p.resolve()
+
+
+def cmdline_size(kernel: Path) -> int | None:
+    """The longest command line the kernel takes (boot protocol 2.06+:
+    cmdline_size at 0x238; before: 255), or None if unknown."""
+    try:
+        with open(kernel, "rb") as f:
+            head = f.read(0x23C)
+    except OSError:
+        return None
+    if len(head) < 0x23C or head[0x202:0x206] != b"HdrS":
+        return None
+    version = int.from_bytes(head[0x206:0x208], "little")
+    return int.from_bytes(head[0x238:0x23C], "little") if version >= 0x206 else 255
+
+
+def check_fits(kernel: Path, cmdline: str, ours: int, what: str = "--kernel-cmdline") -> None:
+    """UsageError when `cmdline`, with the `ours` characters opcost adds,
+    is longer than the kernel takes (the kernel would cut it: its end lost)."""
+    limit = cmdline_size(kernel)
+    if limit and len(cmdline) + ours > limit:
+        raise UsageError(f"{what}: {len(cmdline)} characters, and opcost adds up to {ours}; {kernel} takes at most "
+                         f"{limit} (its boot header's cmdline_size): give at most {max(0, limit - ours)}")
 
 
 def check_cmdline(text: str, what: str = "--kernel-cmdline") -> str:
@@ -35,6 +67,10 @@ def check_cmdline(text: str, what: str = "--kernel-cmdline") -> str:
     if '"' in text or "'" in text or "\\" in text:
         raise UsageError(f"{what} {text!r} contains a quote or backslash, which would not reach the guest "
                          "kernel as written; write plain key=value words, e.g. mitigations=off")
+    for word in text.split():
+        if word.split("=", 1)[0] in ("init", "rdinit") and "=" in word:
+            raise UsageError(f"{what} {text!r}: {word.split('=', 1)[0]}= would replace opcost's init in the guest "
+                             "(it runs the probe): leave it out")
     return " ".join(text.split())
 
 

@@ -151,7 +151,9 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     except (BootFailed, ProbeError, ProbeTimeout) as e:
         tail = getattr(e, "console", None)
         saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
-        err = type(e)(f"{e}" + (f"; the console's last lines are in {saved}" if saved else ""))
+        kvm = (f"under KVM (--accel {cfg.accel}): " if accel == "kvm" and getattr(e, "hung", False) else "")
+        err = type(e)(f"{kvm}{e}" + ("; KVM may not work for this guest here: try --accel tcg" if kvm else "")
+                      + (f"; the console's last lines are in {saved}" if saved else ""))
         for k, v in (("hung", getattr(e, "hung", False)), ("reached_init", getattr(e, "reached_init", None)),
                      ("accel", accel), ("machine_type", machine_type or "microvm"), ("limit", limit)):
             setattr(err, k, v)

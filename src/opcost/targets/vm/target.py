@@ -17,15 +17,16 @@ from ..vm_options import ACCELS, MACHINES
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES
 from .choice import Choice
-from .image import check_cmdline, check_kernel
+from .image import check_cmdline, check_fits, check_kernel
 from .initramfs import guest_files
 from .protocol import Boot, BootFailed, Command
-from .qemu import QEMU, Machine, VmConfig
+from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
 from .guest import VmGuest
 from .results import finish, pooled
 from .supervise import boot, retried, supervised_boot
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
+MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
 
 
 class VmTarget(VmGuest):
@@ -46,6 +47,7 @@ class VmTarget(VmGuest):
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
         self.hangs: dict[tuple, int] = {}                   # (sha, accel, machine type) -> hung boots
+        self._fits: set[tuple] = set()                      # (kernel, cmdline) whose length was checked
         arch = GUEST_ARCHES[DEFAULT_ARCH]
         if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
             raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
@@ -58,6 +60,11 @@ class VmTarget(VmGuest):
             why = host.kvm_usable()
             if why:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
+        host_cpus = len(os.sched_getaffinity(0))
+        if cfg.cpus > host_cpus and (cfg.accel == "tcg" or (cfg.accel == "auto" and host.kvm_usable())):
+            raise UsageError(f"--vm-cpus {cfg.cpus}: opcost may use {host_cpus} host CPU(s) here, and under TCG "
+                             "each guest CPU is a host thread that must run for the guest to boot; give "
+                             f"--vm-cpus {host_cpus} or fewer")
         if probe.host_arch() != arch.name:
             raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
 
@@ -75,10 +82,15 @@ class VmTarget(VmGuest):
         if kernel is None:
             if self.default is None:
                 raise UsageError("no kernel to boot: give --kernel PATH, or kernel= in the SPEC or in --a/--b")
-            m = self.default
-            return Machine(m.kernel, check_cmdline(given.get("cmdline", m.cmdline), "cmdline="))
-        return Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
-                                                                      "cmdline="))
+            m = Machine(self.default.kernel, check_cmdline(given.get("cmdline", self.default.cmdline), "cmdline="))
+        else:
+            m = Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
+                                                                       "cmdline="))
+        if (m.kernel, m.cmdline) not in self._fits:   # before any boot: the kernel would cut a longer one
+            check_fits(m.kernel, m.cmdline, len(BASE_CMDLINE) + MACHINE_PARAMS_MAX,
+                       "cmdline=" if "cmdline" in given else "--kernel-cmdline")
+            self._fits.add((m.kernel, m.cmdline))
+        return m
 
     def sha(self, kernel: Path) -> str:
         return self.choice.sha(kernel)
@@ -276,6 +288,9 @@ def open_vm_spec(spec: str) -> VmTarget:
         cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
+    for key, valid_values in (("accel", ACCELS), ("machine", MACHINES)):
+        if key in q and q[key] not in valid_values:
+            raise UsageError(f"target {spec!r}: {key}={printable(q[key])}: valid: {', '.join(valid_values)}")
     check_kernel(u.path, "vm:")
     return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
                    machine=q.get("machine", "auto"))
