@@ -653,3 +653,22 @@ def test_pvh_vmlinux_is_extracted_once_and_only_with_its_entry(tmp_path, compres
     assert image.pvh_vmlinux(k, "s3", tmp_path / "c") == (None, "its payload's compression is not known (11223344)")
     fake = fake_kernel(tmp_path / "k")   # the stand-in's kernels: protocol 0, no payload, booted as given
     assert image.pvh_vmlinux(fake, "s4", tmp_path / "c")[0] is None
+
+
+@pytest.mark.parametrize("err, ext, want", [
+    ("ENOENT", [], "shows no VMX or SVM"),
+    ("ENOENT", ["vmx"], "modprobe kvm_intel"),
+    ("ENOENT", ["svm"], "modprobe kvm_amd"),
+    ("EACCES", ["vmx"], "usermod -aG kvm"),
+])
+def test_kvm_usable_says_why_not_and_what_to_do(monkeypatch, err, ext, want):
+    import errno
+
+    from opcost.targets.vm import host
+
+    def refuse(path, flags):
+        raise OSError(getattr(errno, err), os.strerror(getattr(errno, err)), path)
+
+    monkeypatch.setattr(host.os, "open", refuse)
+    monkeypatch.setattr(host, "virt_extensions", lambda: ext)
+    assert want in host.kvm_usable()
