@@ -672,3 +672,18 @@ def test_kvm_usable_says_why_not_and_what_to_do(monkeypatch, err, ext, want):
     monkeypatch.setattr(host.os, "open", refuse)
     monkeypatch.setattr(host, "virt_extensions", lambda: ext)
     assert want in host.kvm_usable()
+
+
+def test_the_boot_limit_is_learned_from_this_sessions_boots(monkeypatch):
+    from opcost.targets.vm.supervise import learned_limit
+
+    monkeypatch.delenv("OPCOST_VM_BOOT_LIMIT", raising=False)
+    seen = [{"accel": "tcg", "machine": "microvm", "boot_s": s} for s in (4.0, 5.0, 6.0)]
+    assert learned_limit("tcg", "microvm", []) == 90.0                  # before the first boot: fixed
+    assert learned_limit("tcg", "microvm", seen) == 20.0                # 4x the median
+    assert learned_limit("tcg", "pc", seen) == 90.0                     # another machine type: not learned yet
+    assert learned_limit("tcg", "microvm", [dict(seen[0], boot_s=1.0)]) == 15.0   # the floor
+    assert learned_limit("tcg", "microvm", [dict(seen[0], boot_s=40.0)]) == 90.0                  # the ceiling
+    assert learned_limit("kvm", "microvm", [dict(seen[0], accel="kvm", boot_s=0.3)]) == 5.0
+    monkeypatch.setenv("OPCOST_VM_BOOT_LIMIT", "2")
+    assert learned_limit("tcg", "microvm", seen) == 2.0

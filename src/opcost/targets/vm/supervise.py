@@ -128,7 +128,7 @@ def learned_limit(accel: str, machine_type: str, past: list[dict]) -> float:
 
 def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: float, on_frame=None,
                     what: str = "", files: dict[str, Path] | None = None,
-                    past: list[dict] | None = None) -> tuple[Boot, str, str]:
+                    past: list[dict] | None = None, fixed_limit: bool = False) -> tuple[Boot, str, str]:
     """One boot of `m` running `cmds`, on the accelerator and machine type
     `choice` gives (auto, not tried yet: microvm first, pc if it does not
     reach the init), within the limit learned from the boots `past`; a failed
@@ -138,7 +138,7 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     accel, _ = choice.accel_for(m)
     machine_type, _ = choice.machine_for(m, accel)
     host_cpus, pinning = host_cpus_for(cfg, accel)
-    limit = learned_limit(accel, machine_type, past or []) if machine_type else boot_limit(accel)
+    limit = learned_limit(accel, machine_type, past or []) if machine_type and not fixed_limit else boot_limit(accel)
     own_cpus = set(os.sched_getaffinity(0))
     try:
         if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
@@ -189,12 +189,13 @@ def retried(boot_once, booted_before: bool, on_hang) -> Boot:
     host costs a boot, not the round. A kernel's first boot is not retried
     (a kernel that never boots is said at once). `on_hang(error)` is told of
     each hang that is retried (the target gives the machine type up for pc
-    there). The boot's `retries`: each retried boot's cause, machine type
-    and limit."""
+    there). The last retry waits the fixed limit (boot_limit): a machine
+    slowed down by other work is not taken for a kernel that hangs. The
+    boot's `retries`: each retried boot's cause, machine type and limit."""
     retries: list[dict] = []
     while True:
         try:
-            b = boot_once()
+            b = boot_once(len(retries) == RETRIES)
         except (BootFailed, ProbeError, ProbeTimeout) as e:
             if not (getattr(e, "hung", False) and booted_before and len(retries) < RETRIES):
                 if retries:

@@ -101,8 +101,9 @@ class VmTarget(VmGuest):
         kernel has reached the init in this session."""
         got: list = []
 
-        def once() -> Boot:
-            got[:] = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files, self.boots)
+        def once(fixed_limit: bool) -> Boot:
+            got[:] = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files, self.boots,
+                                     fixed_limit)
             return got[0]
 
         booted = any(p["kernel"] == str(m.kernel) for p in self.boots)
