@@ -270,12 +270,14 @@ def test_vcpu_threads_pinned_through_qmp(run_cli, tmp_path):
 
 def test_open_vm_spec(tmp_path):
     k = fake_kernel(tmp_path / "k")
-    t = vm.open_vm_spec(f"vm:{k}?cpus=3&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
-    assert t.allowed_cpus() == [0, 1, 2] and t.default.kernel == k.resolve()
+    t = vm.open_vm_spec(f"vm:{k}?cpus=1&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
+    assert t.allowed_cpus() == [0] and t.default.kernel == k.resolve()
     assert t.default.cmdline == "mitigations=off nosmt" and t.cfg.accel == "tcg"
     for bad in ("vm:", f"vm:{k}?cpus=x", f"vm:{k}?disk=1", f"vm:{tmp_path}/nope"):
         with pytest.raises(UsageError):
             vm.open_vm_spec(bad)
+    with pytest.raises(UsageError, match=r"cpus=999: opcost may use \d+ host CPU\(s\) here.*give .*cpus=\d+ or fewer"):
+        vm.open_vm_spec(f"vm:{k}?cpus=999&accel=tcg")   # each a host thread under TCG: the boot would hang
     # a key given twice is bad input, whichever value would have won (issue 36)
     for twice in (f"vm:{k}?cpus=2&cpus=3", f"vm:{k}?cmdline=a&accel=tcg&cmdline=b"):
         with pytest.raises(UsageError, match="given more than once; give each key once"):

@@ -60,11 +60,7 @@ class VmTarget(VmGuest):
             why = host.kvm_usable()
             if why:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
-        host_cpus = len(os.sched_getaffinity(0))
-        if cfg.cpus > host_cpus and (cfg.accel == "tcg" or (cfg.accel == "auto" and host.kvm_usable())):
-            raise UsageError(f"--vm-cpus {cfg.cpus}: opcost may use {host_cpus} host CPU(s) here, and under TCG "
-                             "each guest CPU is a host thread that must run for the guest to boot; give "
-                             f"--vm-cpus {host_cpus} or fewer")
+        check_cpus(cfg.cpus, cfg.accel, "--vm-cpus ")
         if probe.host_arch() != arch.name:
             raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
 
@@ -250,6 +246,16 @@ class VmTarget(VmGuest):
         raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
 
 
+def check_cpus(cpus: int, accel: str, name: str) -> None:
+    """Under TCG (asked, or auto without KVM) no more guest CPUs than opcost
+    may use: each is a host thread that must run for the guest to boot (64
+    on 2 host CPUs hang the boot). UsageError naming the option as given."""
+    host_cpus = len(os.sched_getaffinity(0))
+    if cpus > host_cpus and (accel == "tcg" or (accel == "auto" and host.kvm_usable())):
+        raise UsageError(f"{name}{cpus}: opcost may use {host_cpus} host CPU(s) here, and under TCG each guest CPU "
+                         f"is a host thread that must run for the guest to boot; give {name}{host_cpus} or fewer")
+
+
 def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
             procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
             machine: str = "auto") -> VmTarget:
@@ -293,5 +299,6 @@ def open_vm_spec(spec: str) -> VmTarget:
         if key in q and q[key] not in valid_values:
             raise UsageError(f"target {spec!r}: {key}={printable(q[key])}: valid: {', '.join(valid_values)}")
     check_kernel(u.path, "vm:")
+    check_cpus(cpus, q.get("accel", "auto"), f"target {spec!r}: cpus=")
     return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
                    machine=q.get("machine", "auto"))
