@@ -310,6 +310,7 @@ def format_counters(name: str, s: Mapping) -> str:
 
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
+    sources = s.get("counter_sources", {})
     running = s.get("counters_running", {})
     events: list[str] = []
     mods: list[str] = []
@@ -320,7 +321,9 @@ def format_counters(name: str, s: Mapping) -> str:
             events.append(base)
         if mod not in mods:
             mods.append(mod)
-        if isinstance(v, (int, float)):
+        if isinstance(v, (int, float)) and full in sources:
+            cell = f"{v:.3f}" if v else "0"    # exact counts: the window's fixed part shows in the 3rd decimal
+        elif isinstance(v, (int, float)):
             cell = _num(v) + ("*" if full in running else "")
         else:
             cell = "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else str(v)
@@ -333,6 +336,12 @@ def format_counters(name: str, s: Mapping) -> str:
     notes = []
     for full, frac in running.items():
         notes.append(f"{full}: multiplexed ({frac:.0%} running), value scaled by time enabled/running")
+    by_source: dict = {}
+    for full, how in sources.items():
+        if full in vals:
+            by_source.setdefault(how, []).append(full)
+    for how, names in by_source.items():
+        notes.append(f"{', '.join(display_name(n) for n in names)}: exact, from the {how}")
     by_reason: dict = {}
     for full, why in reasons.items():
         tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
@@ -485,9 +494,23 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             notes.append(f"  {e['key']}: {e['status']}")
             continue
         est, ci = verdict_estimate(e)
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
+        on = e.get("decided_on")
+        show = (lambda x: f"{x:.3f}") if on else fmt_ns
+        rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        mit = e.get("mitigations")
+        if mit:
+            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
+                         + ("the same in A and B" if not mit["differ"] else "; ".join(
+                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+        if on:
+            d, dci = on["difference"], on.get("ci95_difference")
+            notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
+                         + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
+                         + f"): A {on['a']:.3f}, "
+                         f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
+                         + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
         if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")

@@ -47,6 +47,7 @@ class Boot:
     pinning: str = ""                # how the vCPU threads were placed, or why they were not
     entry: str = ""                  # what -kernel was (supervise.entry_kernel): the bzImage or its vmlinux, why
     retries: list[dict] = field(default_factory=list)   # boots of this round killed before it (supervise.retried)
+    kallsyms: list[bytes] = field(default_factory=list)   # the init's K lines (initramfs: want-kallsyms)
 
 
 
@@ -73,6 +74,9 @@ def frame(b: Boot, payload: bytes, t: float, on_frame) -> None:
         return
     if kind == b"Z":
         b.done = True
+        return
+    if kind == b"K":   # the kernel's text symbols, when asked (the counting plugin's functions)
+        b.kallsyms.append(rest)
         return
     if kind == b"F":
         raise ProbeError(f"opcost's init in the guest failed: {rest.decode(errors='replace')}")
