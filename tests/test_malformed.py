@@ -142,6 +142,14 @@ def template(tmp_path_factory, probe_bin) -> Path:
     (t / "bad.c").write_text("int main(void) { return undeclared; }\n")
     (t / "notes.txt").write_text("not a source\n")
     (t / "afile").write_text("a plain file\n")
+    bz = bytearray(0x800)   # a bzImage's boot header (protocol 2.15): 1 setup sector, 0x40 paragraphs of kernel
+    bz[0x1F1], bz[0x1F4], bz[0x1FE:0x200], bz[0x202:0x206] = 1, 0x40, b"\x55\xaa", b"HdrS"
+    bz[0x206:0x208], bz[0x238:0x23C] = (0x20F).to_bytes(2, "little"), (128).to_bytes(4, "little")
+    (t / "k.bz").write_bytes(bytes(bz))
+    (t / "trunc.bz").write_bytes(bytes(bz[:0x7F0]))   # its header says 0x800 bytes
+    arm = bytearray(0x400)
+    arm[0x38:0x3C] = b"ARM\x64"
+    (t / "arm.img").write_bytes(bytes(arm))
     (t / "subdir").mkdir()
     (t / "garbage.db").write_bytes(b"this is not a database\n" * 50)
     shutil.copy(t / "opcost" / "opcost.db", t / "damaged.db")
