@@ -141,6 +141,7 @@ BOUNDS.update({
     "vm_cpus": Bound("int", 1, 64, "the number of guest CPUs"),
     "vm_mem": Bound("int", 64, 65536, "guest memory in MiB", example="512"),
     "vm_procs": Bound("int", 1, 100, "the number of probe processes per variant and boot"),
+    "functions": Bound("int", 1, 100000, "the number of functions to show", example="15"),
 })
 
 # The time budget (--max-time, runner.Budget; docs/commands/run.md "Long

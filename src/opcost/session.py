@@ -191,6 +191,14 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
     return (rest.probe_list() or None), tuple(emu)
 
 
+def check_verdict_on_asked(counter: str | None, text: str | None) -> None:
+    """Before any target is reached (a fleet connects later): --verdict-on
+    with no --counters at all names a counter the run cannot record."""
+    if counter is not None and not text:
+        raise UsageError(f"--verdict-on {counter}: not a counter this run records; ask for it with --counters "
+                         f"(e.g. --counters {counter} --verdict-on {counter})")
+
+
 def check_verdict_on(counter: str | None, text: str | None, target: Target) -> None:
     """--verdict-on names a counter the run records (an event of --counters,
     profiles expanded, or a derived metric); else one line, exit 2."""

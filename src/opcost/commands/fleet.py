@@ -227,6 +227,7 @@ def run_variants(args, argv) -> int:
                                           warmup=given["warmup"] or 0)
     _one_document(settings)
     settings.check()
+    session.check_verdict_on_asked(getattr(args, "verdict_on", None), settings.counters)
     if args.cpu is not None:
         one_cpu_each(args.cpu, args.cpu.split("|"))
     builds: dict[str, variantbuild.Build] = {}
