@@ -245,6 +245,7 @@ class Plan:
     allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
     hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
     of: str | None = None          # a fleet record's: the kind of its hosts' runs (variants; none: ab)
+    seed: int | None = None        # the seed of the run order and padding (--seed, else a fresh one; issue 37)
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -258,6 +259,8 @@ class Plan:
             d["hosts"] = list(self.hosts)
         if self.of:
             d["of"] = self.of
+        if self.seed is not None:
+            d["seed"] = self.seed
         return d
 
     @classmethod
@@ -270,7 +273,8 @@ class Plan:
                    d.get("boundary"), [int(n) for n in d.get("stages") or []],
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
                    bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []],
-                   str(d["of"]) if d.get("of") else None)
+                   str(d["of"]) if d.get("of") else None,
+                   int(d["seed"]) if isinstance(d.get("seed"), int) and not isinstance(d.get("seed"), bool) else None)
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -310,7 +314,9 @@ def plan_problem(d: object) -> str | None:
               ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
               ("target", d.get("target") is None or text(d["target"])),
               ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or []))),
-              ("of", d.get("of") is None or text(d["of"]))]
+              ("of", d.get("of") is None or text(d["of"])),
+              ("seed", d.get("seed") is None or (isinstance(d["seed"], int) and not isinstance(d["seed"], bool)
+                                                and 0 <= d["seed"] < 2**32))]
     bad = [k for k, good in checks if not good]
     return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
 

@@ -94,12 +94,20 @@ FIELDS = (
           "SEC", "time budget for benchmarks whose one iteration takes a second or more: fewer batches per "
           "process, then fewer processes (never under 6 per variant), so the run fits (default: "
           "300 s for such iterations; shorter iterations keep the protocol)"),
-    Field("seed", ("--seed",), 0, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
-          "N", "seed for the run order and padding"),
+    Field("seed", ("--seed",), None, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
+          "N", "seed for the run order and padding (default: a fresh one from the system's entropy, recorded "
+          "in the run's plan; --seed N repeats a run's order)"),
     Field("fake_clock", ("--fake-clock",), None,
           Bound("float", 0, 1e9, "the fake cost of one operation in ns", low_open=True),
           "NS", "deterministic fake timings of NS per op (for tests of opcost itself)"),
 )
+
+
+def fresh_seed() -> int:
+    """A seed from the system's entropy (os.urandom), in --seed's range."""
+    import secrets
+
+    return secrets.randbits(32)
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,12 @@ class Protocol:
     def from_args(cls, args: argparse.Namespace, **override) -> "Protocol":
         """From parsed (and range-checked) options; `override` wins."""
         given = {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
-        return cls(**{**given, **override})
+        merged = {**given, **override}
+        if merged.get("seed") is None:
+            # a fresh random order each run (issue 37): the permutation test's
+            # validity then rests on randomisation, not on there being no order effect
+            merged["seed"] = fresh_seed()
+        return cls(**merged)
 
     def with_(self, **changes) -> "Protocol":
         return replace(self, **changes)
