@@ -183,6 +183,13 @@ def sequential_many(arms: list, delta: float, resamples: int) -> list[dict]:
         "settled")) for c in got]
 
 
+def two_levels(xs) -> bool:
+    """The `bimodal` flag of one arm's process medians (stats.levels)."""
+    from opcost import stats
+
+    return stats.levels(list(xs)) is not None
+
+
 def default_seed() -> int:
     """The seed of the run order a run gets without --seed: Protocol.from_args
     over no options (before issue 37: 0; after: a fresh one each run)."""
@@ -474,6 +481,29 @@ def cell_order(key: str, which: str, reps: int, seed: int) -> dict:
     return r
 
 
+LV_SHAPES = ("normal", "tail", "flat", "two")
+LV_NS = (10, 20, 40, 80)
+
+
+def _lv_arm(shape: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """One arm: one level (normal CV 3%; right-tailed: log-normal 2% with 15%
+    of processes slowed by an exponential 15%; flat: uniform +/-5%), or two
+    (70/30 at 0.75x, 1% within)."""
+    if shape == "normal":
+        return 1 + 0.03 * rng.standard_normal(n)
+    if shape == "tail":
+        slow = rng.random(n) < 0.15
+        return np.exp(0.02 * rng.standard_normal(n)) * (1 + np.where(slow, rng.exponential(0.15, n), 0.0))
+    if shape == "flat":
+        return rng.uniform(0.95, 1.05, n)
+    return np.where(rng.random(n) < 0.30, 0.75, 1.0) * np.exp(0.01 * rng.standard_normal(n))
+
+
+def cell_levels(key: str, shape: str, n: int, reps: int, seed: int) -> dict:
+    rng = _rng(seed, key)
+    return {"flagged": sum(two_levels(_lv_arm(shape, rng, n)) for _ in range(reps)), "reps": reps}
+
+
 def cell_look1(key: str, reps: int, seed: int, resamples: int) -> dict:
     rng = _rng(seed, key)
     r: dict = {"all1": 0, "settled1": 0, "slower": 0, "benches": 0}
@@ -558,7 +588,7 @@ def _run(task):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series,
-               "pw": cell_power, "order": cell_order, "look1": cell_look1}[kind](*args)
+               "pw": cell_power, "order": cell_order, "look1": cell_look1, "lv": cell_levels}[kind](*args)
     if path is not None:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(pickle.dumps(out))
@@ -821,6 +851,21 @@ def _report_power(results: dict, args, v: Verdicts) -> None:
         label = "default seed" if which == "default" else "seed 0 always"
         print(f"{label:<14} bias {bias:+.3%} ±{se:.3%} {_mark(ok_b)}  p < 0.05 {_rate(r['reject'], n)} {_mark(ok_r)}  "
               f"95% CI covers {_rate(r['cov'], r['cov_n'])}")
+    if ("lv", LV_SHAPES[0], LV_NS[0]) in results:
+        print("\n== Issue 37: the `bimodal` flag (stats.levels) per arm; one level (normal CV 3%; right-tailed: "
+              "log-normal 2% x 15% of processes slowed by an exponential 15%; flat: uniform +/-5%), target <= 2%; "
+              "two levels (70/30 at 0.75x), the detection rate")
+        print(f"{'shape':<8} " + "  ".join(f"{f'n={n}':>20}" for n in LV_NS))
+        for shape in LV_SHAPES:
+            cells = []
+            for n in LV_NS:
+                cell = ("lv", shape, n)
+                r = results[cell]
+                ok = "-" if shape == "two" else v.check(f"bimodal flag on one level, {shape} n={n}: <= 2%",
+                                                        judge(r["flagged"], r["reps"], None, 0.02),
+                                                        _detail(r["flagged"], r["reps"]), cell)
+                cells.append(f"{_rate(r['flagged'], r['reps'])} {_mark(ok)}")
+            print(f"{shape:<8} " + "  ".join(cells))
     cell = ("look1",)
     if cell in results:
         r = results[cell]
@@ -855,6 +900,9 @@ def _cell_task(key: tuple, args, suffix: str = "", reps_factor: int = 1) -> tupl
         return ("pw", (f"pw/{model}/{eff}{suffix}", model, eff, args.pw_reps * reps_factor, s, rs))
     if kind == "order":
         return ("order", (f"order/{key[1]}{suffix}", key[1], args.reps * 2 * reps_factor, s))
+    if kind == "lv":
+        _, shape, n = key
+        return ("lv", (f"lv/{shape}/{n}{suffix}", shape, n, args.reps * 2 * reps_factor, s))
     if kind == "look1":
         return ("look1", (f"look1{suffix}", max(10, args.pw_reps // 10) * reps_factor, s, rs))
     _, name, where = key
@@ -868,10 +916,11 @@ def tasks(args) -> list:
     keys += [("series", name, "flat") for name in SERIES_FLAT]
     keys += [("series", "offset:0.01", where) for where in ("end", "inside")]
     keys += [("pw", m, e) for m, e in PW_CELLS] + [("order", "default"), ("order", "seed0"), ("look1",)]
+    keys += [("lv", shape, n) for shape in LV_SHAPES for n in LV_NS]
     out = [(k, _cell_task(k, args)) for k in keys]
     # The slow cells first: two workers then end together.
-    order = {"pw": 0, "look1": 0, "seq": 1, "fixed": 2, "stored": 3, "order": 3, "series": 4}
-    kinds = set(args.only) | ({"order", "look1"} if "pw" in args.only else set())
+    order = {"pw": 0, "look1": 0, "seq": 1, "fixed": 2, "stored": 3, "order": 3, "lv": 3, "series": 4}
+    kinds = set(args.only) | ({"order", "look1", "lv"} if "pw" in args.only else set())
     out = [t for t in out if t[1][0] in kinds]
     # Within the fixed design, n=20 (the power rows) first, then the small n.
     size = {20: 0, 6: 1, 10: 2, 40: 3}
