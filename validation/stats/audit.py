@@ -695,7 +695,7 @@ def report(results: dict, args, v: Verdicts) -> None:
         _report_stored(results, args, v)
     if ("series", SERIES_FLAT[0], "flat") in results:
         _report_series(results, args, v)
-    if ("pw",) + PW_CELLS[0] in results:
+    if ("pw",) + PW_CELLS[0] in results or ("lv", LV_SHAPES[0], LV_NS[0]) in results:
         _report_power(results, args, v)
     print("\n== The smallest p the fixed design's test can reach (arms that do not overlap at all)")
     print("  " + "; ".join(f"n={n}: {p:.3f}" + (" (never significant)" if p >= 0.05 else "")
@@ -803,55 +803,57 @@ def _report_series(results: dict, args, v: Verdicts) -> None:
 
 
 def _report_power(results: dict, args, v: Verdicts) -> None:
-    print(f"\n== Issue 37: the sequential default (ab), delta {DELTA:.0%}, looks 10/20/40, {args.pw_reps} runs a cell; "
-          f"targets: true 3% (normal, log-normal) and true 5% (bimodal 30% at 0.75x) `slower` >= 80%, A/A "
-          f"slower+faster <= 1%, `same`/`negligible` at a true 3% <= 1%, the repeated CI covers >= 95%; wall time: "
-          f"2 x the mean processes per arm x {PROCESS_S} s (a default process), per benchmark")
-    print(f"{'model':<11} {'truth':>6}  {'slower':>14} {'':>5} {'faster':>14}  {'same/negl':>14} {'':>5} "
-          f"{'coverage':>14} {'':>5} {'mean n/arm':>10}  {'wall s':>6}")
-    for model, eff in PW_CELLS:
-        cell = ("pw", model, eff)
-        r = results[cell]
-        n = r["reps"]
-        name = f"power {model} {eff:.0%}"
-        if eff == 0:
-            ok_s = v.check(f"{name}: A/A slower+faster <= 1%", judge(r["slower"] + r["faster"], n, None, 0.01),
-                           _detail(r["slower"] + r["faster"], n), cell)
-            ok_same = "-"
-        else:
-            target = model != "bimodal75" or eff >= 0.05
-            ok_s = v.check(f"{name}: slower >= 80%", judge(r["slower"], n, 0.80, None) if target else "-",
-                           _detail(r["slower"], n), cell)
-            ok_same = v.check(f"{name}: same/negligible <= 1%", judge(r["same"], n, None, 0.01),
-                              _detail(r["same"], n), cell)
-        ok_cov = v.check(f"{name}: repeated CI covers >= 95%", judge(r["cov"], r["cov_n"], 0.95, None),
-                         _detail(r["cov"], r["cov_n"]), cell)
-        mn = float(np.mean(r["n"]))
-        print(f"{model:<11} {eff:>6.0%}  {_rate(r['slower'], n)} {_mark(ok_s)} {_rate(r['faster'], n)}  "
-              f"{_rate(r['same'], n)} {_mark(ok_same)} {_rate(r['cov'], r['cov_n'])} {_mark(ok_cov)} "
-              f"{mn:6.1f} ±{float(np.std(r['n'], ddof=1)) / math.sqrt(n):3.1f}  {2 * mn * PROCESS_S:6.1f}")
-    print(f"\n== Issue 37: an order effect (the first process of a round costs {ORDER_COST:.0%} more), A/A, "
-          f"log-normal 2%, {ORDER_ROUNDS} paired rounds, the round orders a run's default seed draws (runner: one "
-          f"random.Random(seed) shuffled each round); targets with default seeds: |bias| <= 0.1%, p < 0.05 <= 5.5%")
-    for which in ("default", "seed0"):
-        cell = ("order", which)
-        if cell not in results:
-            continue
-        r = results[cell]
-        n = r["reps"]
-        b = np.asarray(r["bias"])
-        bias, se = float(np.expm1(b.mean())), float(b.std(ddof=1) / math.sqrt(n))
-        if which == "default":
-            ok_b = "PASS" if abs(bias) <= 0.001 else ("PASS~" if abs(bias) - 0.001 <= Z_MC * se else "FAIL")
-            v.check("order effect, default seeds: |bias| <= 0.1%", ok_b, f"{bias:+.3%} ±{se:.3%} ({n})", cell)
-            ok_r = v.check("order effect, default seeds: rejection <= 5.5%", judge(r["reject"], n, None, 0.055),
-                           _detail(r["reject"], n), cell)
-        else:
-            ok_b = ok_r = "-"
-        label = "default seed" if which == "default" else "seed 0 always"
-        print(f"{label:<14} bias {bias:+.3%} ±{se:.3%} {_mark(ok_b)}  p < 0.05 {_rate(r['reject'], n)} {_mark(ok_r)}  "
-              f"95% CI covers {_rate(r['cov'], r['cov_n'])}")
-    if ("lv", LV_SHAPES[0], LV_NS[0]) in results:
+    if ("pw",) + PW_CELLS[0] in results:
+        print(f"\n== Issue 37: the sequential default (ab), delta {DELTA:.0%}, looks 10/20/40, {args.pw_reps} runs a cell; "
+              f"targets: true 3% (normal, log-normal) and true 5% (bimodal 30% at 0.75x) `slower` >= 80%, A/A "
+              f"slower+faster <= 1%, `same`/`negligible` at a true 3% <= 1%, the repeated CI covers >= 95%; wall time: "
+              f"2 x the mean processes per arm x {PROCESS_S} s (a default process), per benchmark")
+        print(f"{'model':<11} {'truth':>6}  {'slower':>14} {'':>5} {'faster':>14}  {'same/negl':>14} {'':>5} "
+              f"{'coverage':>14} {'':>5} {'mean n/arm':>10}  {'wall s':>6}")
+        for model, eff in PW_CELLS:
+            cell = ("pw", model, eff)
+            r = results[cell]
+            n = r["reps"]
+            name = f"power {model} {eff:.0%}"
+            if eff == 0:
+                ok_s = v.check(f"{name}: A/A slower+faster <= 1%", judge(r["slower"] + r["faster"], n, None, 0.01),
+                               _detail(r["slower"] + r["faster"], n), cell)
+                ok_same = "-"
+            else:
+                target = model != "bimodal75" or eff >= 0.05
+                ok_s = v.check(f"{name}: slower >= 80%", judge(r["slower"], n, 0.80, None) if target else "-",
+                               _detail(r["slower"], n), cell)
+                ok_same = v.check(f"{name}: same/negligible <= 1%", judge(r["same"], n, None, 0.01),
+                                  _detail(r["same"], n), cell)
+            ok_cov = v.check(f"{name}: repeated CI covers >= 95%", judge(r["cov"], r["cov_n"], 0.95, None),
+                             _detail(r["cov"], r["cov_n"]), cell)
+            mn = float(np.mean(r["n"]))
+            print(f"{model:<11} {eff:>6.0%}  {_rate(r['slower'], n)} {_mark(ok_s)} {_rate(r['faster'], n)}  "
+                  f"{_rate(r['same'], n)} {_mark(ok_same)} {_rate(r['cov'], r['cov_n'])} {_mark(ok_cov)} "
+                  f"{mn:6.1f} ±{float(np.std(r['n'], ddof=1)) / math.sqrt(n):3.1f}  {2 * mn * PROCESS_S:6.1f}")
+    if ("order", "default") in results:
+        print(f"\n== Issue 37: an order effect (the first process of a round costs {ORDER_COST:.0%} more), A/A, "
+              f"log-normal 2%, {ORDER_ROUNDS} paired rounds, the round orders a run's default seed draws (runner: one "
+              f"random.Random(seed) shuffled each round); targets with default seeds: |bias| <= 0.1%, p < 0.05 <= 5.5%")
+        for which in ("default", "seed0"):
+            cell = ("order", which)
+            if cell not in results:
+                continue
+            r = results[cell]
+            n = r["reps"]
+            b = np.asarray(r["bias"])
+            bias, se = float(np.expm1(b.mean())), float(b.std(ddof=1) / math.sqrt(n))
+            if which == "default":
+                ok_b = "PASS" if abs(bias) <= 0.001 else ("PASS~" if abs(bias) - 0.001 <= Z_MC * se else "FAIL")
+                v.check("order effect, default seeds: |bias| <= 0.1%", ok_b, f"{bias:+.3%} ±{se:.3%} ({n})", cell)
+                ok_r = v.check("order effect, default seeds: rejection <= 5.5%", judge(r["reject"], n, None, 0.055),
+                               _detail(r["reject"], n), cell)
+            else:
+                ok_b = ok_r = "-"
+            label = "default seed" if which == "default" else "seed 0 always"
+            print(f"{label:<14} bias {bias:+.3%} ±{se:.3%} {_mark(ok_b)}  p < 0.05 {_rate(r['reject'], n)} {_mark(ok_r)}  "
+                  f"95% CI covers {_rate(r['cov'], r['cov_n'])}")
+    if ("lv", LV_SHAPES[0], LV_NS[0]) in results:   # --only levels
         print("\n== Issue 37: the `bimodal` flag (stats.levels) per arm; one level (normal CV 3%; right-tailed: "
               "log-normal 2% x 15% of processes slowed by an exponential 15%; flat: uniform +/-5%), target <= 2%; "
               "two levels (70/30 at 0.75x), the detection rate")
@@ -878,7 +880,8 @@ def _report_power(results: dict, args, v: Verdicts) -> None:
 
 
 # --only's names -> the cells' kinds.
-SECTIONS = {"fixed": "fixed", "sequential": "seq", "stored": "stored", "series": "series", "power": "pw"}
+SECTIONS = {"fixed": "fixed", "sequential": "seq", "stored": "stored", "series": "series", "power": "pw",
+            "levels": "lv"}
 
 
 def _cell_task(key: tuple, args, suffix: str = "", reps_factor: int = 1) -> tuple:
@@ -920,7 +923,7 @@ def tasks(args) -> list:
     out = [(k, _cell_task(k, args)) for k in keys]
     # The slow cells first: two workers then end together.
     order = {"pw": 0, "look1": 0, "seq": 1, "fixed": 2, "stored": 3, "order": 3, "lv": 3, "series": 4}
-    kinds = set(args.only) | ({"order", "look1", "lv"} if "pw" in args.only else set())
+    kinds = set(args.only) | ({"order", "look1"} if "pw" in args.only else set())
     out = [t for t in out if t[1][0] in kinds]
     # Within the fixed design, n=20 (the power rows) first, then the small n.
     size = {20: 0, 6: 1, 10: 2, 40: 3}
