@@ -96,7 +96,7 @@ FIELDS = (
           "300 s for such iterations; shorter iterations keep the protocol)"),
     Field("seed", ("--seed",), None, Bound("int", 0, 2**32 - 1, "the seed of the run order and padding"),
           "N", "seed for the run order and padding (default: a fresh one from the system's entropy, recorded "
-          "in the run's plan; --seed N repeats a run's order)"),
+          "in the run's plan; --seed N repeats a run's order; 0 with --fake-clock)"),
     Field("fake_clock", ("--fake-clock",), None,
           Bound("float", 0, 1e9, "the fake cost of one operation in ns", low_open=True),
           "NS", "deterministic fake timings of NS per op (for tests of opcost itself)"),
@@ -129,8 +129,10 @@ class Protocol:
         merged = {**given, **override}
         if merged.get("seed") is None:
             # a fresh random order each run (issue 37): the permutation test's
-            # validity then rests on randomisation, not on there being no order effect
-            merged["seed"] = fresh_seed()
+            # validity then rests on randomisation, not on there being no order
+            # effect. --fake-clock (deterministic fake timings, for tests of
+            # opcost itself) keeps seed 0: its output is meant to repeat.
+            merged["seed"] = 0 if merged.get("fake_clock") is not None else fresh_seed()
         return cls(**merged)
 
     def with_(self, **changes) -> "Protocol":

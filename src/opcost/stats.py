@@ -54,12 +54,12 @@ CONTENDED_BATCHES = 0.10
 # (its null is the least favourable unimodal shape, the uniform), or, where
 # the dip has little power (a small level of 2-3 processes in 10-20), the
 # gap between the two groups is at least LEVEL_GAP times the larger of the
-# two groups' own spreads (sd of logs): a tail's or a flat spread's best
-# split leaves one group as wide as the gap (validation/stats/audit.py,
+# two groups' own spreads (MAD of logs as an SD): a tail's or a flat
+# spread's best split leaves one group about as wide as the gap (validation/stats/audit.py,
 # docs/statistics.md).
 LEVEL_ALPHA = 0.01
 LEVEL_DIP_ALPHA = 0.01
-LEVEL_GAP = 15.0
+LEVEL_GAP = 10.0
 LEVEL_MIN_PROCESSES = 2
 LEVEL_MIN_REL = 0.02
 # outliers inside one of two levels: only in a level of at least this many
@@ -221,7 +221,7 @@ def levels(xs, separate: bool = True) -> dict | None:
         return None
     k = int(k)
     dip_p = _dip_p(y)
-    spread = max(float(np.std(y[:k], ddof=1)) if k > 1 else 0.0, float(np.std(y[k:], ddof=1)) if n - k > 1 else 0.0)
+    spread = max(_robust_sd(y[:k]), _robust_sd(y[k:]))
     gap = float(y[k] - y[k - 1])
     if separate and not (dip_p < LEVEL_DIP_ALPHA or gap >= LEVEL_GAP * spread):
         return None
@@ -236,6 +236,14 @@ def levels(xs, separate: bool = True) -> dict | None:
     lv.sort(key=lambda d: (-d["n"], -d["median_ns"]))
     return {"levels": lv, "statistic": stat if np.isfinite(stat) else None, "critical": crit,
             "alpha": LEVEL_ALPHA, "dip_p": dip_p, "cv_within": float(np.sqrt(within / (n - 2)))}
+
+
+def _robust_sd(v: np.ndarray) -> float:
+    """A level's own spread: its MAD as an SD (a level's tail does not widen
+    it); of two values, their range over d2 = 1.128."""
+    if v.size > 2:
+        return MAD_SD * float(np.median(np.abs(v - np.median(v))))
+    return float(np.ptp(v)) / 1.128
 
 
 def _dip_p(y: np.ndarray) -> float:
