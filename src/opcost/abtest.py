@@ -4,16 +4,20 @@ This module owns the "real or noise" decision of docs/statistics.md. The unit of
 analysis is the per-process median (one float per probe process, ns per op)
 of arm A and arm B of one benchmark; batches are never pooled here.
 
-- estimate and test (issue 25, test_and_estimate): paired rounds (10 or
-  more complete rounds of an interleaved run) by Wilcoxon's signed-rank
-  test on per-round log ratios with the Hodges-Lehmann estimate and its
-  exact interval; otherwise the Hodges-Lehmann shift of log times with
-  Moses' interval, tested by min(p_MWU, p_KS) calibrated by permutation
-  (twice the smaller with ties). The ratio of medians B/A with its
+- estimate and test (issue 25, test_and_estimate): with 6 or more complete
+  rounds of an interleaved run, the Hodges-Lehmann estimate of the
+  per-round log ratios and its exact signed-rank interval; with 10 or more
+  (and, in the sequential design, a floor the look's level can use) the
+  paired min-p test (signed-rank and rank sum, swapped within rounds);
+  otherwise the Hodges-Lehmann shift of log times with Moses' interval,
+  tested by min(p_MWU, p_KS) calibrated by permutation (twice the smaller
+  with ties). The ratio of medians B/A with its
   percentile-bootstrap CI stays beside it (the JSON contract);
 - threshold: delta, default 2%, fixed (aa_noise is information only);
-- verdicts (verdict()): same/negligible only with the whole CI inside
-  +/- delta, slower/faster significant with the whole CI clearing delta;
+- verdicts (verdict(), the fixed design): same/negligible only with the
+  whole CI inside +/- delta, slower/faster significant with the whole CI
+  clearing delta; the sequential design's graded_verdict (issue 37):
+  slower/faster significant at 1% with the estimate beyond delta;
 - many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
   the geometric mean of the ratios;
 - an inconclusive one says how many processes per arm would likely decide
@@ -556,13 +560,6 @@ def aa_noise(a, b) -> float:
     if a.size < 2 or b.size < 2:
         return 0.0
     return robust_cv(a, b) * math.sqrt(1 / a.size + 1 / b.size) * MEDIAN_EFFICIENCY
-
-
-def effective_delta(delta: float, a, b) -> float:
-    """The threshold before issue 25: delta, never below twice the measured
-    A/A noise. No verdict uses it any more (a widened delta let a noisy run
-    read `same`); kept for readers of old documents and the audit."""
-    return max(float(delta), 2 * aa_noise(a, b))
 
 
 def holm(pvalues: list[float]) -> list[float]:

@@ -68,7 +68,8 @@ opcost.comparison/1
     baseline, builds[], call_overhead), comparisons[] of {bench, key, op, a:
     {params, summary}, b: {params, summary}, ratio (B/A of medians),
     ci95_ratio, change, p_value (min of Mann-Whitney and KS), p_mannwhitney,
-    p_ks, p_adjusted (Holm), aa_noise, delta (effective), verdict
+    p_ks, p_adjusted (Holm), aa_noise, delta (as requested; until issue 25
+    widened to twice the A/A noise), verdict
     (faster|slower|same|negligible|inconclusive, B relative to A; null when
     an arm has no data, with `status`), processes_needed and schedule when
     inconclusive, flags, savings}, summary {geomean_ratio, n, counts}.
@@ -122,6 +123,15 @@ opcost.comparison/1
     level (= sequential.ci_at_level; >= 95% coverage after any stop);
     sequential.ci95_at_look keeps the look's fixed-sample 95% interval;
     design.ci names the interval.
+  issue 37: plan.seed (opcost.result/1), the seed of the run order (a
+    fresh one from the system's entropy unless --seed; 0 with --fake-clock).
+    In a sequential design (design.alpha 0.01): verdict slower/faster is
+    significance at the look's level with the estimate beyond +/- delta
+    (beyond_delta says whether the CI clears it too; it may be false);
+    resolvable_by_stage {stage: the difference the rule calls 80% of the
+    time}; the test at a look is unpaired where the paired test's floor,
+    times the benchmarks, exceeds a quarter of the look's level (look 1).
+    A bimodal flag adds dip_p (Hartigan's dip test).
   issue 25 (stored): a `compare` of stored runs takes several runs a side;
     a / b then also hold runs[] of {run_id, label, created} (run_id, label
     and created stay the first run's); replicates {unit: "run", runs_a,

@@ -202,18 +202,6 @@ def widened(ratio: float, ci: list[float] | None, z: float) -> list[float] | Non
     return [ratio * (ci[0] / ratio) ** s, ratio * (ci[1] / ratio) ** s]
 
 
-def combined_p(c: dict) -> float:
-    """The p a look tests: abtest.combined_p, twice the smaller of
-    Mann-Whitney's and KS's (Bonferroni for taking the smaller of two), the
-    p_value compare_arms already gives (the fixed design tests the same).
-    The plain smaller p is not a p-value: under the null it falls under 0.05
-    about 5.8% of the time at 20 and 40 processes per arm (4.3% at 10, where
-    the exact tests are coarse), and the sequential rule's false claims
-    reached 5.3-5.6%; doubled, 2.4-3.0%, with the same power for
-    slower/faster (delta gates those, not p)."""
-    return abtest.combined_p(c["p_mannwhitney"], c["p_ks"])
-
-
 # Arms of one benchmark: the rounds and per-process medians of A, then of B.
 Arms = tuple[list[int], list[float], list[int], list[float]]
 
