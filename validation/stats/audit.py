@@ -198,6 +198,12 @@ def default_seed() -> int:
     return int(protocol.Protocol.from_args(argparse.Namespace()).seed)
 
 
+def default_seed_is_fresh() -> bool:
+    """Whether runs without --seed get a fresh seed each (the audit then
+    draws those seeds from its own stream, so its output stays seeded)."""
+    return len({default_seed() for _ in range(4)}) > 1
+
+
 def round_orders(seed: int, rounds: int, variants: int = 2) -> list[list[int]]:
     """The order of each round as the runner draws it (runner.py: one
     random.Random(seed), shuffled once per round over the variants)."""
@@ -465,8 +471,10 @@ def cell_order(key: str, which: str, reps: int, seed: int) -> dict:
     code's own), 'seed0' (every run seed 0, as before issue 37)."""
     rng = _rng(seed, key)
     r: dict = {"reject": 0, "cov": 0, "cov_n": 0, "bias": []}
+    fresh = which == "default" and default_seed_is_fresh()
+    fixed = default_seed() if which == "default" and not fresh else 0
     for _ in range(reps):
-        s = default_seed() if which == "default" else 0
+        s = int(rng.integers(2**32)) if fresh else fixed
         a, b = _pw_arm("lognormal2", rng, ORDER_ROUNDS), _pw_arm("lognormal2", rng, ORDER_ROUNDS)
         first = np.array([o[0] for o in round_orders(s, ORDER_ROUNDS)])
         a = a * np.where(first == 0, 1 + ORDER_COST, 1.0)
@@ -907,7 +915,7 @@ def _cell_task(key: tuple, args, suffix: str = "", reps_factor: int = 1) -> tupl
         _, shape, n = key
         return ("lv", (f"lv/{shape}/{n}{suffix}", shape, n, args.reps * 2 * reps_factor, s))
     if kind == "look1":
-        return ("look1", (f"look1{suffix}", max(10, args.pw_reps // 10) * reps_factor, s, rs))
+        return ("look1", (f"look1{suffix}", max(2, args.pw_reps // 10) * reps_factor, s, rs))
     _, name, where = key
     return ("series", (f"series/{name}/{where}{suffix}", name, where, args.series_reps * reps_factor, s, pool))
 
@@ -951,7 +959,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per fixed-design and stored cell (default 600; quick 100)")
     ap.add_argument("--seq-reps", type=int, help="repetitions per sequential cell (default 300; quick 40)")
     ap.add_argument("--series-reps", type=int, help="series per series cell (default 300; quick 40)")
-    ap.add_argument("--pw-reps", type=int, help="runs per power cell of issue 37 (default 600; quick 60)")
+    ap.add_argument("--pw-reps", type=int, help="runs per power cell of issue 37 (default 600; quick 20)")
     ap.add_argument("--resamples", type=int, help="bootstrap resamples per comparison (default 1000; quick 300)")
     ap.add_argument("--topups", type=int, help="times a cell outside a target by at most 2 Monte-Carlo SEs is "
                     f"simulated again with {TOPUP_FACTOR}x its repetitions (default 2; quick 0)")
@@ -964,7 +972,7 @@ def main() -> int:
                     "cell and the audited source), so an interrupted run resumes where it stopped")
     ap.add_argument("--src", metavar="DIR", help="the opcost src/ directory to audit (default: this checkout's)")
     args = ap.parse_args()
-    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40), ("pw_reps", 600, 60),
+    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40), ("pw_reps", 600, 20),
                               ("resamples", 1000, 300)):
         val = getattr(args, name)
         if val is None:
