@@ -10,7 +10,7 @@ from .. import protocol
 from ..console import warn
 from ..errors import UsageError
 from ..safetext import printable
-from . import add_measure_options
+from . import add_measure_options, add_notes_flag
 
 
 def add_parser(sub) -> None:
@@ -30,6 +30,7 @@ def add_parser(sub) -> None:
                        "--kernel K (or --target vm:K) runs every build in QEMU guests of K, a boot the unit; "
                        "--over 'kernel=K1|K2' (or cmdline=) runs each build on each: docs/kernels.md.")
     add_build_options(s, arch=True)
+    add_notes_flag(s)
     from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
@@ -211,5 +212,5 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
 
     doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env),
                             args.allow_emulated)
-    return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width), settings.exports,
+    return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width, all_notes=args.notes), settings.exports,
                    measured=m)
