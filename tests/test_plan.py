@@ -66,7 +66,8 @@ def test_a_stored_run_shows_and_reports_the_same_after_its_options_are_renamed(r
     stored = {ref: json.loads(ok(run_cli("show", ref, "--json", "-"))) for ref in ("ab-run", "ser", "c1")}
     assert stored["ab-run"]["plan"] == {
         "kind": "ab", "specs": ["syscall.null", "ctx.pipe"], "a": "", "b": "spin=4", "delta": 0.05, "alpha": 0.05,
-        "over": None, "boundary": None, "stages": [], "switches": {"ctx.pipe": 2}, "ops": None, "target": "local"}
+        "over": None, "boundary": None, "stages": [], "switches": {"ctx.pipe": 2}, "ops": None, "target": "local",
+        "seed": 0}   # the fake clock's seed (issue 37: a real run records the fresh one it drew)
     assert stored["ser"]["plan"]["over"] == {"param": "spin", "values": ["1", "1", "8", "8"]}
     readers = [("show", "ab-run"), ("show", "ser"), ("show", "c1"), ("report", "ab-run", "-f", "markdown"),
                ("report", "ab-run"), ("compare", "c1", "c2"), ("report", "--compare", "c1", "c2", "-f", "markdown"),
