@@ -226,6 +226,7 @@ class Plan:
     """What a run was asked to do, stored with it (`plan` of opcost.result/1),
     so that `show`, `report`, `compare` and `export` rebuild what the command
     printed from the stored data alone, whatever the command line has become.
+    verdict_on: --verdict-on (a counter decided the verdicts, not time).
     kind: run | ab | variants | series; specs: the SPECs (run), BENCHes (ab),
     SOURCE (variants) or --run SPEC (series); a, b: ab's arms; delta: the
     practical threshold (a fraction, as given: ab raises it to twice the
@@ -255,6 +256,7 @@ class Plan:
     allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
     hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
     of: str | None = None          # a fleet record's: the kind of its hosts' runs (variants; none: ab)
+    verdict_on: str | None = None  # --verdict-on COUNTER: the verdicts were decided on this counter, not time
     seed: int | None = None        # the seed of the run order and padding (--seed, else a fresh one; issue 37)
 
     def to_dict(self) -> dict:
@@ -269,6 +271,8 @@ class Plan:
             d["hosts"] = list(self.hosts)
         if self.of:
             d["of"] = self.of
+        if self.verdict_on:
+            d["verdict_on"] = self.verdict_on
         if self.seed is not None:
             d["seed"] = self.seed
         return d
@@ -284,6 +288,7 @@ class Plan:
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
                    bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []],
                    str(d["of"]) if d.get("of") else None,
+                   str(d["verdict_on"]) if d.get("verdict_on") else None,
                    int(d["seed"]) if isinstance(d.get("seed"), int) and not isinstance(d.get("seed"), bool) else None)
 
 
@@ -760,6 +765,11 @@ def facts(procs: list[dict]) -> dict:
     reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
     if reasons:
         out["counter_reasons"] = reasons
+    # where a counter's values came from, when not perf: {"instructions:u": "emulator: ..."} (emucount.py)
+    sources = {c["name"]: f"{c['source']}: {c.get('how', '')}".rstrip(": ")
+               for h in headers for c in h.get("counters", []) if c.get("source")}
+    if sources:
+        out["counter_sources"] = sources
     return out
 
 

@@ -57,6 +57,7 @@ class RunOptions:
     follows, and what is counted."""
     protocol: Protocol = field(default_factory=Protocol)
     counters: str | None = None                   # the probe's event list
+    emulated: tuple = ()                          # events QEMU's counting plugin serves (emucount.py)
     derived: list = field(default_factory=list)   # counters.Derived metrics to compute
     parallel: int = 1                             # > 1: also run this many copies at once per round
     # A sequential design (ab without -p): the rounds after which the
@@ -173,7 +174,7 @@ class Runner:
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
             exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
-            machine=v.machine,
+            machine=v.machine, emulated=self.opts.emulated,
             budget_ms=self.budget.per_process_ms() if self.budget and pad and not v.program else None)
 
     def _summarize(self, vr: VariantResult) -> dict:

@@ -174,13 +174,18 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env, allow_emulated: bool = False) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
+    from .comparison import _source, counter_median, decided_counter
     from .model import Summary, process_median
 
+    on = decided_counter()   # --verdict-on: the labels' figures are that counter's, per process
     for v, r in zip(values, results):
         meds = process_medians(r)
         procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        if on is not None:
+            procs = [p for p in procs if counter_median(p, on) is not None]
+            meds = [float(counter_median(p, on) or 0.0) for p in procs]
         rounds = [p["round"] for p in procs] if all(isinstance(p.get("round"), int) for p in procs) else []
-        if rounds and [process_median(p["samples"]) for p in procs] != meds:
+        if rounds and on is None and [process_median(p["samples"]) for p in procs] != meds:
             rounds = []   # the summary's medians are not the processes' one to one: no rounds to permute
         if not meds:
             notes.append(f"{param}={v}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
@@ -188,8 +193,13 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
             continue
         labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
                             rounds=rounds, boots=Summary.of(r).get("boots")))
-    return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
-                    order="over", delta=delta, notes=notes, run_id=run_id, env=env, allow_emulated=allow_emulated)
+    exact = on is not None and any(_source(r, on) == "emulator" for r in results)
+    doc = document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
+                   order="over", delta=delta, notes=notes, run_id=run_id, env=env,
+                   allow_emulated=allow_emulated or exact)   # the emulator's counts are not its timings
+    if on is not None:
+        doc["decided_on"] = {"counter": on, "source": "emulator" if exact else "perf"}
+    return doc
 
 
 def stored_series(doc: dict) -> dict | None:
@@ -209,8 +219,11 @@ def stored_series(doc: dict) -> dict | None:
     values = plan.over["values"]
     if len(res) != len(values) or sum(1 for r in res if r.get("processes")) < MIN_LABELS:
         return None
-    return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
-                             run_id=doc["run_id"], env=doc.get("env"), allow_emulated=plan.allow_emulated)
+    from .comparison import deciding_on
+
+    with deciding_on(plan.verdict_on):
+        return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
+                                 run_id=doc["run_id"], env=doc.get("env"), allow_emulated=plan.allow_emulated)
 
 
 # --- stored: `series BENCH[:PARAMS] --by KEY` ---------------------------------------

@@ -126,6 +126,15 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
         if s.get("ops_per_iter"):
             notes.append(Note("iteration", name, f"{name}: one iteration ({s.get('iteration') or 'several operations'}) = "
                               f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration"))
+        xs = next((h["xstate"] for p in r.get("processes") or []
+                   if isinstance(h := p.get("header"), dict) and isinstance(h.get("xstate"), dict)), None)
+        if xs:   # xstate.*: which components were asked for, and the area (docs/instructions.md)
+            notes.append(Note("xstate", name, f"{name}: {xs.get('format')} area of {xs.get('area_bytes')} bytes, "
+                              f"{xs.get('touched_bytes')} touched"
+                              + (f"; RFBM {xs['rfbm']} (XCR0 {xs.get('xcr0')}"
+                                 + (f", XFD-capable {xs['xfd_capable']}"
+                                    if xs.get("xfd_capable") not in (None, "0x0") else "")
+                                 + ")" if xs.get("rfbm") else "")))
         if s.get("nominal_ns") is not None:
             notes.append(Note("requested", name, f"{name}: requested {fmt_ns(s['nominal_ns'])}, overshoot "
                               f"{fmt_ns(s['overshoot_ns'])} per op"))
@@ -226,6 +235,7 @@ _KINDS: tuple[tuple[str, str, str, str, str], ...] = (
     ("boots", "boots", "{} of the variance between boots", "pct", "per boot: --notes"),
     ("iteration", "several operations an iteration", "", "", "per iteration: --notes"),
     ("requested", "requested duration", "", "", "overshoot per op: --notes"),
+    ("xstate", "xstate area", "", "", "which components (RFBM) and the area's bytes: --notes"),
 )
 # Kinds that are the machine's noise: on nearly every benchmark, said once
 # as a property of the machine.
@@ -310,6 +320,7 @@ def format_counters(name: str, s: Mapping) -> str:
 
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
+    sources = s.get("counter_sources", {})
     running = s.get("counters_running", {})
     events: list[str] = []
     mods: list[str] = []
@@ -320,7 +331,9 @@ def format_counters(name: str, s: Mapping) -> str:
             events.append(base)
         if mod not in mods:
             mods.append(mod)
-        if isinstance(v, (int, float)):
+        if isinstance(v, (int, float)) and full in sources:
+            cell = f"{v:.3f}" if v else "0"    # exact counts: the window's fixed part shows in the 3rd decimal
+        elif isinstance(v, (int, float)):
             cell = _num(v) + ("*" if full in running else "")
         else:
             cell = "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else str(v)
@@ -333,6 +346,12 @@ def format_counters(name: str, s: Mapping) -> str:
     notes = []
     for full, frac in running.items():
         notes.append(f"{full}: multiplexed ({frac:.0%} running), value scaled by time enabled/running")
+    by_source: dict = {}
+    for full, how in sources.items():
+        if full in vals:
+            by_source.setdefault(how, []).append(full)
+    for how, names in by_source.items():
+        notes.append(f"{', '.join(display_name(n) for n in names)}: exact, from the {how}")
     by_reason: dict = {}
     for full, why in reasons.items():
         tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
@@ -485,11 +504,25 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             notes.append(f"  {e['key']}: {e['status']}")
             continue
         est, ci = verdict_estimate(e)
+        on = e.get("decided_on")
+        show = (lambda x: f"{x:.3f}") if on else fmt_ns
         held = bool(e.get("ci_scope"))   # withheld: a CI and p within the runs, in parentheses (issue 37)
         cell, pc = (f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"), f"{e['p_adjusted']:.2g}"
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
+        rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"({cell})" if held and ci else cell, f"({pc})" if held else pc,
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        mit = e.get("mitigations")
+        if mit:
+            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
+                         + ("the same in A and B" if not mit["differ"] else "; ".join(
+                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+        if on:
+            d, dci = on["difference"], on.get("ci95_difference")
+            notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
+                         + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
+                         + f"): A {on['a']:.3f}, "
+                         f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
+                         + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
         if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")

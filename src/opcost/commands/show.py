@@ -13,6 +13,9 @@ def add_parser(sub) -> None:
                        "printed as its comparison, rebuilt from the stored results; a `fleet ab` or `fleet "
                        "variants` record as its table across hosts (--json: its opcost.fleet/1 document).")
     s.add_argument("run", metavar="RUN", help="run id or label")
+    s.add_argument("--functions", nargs="?", type=int, const=15, default=None, metavar="N",
+                   help="where the instructions are: the N functions (default 15) the emulator counted most "
+                   "instructions in, per op; an ab run: B-A per function, largest change first (docs/counts.md)")
     add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")
     add_notes_flag(s)
@@ -24,8 +27,17 @@ def run(args, argv) -> int:
     from ..store import open_store
 
     exports = exports_of(args, "result")
+    if args.functions is not None and args.functions < 1:
+        from ..errors import UsageError
+
+        raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run, summaries=True)
+    if args.functions is not None:
+        from ..emucount import format_functions
+
+        print(format_functions(doc, args.functions))
+        return 0
         if doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document, rebuilt from its hosts' runs
             from ..comparison import stored_fleet
 
