@@ -183,6 +183,9 @@ def test_compare_runs_as_replicates(run_cli, tmp_path):
     cp = run_cli("compare", "a1,a2", "b1", "--json", str(out))
     (e,) = json.loads(out.read_text())["comparisons"]
     assert e["verdict"] is None and "2 run(s) against 1" in e["withheld"]
+    # 1 against k uses every run (issue 37), and its CI and p are marked as not a verdict's
+    assert e["runs_pooled"] == [2, 1] and (e["n_a"], e["n_b"]) == (12, 6) and "not a verdict's" in e["ci_scope"]
+    assert "within the runs, not a verdict's" in cp.stdout
     assert "on both sides" in one_error_line(run_cli("compare", "a1,a2", "a2,b1"))
     assert "named twice" in one_error_line(run_cli("compare", "a1,a1", "b1"))
     assert "not both" in one_error_line(run_cli("compare", "a1", "b1", "--a", "a2"))

@@ -29,7 +29,7 @@ def test_a_big_difference_stops_at_the_first_look(run_cli, tmp_path):
     assert d["stopped"] == {"look": 1, "processes_per_arm": 10, "reason": "settled"}
     # Pocock by default: nearly equal levels, 0.0179, 0.0179, 0.026
     assert d["boundary"] == "pocock" and d["spending"] == "Lan-DeMets Pocock"
-    assert 0.017 < d["planned"][0]["p_level"] < 0.019 and 0.025 < d["planned"][2]["p_level"] < 0.027
+    assert 0.0035 < d["planned"][0]["p_level"] < 0.0037 and 0.0046 < d["planned"][2]["p_level"] < 0.0047   # alpha 1%
     (e,) = doc["comparisons"]
     assert e["verdict"] == "slower" and e["n_a"] == e["n_b"] == 10
     assert e["p_adjusted"] < d["planned"][0]["p_level"]
@@ -83,7 +83,9 @@ def test_aa_at_the_default_delta_stops_early_as_same(run_cli, tmp_path):
     lo, hi = e["sequential"]["ci_at_level"]
     # the exact interval of the verdict's estimate at the look's level: at least as wide as its 95% one
     assert lo <= e["ci95_estimate"][0] and e["ci95_estimate"][1] <= hi and hi - lo > 0
-    assert e["paired"] and e["test"].startswith("paired min-p")   # 10 complete rounds
+    # 10 complete rounds: the paired estimate, but look 1 tests unpaired (issue 37: the paired floor
+    # 2 / 2^10 cannot reach the 1% design's look-1 level under Holm)
+    assert not e["paired"] and not e["test"].startswith("paired") and e["estimator"].startswith("Hodges-Lehmann of per-round")
 
 
 def test_fixed_design_with_p_has_no_design_record(run_cli, tmp_path):
@@ -106,7 +108,7 @@ def test_boundary_obf_is_recorded_and_replayed(run_cli, tmp_path):
     assert cp.returncode == 0, cp.stderr
     d = json.loads(out.read_text())["design"]
     assert d["boundary"] == "obf" and d["spending"] == "Lan-DeMets O'Brien-Fleming"
-    assert d["planned"][0]["p_level"] < 1e-4 and 0.047 < d["planned"][2]["p_level"] < 0.05
+    assert d["planned"][0]["p_level"] < 1e-4 and 0.0094 < d["planned"][2]["p_level"] < 0.01   # alpha 1%
     assert "O'Brien-Fleming alpha spending" in cp.stdout
     stored = json.loads(run_cli("show", "obf", "--json", "-").stdout)
     assert {p["boundary"] for r in stored["results"] for p in r["processes"]} == {"obf"}

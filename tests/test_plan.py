@@ -66,7 +66,8 @@ def test_a_stored_run_shows_and_reports_the_same_after_its_options_are_renamed(r
     stored = {ref: json.loads(ok(run_cli("show", ref, "--json", "-"))) for ref in ("ab-run", "ser", "c1")}
     assert stored["ab-run"]["plan"] == {
         "kind": "ab", "specs": ["syscall.null", "ctx.pipe"], "a": "", "b": "spin=4", "delta": 0.05, "alpha": 0.05,
-        "over": None, "boundary": None, "stages": [], "switches": {"ctx.pipe": 2}, "ops": None, "target": "local"}
+        "over": None, "boundary": None, "stages": [], "switches": {"ctx.pipe": 2}, "ops": None, "target": "local",
+        "seed": 0}   # the fake clock's seed (issue 37: a real run records the fresh one it drew)
     assert stored["ser"]["plan"]["over"] == {"param": "spin", "values": ["1", "1", "8", "8"]}
     readers = [("show", "ab-run"), ("show", "ser"), ("show", "c1"), ("report", "ab-run", "-f", "markdown"),
                ("report", "ab-run"), ("compare", "c1", "c2"), ("report", "--compare", "c1", "c2", "-f", "markdown"),
@@ -111,3 +112,27 @@ def test_the_plan_is_recovered_from_the_options_of_then():
     assert recover_plan(["opcost", "ab", "x", "--a", ""], "ab") is None
     assert recover_plan(["opcost", "series", "s", "--by", "commit"], "series") is None   # a stored series
     assert recover_plan([], None) is None
+
+
+def test_the_run_order_seed_is_fresh_by_default_and_recorded_in_the_plan(run_cli, tmp_path):
+    """Issue 37: without --seed every run gets a seed from the system's
+    entropy, recorded in its plan; --seed N is kept (and repeats the order);
+    --fake-clock keeps 0 (its output is meant to repeat)."""
+    import argparse
+
+    from opcost.protocol import Protocol
+
+    seeds = {Protocol.from_args(argparse.Namespace()).seed for _ in range(8)}
+    assert len(seeds) > 1 and all(0 <= s < 2**32 for s in seeds)   # 8 draws of 32 bits: all alike 8 in 2^224
+    assert Protocol.from_args(argparse.Namespace(seed=7)).seed == 7
+    assert Protocol.from_args(argparse.Namespace(fake_clock=100.0)).seed == 0
+    assert Plan.from_dict(Plan(seed=12345).to_dict()).seed == 12345 and "seed" not in Plan().to_dict()
+    # a real run (no fake clock): its plan carries the seed it drew; --seed N is recorded as given
+    real = ["run", "syscall.null", "-p", "1", "-n", "1", "-w", "0", "--target-ms", "1", "--no-progress", "--no-store",
+            "--json", "-"]
+    got = []
+    for extra in ([], [], ["--seed", "42"]):
+        cp = run_cli(*real, *extra)
+        assert cp.returncode == 0, cp.stderr
+        got.append(json.loads(cp.stdout[:cp.stdout.rindex("}") + 1])["plan"]["seed"])
+    assert got[0] != got[1] and got[2] == 42

@@ -25,7 +25,8 @@ def test_audit_quick_runs_and_prints_its_tables():
     assert cp.returncode == 0, cp.stderr
     out = cp.stdout
     for section in ("== Fixed design (ab -p N)", "== Power:", "== Sequential design (ab)", "== Stored runs (compare)",
-                    "== Series (series)", "== The smallest p", "== Targets:"):
+                    "== Series (series)", "== Issue 37: the sequential default", "== Issue 37: an order effect",
+                    "== Issue 37: the `bimodal` flag", "== Issue 37: 16 benchmarks", "== The smallest p", "== Targets:"):
         assert section in out, (section, out)
     rows = out.splitlines()
     # every scenario and size of the fixed design, each with a verdict on its targets
@@ -44,7 +45,7 @@ def test_audit_quick_runs_and_prints_its_tables():
 
 def test_audit_is_seeded():
     # the same output whatever the number of workers: each cell has its own seed
-    argv = ("--reps", "4", "--seq-reps", "2", "--series-reps", "2", "--resamples", "50")
+    argv = ("--reps", "4", "--seq-reps", "2", "--series-reps", "2", "--pw-reps", "2", "--resamples", "50")
     one, two = _run(*argv, "--workers", "1"), _run(*argv, "--workers", "2")
     assert one.returncode == 0, one.stderr
     strip = [x for x in one.stdout.splitlines() if not x.rstrip().endswith(" s")]

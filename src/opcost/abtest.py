@@ -4,16 +4,20 @@ This module owns the "real or noise" decision of docs/statistics.md. The unit of
 analysis is the per-process median (one float per probe process, ns per op)
 of arm A and arm B of one benchmark; batches are never pooled here.
 
-- estimate and test (issue 25, test_and_estimate): paired rounds (10 or
-  more complete rounds of an interleaved run) by Wilcoxon's signed-rank
-  test on per-round log ratios with the Hodges-Lehmann estimate and its
-  exact interval; otherwise the Hodges-Lehmann shift of log times with
-  Moses' interval, tested by min(p_MWU, p_KS) calibrated by permutation
-  (twice the smaller with ties). The ratio of medians B/A with its
+- estimate and test (issue 25, test_and_estimate): with 6 or more complete
+  rounds of an interleaved run, the Hodges-Lehmann estimate of the
+  per-round log ratios and its exact signed-rank interval; with 10 or more
+  (and, in the sequential design, a floor the look's level can use) the
+  paired min-p test (signed-rank and rank sum, swapped within rounds);
+  otherwise the Hodges-Lehmann shift of log times with Moses' interval,
+  tested by min(p_MWU, p_KS) calibrated by permutation (twice the smaller
+  with ties). The ratio of medians B/A with its
   percentile-bootstrap CI stays beside it (the JSON contract);
 - threshold: delta, default 2%, fixed (aa_noise is information only);
-- verdicts (verdict()): same/negligible only with the whole CI inside
-  +/- delta, slower/faster significant with the whole CI clearing delta;
+- verdicts (verdict(), the fixed design): same/negligible only with the
+  whole CI inside +/- delta, slower/faster significant with the whole CI
+  clearing delta; the sequential design's graded_verdict (issue 37):
+  slower/faster significant at 1% with the estimate beyond delta;
 - many benchmarks: Holm-Bonferroni across the benchmarks of one report, and
   the geometric mean of the ratios;
 - an inconclusive one says how many processes per arm would likely decide
@@ -470,11 +474,15 @@ def p_floor(n_a: int, n_b: int, paired: bool = False) -> float:
     return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
 
 
-def test_and_estimate(a, b, rounds=None, conf: float = 0.95) -> dict:
+def test_and_estimate(a, b, rounds=None, conf: float = 0.95, paired_floor_max: float | None = None) -> dict:
     """The test and the estimate the verdict uses, paired when the rounds
     pair the processes (pairs_of) and there are at least PAIRED_MIN of them,
-    else unpaired (see above). Returns {"paired", "test", "p", "estimate"
-    (a ratio B/A), "ci95_estimate", "estimator", "n_pairs"?, "note"?}."""
+    else unpaired (see above). paired_floor_max: the paired test only when
+    its smallest p (p_floor) is at most this (the sequential design: Holm
+    over the report's benchmarks must be able to reach the look's level;
+    issue 37), else the unpaired test beside the paired interval. Returns
+    {"paired", "test", "p", "estimate" (a ratio B/A), "ci95_estimate",
+    "estimator", "n_pairs"?, "note"?}."""
     a, b = _arm(a, "A"), _arm(b, "B")
     pr = pairs_of(a, b, rounds)
     out: dict = {}
@@ -483,7 +491,8 @@ def test_and_estimate(a, b, rounds=None, conf: float = 0.95) -> dict:
         est, ci = paired_hl(d, conf)
         out["estimator"] = "Hodges-Lehmann of per-round log ratios (signed-rank interval)"
         out["estimate"], out["ci95_estimate"] = math.exp(est), None if ci is None else [math.exp(x) for x in ci]
-        if pr[0].size >= PAIRED_MIN:
+        n = int(pr[0].size)
+        if n >= PAIRED_MIN and (paired_floor_max is None or p_floor(n, n, True) <= paired_floor_max):
             out["paired"], out["n_pairs"] = True, int(d.size)
             if np.all(d == 0):
                 out.update(test="paired min-p", p=1.0, note="every round's A and B are identical")
@@ -492,7 +501,8 @@ def test_and_estimate(a, b, rounds=None, conf: float = 0.95) -> dict:
                 out.update(test=f"paired min-p: Wilcoxon signed-rank and rank sum, swapped within rounds ({method})",
                            p=min(1.0, p))
             return out
-        # 6-9 rounds: the paired interval, the unpaired test (the paired p's floor is 2 / 2^n)
+        # 6-9 rounds, or a paired floor too high for the family: the paired
+        # interval, the unpaired test (the paired p's floor is 2 / 2^n)
         unpaired = test_and_estimate(a, b, None, conf)
         out.update(paired=False, test=unpaired["test"], p=unpaired["p"])
         if "note" in unpaired:
@@ -550,13 +560,6 @@ def aa_noise(a, b) -> float:
     if a.size < 2 or b.size < 2:
         return 0.0
     return robust_cv(a, b) * math.sqrt(1 / a.size + 1 / b.size) * MEDIAN_EFFICIENCY
-
-
-def effective_delta(delta: float, a, b) -> float:
-    """The threshold before issue 25: delta, never below twice the measured
-    A/A noise. No verdict uses it any more (a widened delta let a noisy run
-    read `same`); kept for readers of old documents and the audit."""
-    return max(float(delta), 2 * aa_noise(a, b))
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -679,6 +682,35 @@ def verdict(ratio: float, ci: list[float] | None, p_adj: float, delta_eff: float
     return "same" if inside else "inconclusive"
 
 
+def graded_verdict(estimate: float, ci: list[float] | None, p_adj: float, delta: float, level: float) -> str:
+    """The sequential design's verdict (issue 37), B relative to A:
+
+    - slower / faster: significant (Holm-adjusted p under the look's level,
+      the design's alpha 1%) and the estimate beyond +/- delta; whether the
+      CI clears delta too is said beside it (beyond_delta, and the CI's near
+      end), as Pinpoint and benchstat give an estimate with its interval;
+    - negligible / same: the whole CI inside +/- delta (significant or not);
+    - inconclusive: anything else.
+
+    Error rates (validation/stats/audit.py, docs/statistics.md): an A/A is
+    called slower/faster at most alpha (1%) by construction (Pocock
+    spending, Holm); a true effect of exactly delta is called slower about
+    half the time (its estimate lies beyond delta half the time): a
+    `slower` says "B costs more, most likely by more than delta", and
+    `beyond_delta` says when that is shown at the CI's confidence."""
+    if ci is None:
+        return "inconclusive"
+    inside = 1 - delta <= ci[0] and ci[1] <= 1 + delta
+    significant = p_adj < level
+    if significant and estimate > 1 + delta:
+        return "slower"
+    if significant and estimate < 1 - delta:
+        return "faster"
+    if inside:
+        return "negligible" if significant else "same"
+    return "inconclusive"
+
+
 def beyond_delta(ci: list[float] | None, delta: float) -> bool:
     """The whole CI clears 1 +/- delta: the difference is shown to be at
     least delta (a slower/faster claim "beyond delta")."""
@@ -686,7 +718,7 @@ def beyond_delta(ci: list[float] | None, delta: float) -> bool:
 
 
 def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
-                 resamples: int = BOOTSTRAP_RESAMPLES, rounds=None) -> dict:
+                 resamples: int = BOOTSTRAP_RESAMPLES, rounds=None, paired_floor_max: float | None = None) -> dict:
     """One benchmark: effect, CI, tests and threshold; no verdict yet (that
     needs the family-wise adjustment across the report, see decide()).
 
@@ -698,7 +730,7 @@ def compare_arms(a, b, *, delta: float = DELTA, seed: int = BOOTSTRAP_SEED,
     a, b = _arm(a, "A"), _arm(b, "B")
     ratio, ci = ratio_ci(a, b, resamples=resamples, seed=seed)
     p = p_value(a, b)
-    te = test_and_estimate(a, b, rounds)
+    te = test_and_estimate(a, b, rounds, paired_floor_max=paired_floor_max)
     out = {
         "n_a": int(a.size),
         "n_b": int(b.size),
@@ -781,6 +813,18 @@ def resolvable(c: dict) -> float | None:
         return None
     hw = half_width(c)
     return None if hw is None else math.expm1(math.log1p(c.get("delta", DELTA)) + _RESOLVE * hw)
+
+
+def resolvable_graded(hw95: float, delta: float, z_level: float, power: float = POWER) -> float:
+    """The smallest relative difference the sequential design's rule
+    (graded_verdict) calls slower/faster with probability `power`, given
+    the 95% half-width hw95 (log scale) the design reaches: its estimate
+    must lie beyond delta (a difference delta + z_power SE) and its test
+    must reach the look's level (a difference (z_level + z_power) SE),
+    SE = hw95 / z_0.975."""
+    zp = float(sps.norm.ppf(power))
+    se = hw95 / 1.959963984540054
+    return math.expm1(max(math.log1p(delta) + zp * se, (z_level + zp) * se))
 
 
 def advice(c: dict, alpha: float = ALPHA) -> dict:

@@ -576,6 +576,11 @@ def _side(runs: list[dict]) -> dict:
     return d
 
 
+# A withheld stored comparison's CI and p (one run on a side): what they are.
+WITHIN_RUNS = ("within the runs: the processes of each side pooled, a run-to-run offset (another boot or hour) "
+               "not in them; not a verdict's CI or p")
+
+
 def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float, switches: dict[str, int],
                          diffs: list) -> dict:
     """Sides of one or more stored runs compared with the run as the unit
@@ -604,8 +609,17 @@ def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float
             entries.append(_runs_entry(k, a, rs[0], rs[1], delta=delta))
             continue
         e = entry(a, b, delta=delta, key=k, switches=switches.get(a["bench"], 0))
+        if "ratio" in e and max(len(rs[0]), len(rs[1])) > 1 and min(len(rs[0]), len(rs[1])) >= 1:
+            # 1 against k (issue 37): every run's processes, not the first run's alone
+            from . import abtest
+
+            pooled = [[m for _, d in side for m in Summary.of(d).process_medians] for side in rs]
+            e.update(abtest.compare_arms(pooled[0], pooled[1], delta=delta))
+            e["runs_pooled"] = [len(rs[0]), len(rs[1])]
         if "ratio" in e:
             e["withheld"] = replicates.unreplicated(max(len(rs[0]), 1), max(len(rs[1]), 1))
+            # its CI and p are within the runs: shown, but not a verdict's (issue 37)
+            e["ci_scope"] = WITHIN_RUNS
         entries.append(e)
         sw += [(e, a, b)]
     entries = _finish_stored(entries)

@@ -68,7 +68,8 @@ opcost.comparison/1
     baseline, builds[], call_overhead), comparisons[] of {bench, key, op, a:
     {params, summary}, b: {params, summary}, ratio (B/A of medians),
     ci95_ratio, change, p_value (min of Mann-Whitney and KS), p_mannwhitney,
-    p_ks, p_adjusted (Holm), aa_noise, delta (effective), verdict
+    p_ks, p_adjusted (Holm), aa_noise, delta (as requested; until issue 25
+    widened to twice the A/A noise), verdict
     (faster|slower|same|negligible|inconclusive, B relative to A; null when
     an arm has no data, with `status`), processes_needed and schedule when
     inconclusive, flags, savings}, summary {geomean_ratio, n, counts}.
@@ -122,6 +123,15 @@ opcost.comparison/1
     level (= sequential.ci_at_level; >= 95% coverage after any stop);
     sequential.ci95_at_look keeps the look's fixed-sample 95% interval;
     design.ci names the interval.
+  issue 37: plan.seed (opcost.result/1), the seed of the run order (a
+    fresh one from the system's entropy unless --seed; 0 with --fake-clock).
+    In a sequential design (design.alpha 0.01): verdict slower/faster is
+    significance at the look's level with the estimate beyond +/- delta
+    (beyond_delta says whether the CI clears it too; it may be false);
+    resolvable_by_stage {stage: the difference the rule calls 80% of the
+    time}; the test at a look is unpaired where the paired test's floor,
+    times the benchmarks, exceeds a quarter of the look's level (look 1).
+    A bimodal flag adds dip_p (Hartigan's dip test).
   issue 25 (stored): a `compare` of stored runs takes several runs a side;
     a / b then also hold runs[] of {run_id, label, created} (run_id, label
     and created stay the first run's); replicates {unit: "run", runs_a,
@@ -247,6 +257,7 @@ class Plan:
     hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
     of: str | None = None          # a fleet record's: the kind of its hosts' runs (variants; none: ab)
     verdict_on: str | None = None  # --verdict-on COUNTER: the verdicts were decided on this counter, not time
+    seed: int | None = None        # the seed of the run order and padding (--seed, else a fresh one; issue 37)
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -262,6 +273,8 @@ class Plan:
             d["of"] = self.of
         if self.verdict_on:
             d["verdict_on"] = self.verdict_on
+        if self.seed is not None:
+            d["seed"] = self.seed
         return d
 
     @classmethod
@@ -275,7 +288,8 @@ class Plan:
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
                    bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []],
                    str(d["of"]) if d.get("of") else None,
-                   str(d["verdict_on"]) if d.get("verdict_on") else None)
+                   str(d["verdict_on"]) if d.get("verdict_on") else None,
+                   int(d["seed"]) if isinstance(d.get("seed"), int) and not isinstance(d.get("seed"), bool) else None)
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -315,7 +329,9 @@ def plan_problem(d: object) -> str | None:
               ("ops", d.get("ops") is None or isinstance(d["ops"], int)),
               ("target", d.get("target") is None or text(d["target"])),
               ("hosts", isinstance(d.get("hosts", []), list) and all(map(text, d.get("hosts") or []))),
-              ("of", d.get("of") is None or text(d["of"]))]
+              ("of", d.get("of") is None or text(d["of"])),
+              ("seed", d.get("seed") is None or (isinstance(d["seed"], int) and not isinstance(d["seed"], bool)
+                                                and 0 <= d["seed"] < 2**32))]
     bad = [k for k, good in checks if not good]
     return f"plan.{bad[0]} is not what a plan holds there (model.Plan)" if bad else None
 

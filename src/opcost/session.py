@@ -67,11 +67,14 @@ class Settings:
         from .redact import redact_argv
 
         # The command line as stored and exported: a --store URL's password masked.
-        return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *redact_argv(argv)],
+        proto = Protocol.from_args(args, **protocol)
+        from dataclasses import replace
+
+        return cls(protocol=proto, kind=kind, argv=["opcost", *redact_argv(argv)],
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
                    label=names.get(labels.NAME), labels=names,
                    exports=exports_of(args), store=args.store, no_store=args.no_store,
-                   progress=not args.no_progress, plan=plan_of(args, kind))
+                   progress=not args.no_progress, plan=replace(plan_of(args, kind), seed=proto.seed))
 
     @property
     def document(self) -> str:

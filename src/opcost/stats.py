@@ -46,8 +46,20 @@ CONTENDED_BATCHES = 0.10
 # normal values (LEVEL_CRITICAL, seeded simulation). A level holds at least
 # LEVEL_MIN_PROCESSES processes (one alone is an outlier), and the levels
 # must lie LEVEL_MIN_REL apart (the default delta): closer levels cannot
-# move a figure by what a reader would act on.
+# move a figure by what a reader would act on. The split test alone answers
+# "not one normal level", so it also fired on one level with a right tail or
+# a flat spread (issue 37: 22-56% and 14-78% of arms at 20-80 processes);
+# the split must also be one of two separate levels: Hartigan's dip test of
+# unimodality (the `diptest` package) rejects one level at LEVEL_DIP_ALPHA
+# (its null is the least favourable unimodal shape, the uniform), or, where
+# the dip has little power (a small level of 2-3 processes in 10-20), the
+# gap between the two groups is at least LEVEL_GAP times the larger of the
+# two groups' own spreads (MAD of logs as an SD): a tail's or a flat
+# spread's best split leaves one group about as wide as the gap (validation/stats/audit.py,
+# docs/statistics.md).
 LEVEL_ALPHA = 0.01
+LEVEL_DIP_ALPHA = 0.01
+LEVEL_GAP = 10.0
 LEVEL_MIN_PROCESSES = 2
 LEVEL_MIN_REL = 0.02
 # outliers inside one of two levels: only in a level of at least this many
@@ -113,7 +125,7 @@ def mad_outliers(xs, k: float = OUTLIER_MADS, min_rel: float = 0.0) -> list[int]
     a = np.asarray(xs, dtype=float)
     if a.size < 3:
         return []
-    lv = levels(a)
+    lv = levels(a, separate=False)   # a split is enough to keep a level's members from being outliers
     groups = [np.asarray(d["processes"]) for d in lv["levels"]] if lv else [np.arange(a.size)]
     out: list[int] = []
     for g in groups:
@@ -183,13 +195,17 @@ def level_critical(n: int) -> float | None:
     return float(LEVEL_CRITICAL[lo] + t * (LEVEL_CRITICAL[hi] - LEVEL_CRITICAL[lo]))
 
 
-def levels(xs) -> dict | None:
+def levels(xs, separate: bool = True) -> dict | None:
     """Two levels of cost among the values (process medians), or None.
 
     The best split of the sorted log values into two groups of at least
     LEVEL_MIN_PROCESSES, kept when its between/within sum-of-squares ratio
-    is beyond the 99% point for one normal level (level_critical) and the
-    two groups' medians lie at least LEVEL_MIN_REL apart. Levels are listed
+    is beyond the 99% point for one normal level (level_critical), the two
+    groups are separate levels (the dip test rejects one level, p under
+    LEVEL_DIP_ALPHA, or their gap is LEVEL_GAP times the wider group's
+    spread; separate=False: not asked, for mad_outliers, which only must
+    not flag a level's members) and the two groups' medians lie at least
+    LEVEL_MIN_REL apart. Levels are listed
     by share, the larger first: {"n", "share", "median_ns", "of_median",
     "processes" (indices)}; `cv_within` is the pooled spread of the logs
     inside the levels (what `cv` would be without them)."""
@@ -204,6 +220,11 @@ def levels(xs) -> dict | None:
     if not stat > crit:
         return None
     k = int(k)
+    dip_p = _dip_p(y)
+    spread = max(_robust_sd(y[:k]), _robust_sd(y[k:]))
+    gap = float(y[k] - y[k - 1])
+    if separate and not (dip_p < LEVEL_DIP_ALPHA or gap >= LEVEL_GAP * spread):
+        return None
     groups = [order[:k], order[k:]]
     meds = [float(np.median(a[g])) for g in groups]
     if meds[1] < (1 + LEVEL_MIN_REL) * meds[0]:
@@ -214,7 +235,23 @@ def levels(xs) -> dict | None:
                        "processes": sorted(int(i) for i in g)} for g, m in zip(groups, meds)]
     lv.sort(key=lambda d: (-d["n"], -d["median_ns"]))
     return {"levels": lv, "statistic": stat if np.isfinite(stat) else None, "critical": crit,
-            "alpha": LEVEL_ALPHA, "cv_within": float(np.sqrt(within / (n - 2)))}
+            "alpha": LEVEL_ALPHA, "dip_p": dip_p, "cv_within": float(np.sqrt(within / (n - 2)))}
+
+
+def _robust_sd(v: np.ndarray) -> float:
+    """A level's own spread: its MAD as an SD (a level's tail does not widen
+    it); of two values, their range over d2 = 1.128."""
+    if v.size > 2:
+        return MAD_SD * float(np.median(np.abs(v - np.median(v))))
+    return float(np.ptp(v)) / 1.128
+
+
+def _dip_p(y: np.ndarray) -> float:
+    """Hartigan's dip test of unimodality on sorted values: its p (the
+    package's table, interpolated)."""
+    import diptest
+
+    return float(diptest.diptest(np.asarray(y, dtype=float), sort_x=False)[1])
 
 
 def _per_op(samples: list[dict], key: str, side: str | None = None) -> float | None:

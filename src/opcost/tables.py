@@ -506,8 +506,10 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         est, ci = verdict_estimate(e)
         on = e.get("decided_on")
         show = (lambda x: f"{x:.3f}") if on else fmt_ns
+        held = bool(e.get("ci_scope"))   # withheld: a CI and p within the runs, in parentheses (issue 37)
+        cell, pc = (f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"), f"{e['p_adjusted']:.2g}"
         rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
-                     f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
+                     f"({cell})" if held and ci else cell, f"({pc})" if held else pc,
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
         mit = e.get("mitigations")
         if mit:
@@ -529,9 +531,6 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         if e.get("p_floor", 0.0) >= 0.05:
             notes.append(f"  {e['key']}: {e['n_a']} and {e['n_b']} processes can give no p under 0.05 (the smallest "
                          f"is {e['p_floor']:.2g}): no difference can be shown at this size")
-        if e["delta"] > doc["delta_requested"] + 1e-12:
-            notes.append(f"  {e['key']}: delta raised from {fmt_pct(doc['delta_requested'])} to {fmt_pct(e['delta'])}: "
-                         "twice the measured A/A noise")
         for f in e.get("flags", []):
             notes.append(f"  {e['key']}: {f['text']}")
         if e.get("withheld"):
@@ -539,6 +538,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         if e.get("runs_needed"):
             notes.append(f"  {e['key']}: inconclusive: about {e['runs_needed']} runs a side would likely decide it")
     notes += [f"  {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
+    if any(e.get("ci_scope") for e in doc["comparisons"]):
+        notes.append("  (CI) and (p) in parentheses: within the runs, not a verdict's")
     out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
     if (doc.get("design") or {}).get("kind") == "sequential":
         out.append(_design_text(doc))

@@ -174,6 +174,57 @@ def sequential_rule(a, b, rounds, delta: float, resamples: int) -> dict:
     return o
 
 
+def sequential_many(arms: list, delta: float, resamples: int) -> list[dict]:
+    """`ab` of several benchmarks without -p: sequential.decide over all of
+    them at once (Holm across them), each entry with the look it settled at."""
+    got, _ = sequential.decide([([int(x) for x in r], list(a), [int(x) for x in r], list(b)) for a, b, r in arms],
+                               delta=delta, rounds=max(len(r) for _, _, r in arms), final=True, resamples=resamples)
+    return [dict(_out(c), look=(c.get("sequential") or {}).get("look"), settled=(c.get("sequential") or {}).get(
+        "settled")) for c in got]
+
+
+def two_levels(xs) -> bool:
+    """The `bimodal` flag of one arm's process medians (stats.levels)."""
+    from opcost import stats
+
+    return stats.levels(list(xs)) is not None
+
+
+def default_seed() -> int:
+    """The seed of the run order a run gets without --seed: Protocol.from_args
+    over no options (before issue 37: 0; after: a fresh one each run)."""
+    from opcost import protocol
+
+    return int(protocol.Protocol.from_args(argparse.Namespace()).seed)
+
+
+def default_seed_is_fresh() -> bool:
+    """Whether runs without --seed get a fresh seed each (the audit then
+    draws those seeds from its own stream, so its output stays seeded)."""
+    return len({default_seed() for _ in range(4)}) > 1
+
+
+def round_orders(seed: int, rounds: int, variants: int = 2) -> list[list[int]]:
+    """The order of each round as the runner draws it (runner.py: one
+    random.Random(seed), shuffled once per round over the variants)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(rounds):
+        order = list(range(variants))
+        rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+def fixed_test(a, b, rounds) -> dict:
+    """The estimate and test of one look (abtest.test_and_estimate) at 95%."""
+    r = [int(x) for x in rounds]
+    te = abtest.test_and_estimate(list(a), list(b), (r, r))
+    return {"estimate": te["estimate"], "ci": te["ci95_estimate"], "p": te["p"]}
+
+
 def _stored_fn():
     """replicates.compare_runs (runs per side) if this opcost has it."""
     fn = getattr(_replicates, "compare_runs", None) if _replicates is not None else None
@@ -372,6 +423,114 @@ def cell_sequential(key: str, name: str, reps: int, seed: int, resamples: int, p
     return r
 
 
+# --- issue 37: power of the sequential default, the order effect, look 1 ---
+
+# (model, true effect): models at delta 2%, normal and log-normal of CV 2%
+# and 3%, and bimodal processes (30% of them on a level at 0.75x)
+PW_MODELS = ("normal2", "normal3", "lognormal2", "lognormal3", "bimodal75")
+PW_CELLS = [(m, e) for m in PW_MODELS for e in (0.0, 0.03)] + [("bimodal75", 0.05)]
+# one process of the default protocol: 3 warm-up + 20 batches of 10 ms, and
+# its start (~20 ms): what a process per arm costs in wall time
+PROCESS_S = 0.25
+ORDER_COST = 0.02       # the first process of a round costs 2% more
+ORDER_ROUNDS = 40
+LOOK1_BENCHES, LOOK1_EFFECT, LOOK1_CV = 16, 0.10, 0.01
+
+
+def _pw_arm(model: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    if model.startswith("normal"):
+        return 1 + float(model[6:]) / 100 * rng.standard_normal(n)
+    if model.startswith("lognormal"):
+        return np.exp(float(model[9:]) / 100 * rng.standard_normal(n))
+    if model == "bimodal75":
+        low = rng.random(n) < 0.30
+        return np.where(low, 0.75, 1.0) * np.exp(0.01 * rng.standard_normal(n))
+    raise ValueError(model)
+
+
+def cell_power(key: str, model: str, effect: float, reps: int, seed: int, resamples: int) -> dict:
+    rng = _rng(seed, key)
+    r: dict = {k: 0 for k in ("slower", "faster", "same", "cov", "cov_n", "beyond")}
+    r["n"] = []
+    for _ in range(reps):
+        a, b = _pw_arm(model, rng, SEQ_ROUNDS), _pw_arm(model, rng, SEQ_ROUNDS) * (1 + effect)
+        o = sequential_rule(a, b, np.arange(SEQ_ROUNDS), DELTA, resamples)
+        r["slower"] += o["verdict"] == "slower"
+        r["faster"] += o["verdict"] == "faster"
+        r["same"] += o["verdict"] in ("same", "negligible")
+        r["n"].append(o["n"])
+        if (c := _covers(o, 1 + effect)) is not None:
+            r["cov"] += c
+            r["cov_n"] += 1
+    r["reps"] = reps
+    return r
+
+
+def cell_order(key: str, which: str, reps: int, seed: int) -> dict:
+    """A/A with a first-in-round cost: 'default' seeds (default_seed(): the
+    code's own), 'seed0' (every run seed 0, as before issue 37)."""
+    rng = _rng(seed, key)
+    r: dict = {"reject": 0, "cov": 0, "cov_n": 0, "bias": []}
+    fresh = which == "default" and default_seed_is_fresh()
+    fixed = default_seed() if which == "default" and not fresh else 0
+    for _ in range(reps):
+        s = int(rng.integers(2**32)) if fresh else fixed
+        a, b = _pw_arm("lognormal2", rng, ORDER_ROUNDS), _pw_arm("lognormal2", rng, ORDER_ROUNDS)
+        first = np.array([o[0] for o in round_orders(s, ORDER_ROUNDS)])
+        a = a * np.where(first == 0, 1 + ORDER_COST, 1.0)
+        b = b * np.where(first == 1, 1 + ORDER_COST, 1.0)
+        o = fixed_test(a, b, np.arange(ORDER_ROUNDS))
+        r["reject"] += o["p"] < 0.05
+        r["bias"].append(math.log(o["estimate"]))
+        if o["ci"] is not None:
+            r["cov"] += o["ci"][0] <= 1 <= o["ci"][1]
+            r["cov_n"] += 1
+    r["reps"] = reps
+    return r
+
+
+LV_SHAPES = ("normal", "tail", "flat", "two")
+LV_NS = (10, 20, 40, 80)
+
+
+def _lv_arm(shape: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """One arm: one level (normal CV 3%; right-tailed: log-normal 2% with 15%
+    of processes slowed by an exponential 15%; flat: uniform +/-5%), or two
+    (70/30 at 0.75x, 1% within)."""
+    if shape == "normal":
+        return 1 + 0.03 * rng.standard_normal(n)
+    if shape == "tail":
+        slow = rng.random(n) < 0.15
+        return np.exp(0.02 * rng.standard_normal(n)) * (1 + np.where(slow, rng.exponential(0.15, n), 0.0))
+    if shape == "flat":
+        return rng.uniform(0.95, 1.05, n)
+    return np.where(rng.random(n) < 0.30, 0.75, 1.0) * np.exp(0.01 * rng.standard_normal(n))
+
+
+def cell_levels(key: str, shape: str, n: int, reps: int, seed: int) -> dict:
+    rng = _rng(seed, key)
+    return {"flagged": sum(two_levels(_lv_arm(shape, rng, n)) for _ in range(reps)), "reps": reps}
+
+
+def cell_look1(key: str, reps: int, seed: int, resamples: int) -> dict:
+    rng = _rng(seed, key)
+    r: dict = {"all1": 0, "settled1": 0, "slower": 0, "benches": 0}
+    for _ in range(reps):
+        arms = []
+        for _ in range(LOOK1_BENCHES):
+            a = 1 + LOOK1_CV * rng.standard_normal(SEQ_ROUNDS)
+            b = (1 + LOOK1_CV * rng.standard_normal(SEQ_ROUNDS)) * (1 + LOOK1_EFFECT)
+            arms.append((a, b, np.arange(SEQ_ROUNDS)))
+        got = sequential_many(arms, DELTA, resamples)
+        at1 = [g["look"] == 1 and g["settled"] not in (None, "last look", "the run ended here") for g in got]
+        r["all1"] += all(at1)
+        r["settled1"] += sum(at1)
+        r["slower"] += sum(g["verdict"] == "slower" for g in got)
+        r["benches"] += len(got)
+    r["reps"] = reps
+    return r
+
+
 def cell_stored(key: str, off: float, runs: int, per: int, reps: int, seed: int, resamples: int, pool: str) -> dict:
     rng, nz = _rng(seed, key), _noise(pool)
     r: dict = {k: 0 for k in ("slower", "faster", "none", "cov", "cov_n", "at_same", "at_slower")}
@@ -436,7 +595,8 @@ def _run(task):
             return pickle.loads(path.read_bytes())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series}[kind](*args)
+        out = {"fixed": cell_fixed, "seq": cell_sequential, "stored": cell_stored, "series": cell_series,
+               "pw": cell_power, "order": cell_order, "look1": cell_look1, "lv": cell_levels}[kind](*args)
     if path is not None:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(pickle.dumps(out))
@@ -543,6 +703,8 @@ def report(results: dict, args, v: Verdicts) -> None:
         _report_stored(results, args, v)
     if ("series", SERIES_FLAT[0], "flat") in results:
         _report_series(results, args, v)
+    if ("pw",) + PW_CELLS[0] in results or ("lv", LV_SHAPES[0], LV_NS[0]) in results:
+        _report_power(results, args, v)
     print("\n== The smallest p the fixed design's test can reach (arms that do not overlap at all)")
     print("  " + "; ".join(f"n={n}: {p:.3f}" + (" (never significant)" if p >= 0.05 else "")
                            for n, p in results["floor"]))
@@ -597,10 +759,10 @@ def _report_sequential(results: dict, args, v: Verdicts) -> None:
         n = r["reps"]
         aa = r["slower"] + r["faster"]
         cell = ("seq", name)
-        ok_aa, ok_cov = judge(aa, n, None, 0.05), _cov(r, 0.99)
+        ok_aa, ok_cov = judge(aa, n, None, 0.05), judge(r["cov"], r["cov_n"], 0.95, None)
         ok_same = judge(r["at_same"], n, None, 0.05)
         v.check(f"sequential {name}: A/A <= 5%", ok_aa, _detail(aa, n), cell)
-        v.check(f"sequential {name}: coverage 93-99% (repeated CI)", ok_cov, _detail(r["cov"], r["cov_n"]), cell)
+        v.check(f"sequential {name}: coverage >= 95% (repeated CI)", ok_cov, _detail(r["cov"], r["cov_n"]), cell)
         v.check(f"sequential {name}: same/negligible at delta <= 5%", ok_same, _detail(r["at_same"], n), cell)
         f20 = results.get(("fixed", name, 20))
         fixed20 = f"{f20['at_slower'] / f20['reps']:5.1%}" if f20 else "  n/a"
@@ -648,8 +810,86 @@ def _report_series(results: dict, args, v: Verdicts) -> None:
               f"{_rate(r['any'], r['reps'])}  {_mean(r['unconf']):>20}")
 
 
+def _report_power(results: dict, args, v: Verdicts) -> None:
+    if ("pw",) + PW_CELLS[0] in results:
+        print(f"\n== Issue 37: the sequential default (ab), delta {DELTA:.0%}, looks 10/20/40, {args.pw_reps} runs a cell; "
+              f"targets: true 3% (normal, log-normal) and true 5% (bimodal 30% at 0.75x) `slower` >= 80%, A/A "
+              f"slower+faster <= 1%, `same`/`negligible` at a true 3% <= 1%, the repeated CI covers >= 95%; wall time: "
+              f"2 x the mean processes per arm x {PROCESS_S} s (a default process), per benchmark")
+        print(f"{'model':<11} {'truth':>6}  {'slower':>14} {'':>5} {'faster':>14}  {'same/negl':>14} {'':>5} "
+              f"{'coverage':>14} {'':>5} {'mean n/arm':>10}  {'wall s':>6}")
+        for model, eff in PW_CELLS:
+            cell = ("pw", model, eff)
+            r = results[cell]
+            n = r["reps"]
+            name = f"power {model} {eff:.0%}"
+            if eff == 0:
+                ok_s = v.check(f"{name}: A/A slower+faster <= 1%", judge(r["slower"] + r["faster"], n, None, 0.01),
+                               _detail(r["slower"] + r["faster"], n), cell)
+                ok_same = "-"
+            else:
+                target = model != "bimodal75" or eff >= 0.05
+                ok_s = v.check(f"{name}: slower >= 80%", judge(r["slower"], n, 0.80, None) if target else "-",
+                               _detail(r["slower"], n), cell)
+                ok_same = v.check(f"{name}: same/negligible <= 1%", judge(r["same"], n, None, 0.01),
+                                  _detail(r["same"], n), cell)
+            ok_cov = v.check(f"{name}: repeated CI covers >= 95%", judge(r["cov"], r["cov_n"], 0.95, None),
+                             _detail(r["cov"], r["cov_n"]), cell)
+            mn = float(np.mean(r["n"]))
+            print(f"{model:<11} {eff:>6.0%}  {_rate(r['slower'], n)} {_mark(ok_s)} {_rate(r['faster'], n)}  "
+                  f"{_rate(r['same'], n)} {_mark(ok_same)} {_rate(r['cov'], r['cov_n'])} {_mark(ok_cov)} "
+                  f"{mn:6.1f} ±{float(np.std(r['n'], ddof=1)) / math.sqrt(n):3.1f}  {2 * mn * PROCESS_S:6.1f}")
+    if ("order", "default") in results:
+        print(f"\n== Issue 37: an order effect (the first process of a round costs {ORDER_COST:.0%} more), A/A, "
+              f"log-normal 2%, {ORDER_ROUNDS} paired rounds, the round orders a run's default seed draws (runner: one "
+              f"random.Random(seed) shuffled each round); targets with default seeds: |bias| <= 0.1%, p < 0.05 <= 5.5%")
+        for which in ("default", "seed0"):
+            cell = ("order", which)
+            if cell not in results:
+                continue
+            r = results[cell]
+            n = r["reps"]
+            b = np.asarray(r["bias"])
+            bias, se = float(np.expm1(b.mean())), float(b.std(ddof=1) / math.sqrt(n))
+            if which == "default":
+                ok_b = "PASS" if abs(bias) <= 0.001 else ("PASS~" if abs(bias) - 0.001 <= Z_MC * se else "FAIL")
+                v.check("order effect, default seeds: |bias| <= 0.1%", ok_b, f"{bias:+.3%} ±{se:.3%} ({n})", cell)
+                ok_r = v.check("order effect, default seeds: rejection <= 5.5%", judge(r["reject"], n, None, 0.055),
+                               _detail(r["reject"], n), cell)
+            else:
+                ok_b = ok_r = "-"
+            label = "default seed" if which == "default" else "seed 0 always"
+            print(f"{label:<14} bias {bias:+.3%} ±{se:.3%} {_mark(ok_b)}  p < 0.05 {_rate(r['reject'], n)} {_mark(ok_r)}  "
+                  f"95% CI covers {_rate(r['cov'], r['cov_n'])}")
+    if ("lv", LV_SHAPES[0], LV_NS[0]) in results:   # --only levels
+        print("\n== Issue 37: the `bimodal` flag (stats.levels) per arm; one level (normal CV 3%; right-tailed: "
+              "log-normal 2% x 15% of processes slowed by an exponential 15%; flat: uniform +/-5%), target <= 2%; "
+              "two levels (70/30 at 0.75x), the detection rate")
+        print(f"{'shape':<8} " + "  ".join(f"{f'n={n}':>20}" for n in LV_NS))
+        for shape in LV_SHAPES:
+            cells = []
+            for n in LV_NS:
+                cell = ("lv", shape, n)
+                r = results[cell]
+                ok = "-" if shape == "two" else v.check(f"bimodal flag on one level, {shape} n={n}: <= 2%",
+                                                        judge(r["flagged"], r["reps"], None, 0.02),
+                                                        _detail(r["flagged"], r["reps"]), cell)
+                cells.append(f"{_rate(r['flagged'], r['reps'])} {_mark(ok)}")
+            print(f"{shape:<8} " + "  ".join(cells))
+    cell = ("look1",)
+    if cell in results:
+        r = results[cell]
+        n = r["reps"]
+        ok = v.check(f"look 1: {LOOK1_BENCHES} benchmarks of {LOOK1_EFFECT:.0%} at CV {LOOK1_CV:.0%} all settled",
+                     judge(r["all1"], n, 1.0, None) if r["all1"] < n else "PASS", _detail(r["all1"], n), cell)
+        print(f"\n== Issue 37: {LOOK1_BENCHES} benchmarks of a true {LOOK1_EFFECT:.0%} at CV {LOOK1_CV:.0%}, one `ab`: "
+              f"all settled at look 1 in {_rate(r['all1'], n)} {_mark(ok)} of runs; benchmarks settled at look 1 "
+              f"{_rate(r['settled1'], r['benches'])}, `slower` {_rate(r['slower'], r['benches'])}")
+
+
 # --only's names -> the cells' kinds.
-SECTIONS = {"fixed": "fixed", "sequential": "seq", "stored": "stored", "series": "series"}
+SECTIONS = {"fixed": "fixed", "sequential": "seq", "stored": "stored", "series": "series", "power": "pw",
+            "levels": "lv"}
 
 
 def _cell_task(key: tuple, args, suffix: str = "", reps_factor: int = 1) -> tuple:
@@ -666,6 +906,16 @@ def _cell_task(key: tuple, args, suffix: str = "", reps_factor: int = 1) -> tupl
     if kind == "stored":
         _, off, runs, per = key
         return ("stored", (f"stored/{off}/{runs}/{per}{suffix}", off, runs, per, args.reps * reps_factor, s, rs, pool))
+    if kind == "pw":
+        _, model, eff = key
+        return ("pw", (f"pw/{model}/{eff}{suffix}", model, eff, args.pw_reps * reps_factor, s, rs))
+    if kind == "order":
+        return ("order", (f"order/{key[1]}{suffix}", key[1], args.reps * 2 * reps_factor, s))
+    if kind == "lv":
+        _, shape, n = key
+        return ("lv", (f"lv/{shape}/{n}{suffix}", shape, n, args.reps * 2 * reps_factor, s))
+    if kind == "look1":
+        return ("look1", (f"look1{suffix}", max(2, args.pw_reps // 10) * reps_factor, s, rs))
     _, name, where = key
     return ("series", (f"series/{name}/{where}{suffix}", name, where, args.series_reps * reps_factor, s, pool))
 
@@ -676,10 +926,13 @@ def tasks(args) -> list:
     keys += [("stored",) + c for c in STORED]
     keys += [("series", name, "flat") for name in SERIES_FLAT]
     keys += [("series", "offset:0.01", where) for where in ("end", "inside")]
+    keys += [("pw", m, e) for m, e in PW_CELLS] + [("order", "default"), ("order", "seed0"), ("look1",)]
+    keys += [("lv", shape, n) for shape in LV_SHAPES for n in LV_NS]
     out = [(k, _cell_task(k, args)) for k in keys]
     # The slow cells first: two workers then end together.
-    order = {"seq": 0, "fixed": 1, "stored": 2, "series": 3}
-    out = [t for t in out if t[1][0] in args.only]
+    order = {"pw": 0, "look1": 0, "seq": 1, "fixed": 2, "stored": 3, "order": 3, "lv": 3, "series": 4}
+    kinds = set(args.only) | ({"order", "look1"} if "pw" in args.only else set())
+    out = [t for t in out if t[1][0] in kinds]
     # Within the fixed design, n=20 (the power rows) first, then the small n.
     size = {20: 0, 6: 1, 10: 2, 40: 3}
     return sorted(out, key=lambda t: (order[t[1][0]], size.get(t[0][2], 0) if t[0][0] == "fixed" else 0))
@@ -706,6 +959,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per fixed-design and stored cell (default 600; quick 100)")
     ap.add_argument("--seq-reps", type=int, help="repetitions per sequential cell (default 300; quick 40)")
     ap.add_argument("--series-reps", type=int, help="series per series cell (default 300; quick 40)")
+    ap.add_argument("--pw-reps", type=int, help="runs per power cell of issue 37 (default 600; quick 20)")
     ap.add_argument("--resamples", type=int, help="bootstrap resamples per comparison (default 1000; quick 300)")
     ap.add_argument("--topups", type=int, help="times a cell outside a target by at most 2 Monte-Carlo SEs is "
                     f"simulated again with {TOPUP_FACTOR}x its repetitions (default 2; quick 0)")
@@ -718,7 +972,7 @@ def main() -> int:
                     "cell and the audited source), so an interrupted run resumes where it stopped")
     ap.add_argument("--src", metavar="DIR", help="the opcost src/ directory to audit (default: this checkout's)")
     args = ap.parse_args()
-    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40),
+    for name, full, quick in (("reps", 600, 100), ("seq_reps", 300, 40), ("series_reps", 300, 40), ("pw_reps", 600, 20),
                               ("resamples", 1000, 300)):
         val = getattr(args, name)
         if val is None:

@@ -108,9 +108,13 @@ def resolvable_line(bench: str, e: dict, delta: float) -> str:
         return f"{bench}: after {n} processes per arm the noise leaves no difference resolvable yet; measuring on"
     import math
 
-    # beyond delta, the part the CI's half-width sets shrinks as 1/sqrt(n)
-    extra = math.log1p(r) - math.log1p(delta)
-    r20, r40 = (math.expm1(math.log1p(delta) + extra / f) for f in (2 ** 0.5, 2))
+    by = e.get("resolvable_by_stage") or {}
+    if "20" in by and "40" in by:   # the sequential rule's own sizing (issue 37)
+        r20, r40 = by["20"], by["40"]
+    else:
+        # beyond delta, the part the CI's half-width sets shrinks as 1/sqrt(n)
+        extra = math.log1p(r) - math.log1p(delta)
+        r20, r40 = (math.expm1(math.log1p(delta) + extra / f) for f in (2 ** 0.5, 2))
     return (f"{bench}: after {n} processes per arm this noise resolves about {r:.1%} (80% of the time; delta "
             f"{delta:.1%}); 20 and 40 per arm: about {r20:.1%} and {r40:.1%}; measuring on")
 
