@@ -43,12 +43,15 @@ def _check(name: str, value: str) -> None:
 
 
 def _where(url: str) -> str:
-    """What identifies a store: its file (resolved), or its URL (password masked)."""
+    """What identifies a store: its file (resolved) for a backend given a path
+    (store.BACKENDS: not whole_url), or its URL (password masked)."""
     from ..redact import redact
+    from ..store import BACKENDS
 
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() == "sqlite":
-        return "sqlite:" + os.path.realpath(os.path.expanduser(rest if sep else url))
+    backend = BACKENDS.get(scheme.lower()) if sep else BACKENDS["sqlite"]
+    if backend is not None and not backend.whole_url:
+        return f"{scheme.lower() if sep else 'sqlite'}:" + os.path.realpath(os.path.expanduser(rest if sep else url))
     return redact(url)
 
 
