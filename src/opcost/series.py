@@ -266,6 +266,52 @@ def read_order(text: str | None, path: str | None) -> tuple[list[str] | None, st
     return vals, how
 
 
+def _check_order(key: str, bench: str, order: list[str] | None, values: set, values_all: set,
+                 notes: list[str]) -> None:
+    """--order against the stored values of KEY (those that measured BENCH:
+    `values`); what is left out, said in `notes`."""
+    if order is not None:
+        missing = [v for v in order if v not in values_all]
+        if missing:
+            raise UsageError(f"--order names {printable(key)}={printable(missing[0])}, which no stored run has; "
+                             f"values of {printable(key)}: {', '.join(printable(v) for v in sorted(values_all))}")
+        other = [v for v in order if v not in values]
+        if other:
+            raise UsageError(f"runs labelled {printable(key)}={printable(other[0])} did not measure "
+                             f"{printable(bench)}; a series follows one benchmark (leave the value out of --order)")
+        left_out = sorted(values - set(order))
+        if left_out:
+            notes.append(f"not in --order, left out: {', '.join(printable(v) for v in left_out)}")
+    else:
+        without = sorted(values_all - values)
+        if without:
+            notes.append(f"runs of {', '.join(printable(v) for v in without)} did not measure {printable(bench)}: left out")
+
+
+def _pool(picked: list, key: str, spec: str, notes: list[str]) -> dict[str, Label]:
+    """The picked runs' processes pooled by their value of KEY, in order."""
+    by_value: dict[str, Label] = {}
+    for e, run, r in picked:
+        v = e["labels"][key]
+        meds = process_medians(r) if r is not None else []
+        if r is None or not meds:
+            notes.append(f"run {e['id']} ({printable(key)}={printable(v)}): "
+                         + ("no variant matching " + printable(spec) if r is None else "no measured process")
+                         + ": left out")
+            continue
+        lb = by_value.setdefault(v, Label(v, created=e.get("created") or ""))
+        lb.medians += meds
+        lb.runs.append(e["id"])
+        lb.run_medians.append(list(meds))
+        lb.flags += label_flags(r, e["id"])
+        params = dict(r.get("params") or {})
+        if lb.params and lb.params != params:
+            notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
+                         "the first run's are shown")
+        lb.params = lb.params or params
+    return by_value
+
+
 def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force: bool) -> tuple[list[Label], list[str], list]:
     """The labels of a stored series: every run labelled KEY=VALUE holding
     BENCH, its one variant matching the parameters named in SPEC, runs of
@@ -287,22 +333,7 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         raise UsageError(f"no run labelled {printable(key)}=... measured {printable(bench)} (they measured: "
                          f"{', '.join(sorted({b for e in everything for b in e.get('benches') or []})) or 'nothing'})")
     notes: list[str] = []
-    if order is not None:
-        missing = [v for v in order if v not in values_all]
-        if missing:
-            raise UsageError(f"--order names {printable(key)}={printable(missing[0])}, which no stored run has; "
-                             f"values of {printable(key)}: {', '.join(printable(v) for v in sorted(values_all))}")
-        other = [v for v in order if v not in values]
-        if other:
-            raise UsageError(f"runs labelled {printable(key)}={printable(other[0])} did not measure "
-                             f"{printable(bench)}; a series follows one benchmark (leave the value out of --order)")
-        left_out = sorted(values - set(order))
-        if left_out:
-            notes.append(f"not in --order, left out: {', '.join(printable(v) for v in left_out)}")
-    else:
-        without = sorted(values_all - values)
-        if without:
-            notes.append(f"runs of {', '.join(printable(v) for v in without)} did not measure {printable(bench)}: left out")
+    _check_order(key, bench, order, values, values_all, notes)
     picked: list[tuple[dict, dict, dict | None]] = []     # (entry, run, its matching result)
     for e in sorted(entries, key=lambda e: (e.get("created") or "", e["id"])):
         v = e["labels"][key]
@@ -317,25 +348,7 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         picked.append((e, run, found[0] if found else None))
     forced = same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force=force,
                           anyway="--force to walk the series anyway")
-    by_value: dict[str, Label] = {}
-    for e, run, r in picked:
-        v = e["labels"][key]
-        meds = process_medians(r) if r is not None else []
-        if r is None or not meds:
-            notes.append(f"run {e['id']} ({printable(key)}={printable(v)}): "
-                         + ("no variant matching " + printable(spec) if r is None else "no measured process")
-                         + ": left out")
-            continue
-        lb = by_value.setdefault(v, Label(v, created=e.get("created") or ""))
-        lb.medians += meds
-        lb.runs.append(e["id"])
-        lb.run_medians.append(list(meds))
-        lb.flags += label_flags(r, e["id"])
-        params = dict(r.get("params") or {})
-        if lb.params and lb.params != params:
-            notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
-                         "the first run's are shown")
-        lb.params = lb.params or params
+    by_value = _pool(picked, key, spec, notes)
     if not by_value and given and not any(r is not None for _, _, r in picked):
         seen = sorted({result_key(r) for _, run, _ in picked for r in run["results"] if r["bench"] == bench})
         raise UsageError(f"no run labelled {printable(key)}=... holds a variant matching {printable(spec)}; "
