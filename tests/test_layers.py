@@ -104,3 +104,104 @@ def test_no_class_over_200_lines_and_no_function_over_80():
     over = _sizes()
     assert not set(over) - STILL_OVER, f"over the limit, split it: {sorted(set(over) - STILL_OVER)}"
     assert not STILL_OVER - set(over), f"no longer over: take them off STILL_OVER: {sorted(STILL_OVER - set(over))}"
+
+
+# --- function-level imports (issue 33) ----------------------------------------------------------
+# A function-level import hides an arrow from the drawing and the contracts; it is kept only where
+# `opcost --help` must not load a module (numpy, scipy, matplotlib, or the whole engine behind a
+# command) or where an optional extra may be missing (psycopg, matplotlib). The stated count per
+# file: the test fails when a file has more (say why in a one-line comment and raise it here) or
+# fewer (lower it here). Total when stated: 269 (294 before issue 33, counted so).
+FUNCTION_LEVEL_IMPORTS = {
+    "abtest.py": 1,
+    "bisect.py": 3,
+    "changepoint.py": 1,
+    "cli.py": 8,
+    "commands/__init__.py": 1,
+    "commands/ab.py": 13,
+    "commands/compare.py": 5,
+    "commands/completion.py": 7,
+    "commands/env.py": 2,
+    "commands/export.py": 5,
+    "commands/fleet.py": 22,
+    "commands/history.py": 6,
+    "commands/import_.py": 5,
+    "commands/list_.py": 1,
+    "commands/probe.py": 1,
+    "commands/report.py": 13,
+    "commands/run.py": 4,
+    "commands/series.py": 13,
+    "commands/show.py": 10,
+    "commands/store.py": 8,
+    "commands/variants.py": 10,
+    "comparison.py": 28,
+    "counters.py": 1,
+    "docschema.py": 2,
+    "env.py": 2,
+    "fleet.py": 5,
+    "formats/go.py": 1,
+    "formats/html.py": 14,
+    "formats/markdown.py": 6,
+    "formats/text.py": 5,
+    "interrupts.py": 1,
+    "model.py": 4,
+    "present.py": 5,
+    "probe.py": 2,
+    "progress.py": 2,
+    "protocol.py": 1,
+    "series.py": 1,
+    "stats.py": 1,
+    "store/base.py": 3,
+    "store/postgresql.py": 2,
+    "store/postgresql_schema.py": 2,
+    "store/rows.py": 2,
+    "store/sqlite_schema.py": 2,
+    "summaries.py": 6,
+    "tables.py": 4,
+    "targets/__init__.py": 6,
+    "targets/replay.py": 1,
+    "targets/ssh.py": 6,
+    "targets/transport.py": 1,
+    "targets/vm/guest.py": 2,
+    "targets/vm/initramfs.py": 2,
+    "targets/vm/results.py": 1,
+    "targets/vm/target.py": 2,
+    "transfer.py": 6,
+    "variantcache.py": 1,
+}
+
+# Files whose every function-level import says why, on its line or the line above (a `#` comment):
+# the rest are other engineers' this wave, for the lead to go through after merging.
+REASONED = {"session.py", "series.py", "runner/__init__.py", "runner/driver.py", "runner/plan.py",
+            "runner/results.py", "spec.py", "targets/local.py", "variantbuild.py", "commands/store.py"}
+
+
+def _function_level_imports() -> dict[str, list[int]]:
+    import ast
+
+    src = ROOT / "src" / "opcost"
+    out: dict[str, list[int]] = {}
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        lines = {n.lineno for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        if lines:
+            out[str(path.relative_to(src))] = sorted(lines)
+    return out
+
+
+def test_function_level_imports_are_the_stated_ones():
+    found = {f: len(lines) for f, lines in _function_level_imports().items()}
+    assert found == FUNCTION_LEVEL_IMPORTS, {f: (found.get(f, 0), FUNCTION_LEVEL_IMPORTS.get(f, 0))
+                                             for f in set(found) | set(FUNCTION_LEVEL_IMPORTS)
+                                             if found.get(f, 0) != FUNCTION_LEVEL_IMPORTS.get(f, 0)}
+
+
+def test_each_function_level_import_of_a_reasoned_file_says_why():
+    src = ROOT / "src" / "opcost"
+    silent = []
+    for f, lines in _function_level_imports().items():
+        if f in REASONED:
+            text = (src / f).read_text().splitlines()
+            silent += [f"{f}:{n}" for n in lines if "#" not in text[n - 1] and not text[n - 2].strip().startswith("#")]
+    assert not silent, f"function-level imports without their reason: {silent}"

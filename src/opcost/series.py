@@ -13,14 +13,16 @@ the input is checked first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 
 from .errors import UsageError
-from .model import SERIES_SCHEMA, process_medians, result_key, same_machine
+from .model import SERIES_SCHEMA, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
+from .spec import MIN_LABELS, expand, split_spec
+from .targets.vm.withhold import withhold_emulated_series
 from . import __version__
 
-MIN_LABELS = 3   # changepoint.MIN_LABELS, without importing numpy to check input
 
 
 @dataclass
@@ -53,9 +55,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     if len(labels) < MIN_LABELS:
         raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
                          f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
-    import warnings
-
-    from . import changepoint
+    from . import changepoint   # numpy, scipy, ruptures: when a series is analysed, not when one is read
 
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
@@ -86,7 +86,6 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
                 "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
                 **unconfirmed(c["index"], labels, interleaved)}
 
-    from .targets.vm.withhold import withhold_emulated_series
 
     return withhold_emulated_series({"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
@@ -118,8 +117,6 @@ def unconfirmed(index: int, labels: list[Label], interleaved: bool) -> dict:
 def label_flags(res: dict, run=None) -> list[dict]:
     """A result's summary flags (contended, bimodal, unstable, ...), as the
     series carries them per label; `run`: the stored run they came from."""
-    from .model import Summary
-
     out = []
     for f in Summary.of(res).flags:
         if isinstance(f, dict) and f.get("flag"):
@@ -132,27 +129,9 @@ def label_flags(res: dict, run=None) -> list[dict]:
 
 # --- measured: `series --run SPEC --over PARAM=V1|V2|...` ---------------------------
 
-def parse_over(text: str) -> tuple[str, list[str]]:
-    """`PARAM=V1|V2|...` -> (PARAM, values); values may repeat (a label is
-    a position in the series, its value what it runs)."""
-    name, eq, values = text.partition("=")
-    vals = [v.strip() for v in values.split("|")]
-    if not eq or not name.strip() or any(not v for v in vals):
-        raise UsageError(f"--over {printable(text)}: give PARAM=V1|V2|... (e.g. --over spin=1|1|1|4|4), "
-                         "one value per label, in series order")
-    if len(vals) < MIN_LABELS:
-        raise UsageError(f"--over {printable(text)}: a series needs at least {MIN_LABELS} labels, "
-                         f"not {len(vals)}")
-    return name.strip(), vals
-
-
 def over_variants(spec: str, param: str, values: list[str], target, cpus) -> list:
     """One variant per label: SPEC with PARAM=value; a value repeated gets
     its position in its name, so each label stays its own variant."""
-    from dataclasses import replace
-
-    from .spec import expand, split_spec
-
     bench, given = split_spec(spec)
     if any(k == param for k, _ in given):
         raise UsageError(f"--run {printable(spec)} already sets {param}; --over {param}=... gives its values")
@@ -174,7 +153,6 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env, allow_emulated: bool = False) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
-    from .model import Summary, process_median
 
     for v, r in zip(values, results):
         meds = process_medians(r)
@@ -198,8 +176,6 @@ def stored_series(doc: dict) -> dict | None:
     document every `report` format that takes a series renders. None: any
     other run, one whose plan is not known or does not match its results,
     or one with fewer than 3 labels measured."""
-    from .model import plan_of
-
     plan = plan_of(doc)
     if plan is None or plan.kind != doc.get("kind") or plan.kind != "series":
         return None
@@ -317,8 +293,6 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
     BENCH, its one variant matching the parameters named in SPEC, runs of
     one value pooled; in --order's order or by the time of their first run.
     Returns (labels, notes, env differences that were forced through)."""
-    from .spec import split_spec
-
     bench, given = split_spec(spec)
     everything = store.find_runs(key=key)
     if not everything:
@@ -375,8 +349,6 @@ def _tell_apart(found: list[dict]) -> str:
 
 def stored_document(store, spec: str, key: str, *, order: list[str] | None, order_how: str, delta: float,
                     force: bool, allow_emulated: bool = False) -> dict:
-    from .spec import split_spec
-
     labels, notes, forced = stored_labels(store, spec, key, order, force=force)
     return document(labels, kind="stored", interleaved=False, bench=split_spec(spec)[0], spec=spec, by=key,
                     order=order_how, delta=delta, notes=notes, allow_emulated=allow_emulated,

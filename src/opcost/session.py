@@ -13,19 +13,20 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
+from . import counters, formats, labels, output, targets
 from .console import warn
 from .errors import UsageError
 from .model import Plan
+from .progress import make_progress
 from .protocol import Protocol
-from .spec import Variant
+from .record import Recorder
+from .redact import redact_argv
+from .runner import Outcome, RunOptions, Runner
+from .spec import Variant, cpu_alternatives, expand, parse_over
+from .store import open_store
 from .targets.base import Target
-
-if TYPE_CHECKING:
-    from .record import Recorder
-    from .runner import Outcome
 
 # `opcost run` with no SPEC: one figure for each kind of cost the seeds ask
 # about, about 45 s at the default protocol. The rest of `opcost list`
@@ -60,10 +61,8 @@ class Settings:
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
-        from . import labels
 
         names = labels.parse_all(args.label)
-        from .redact import redact_argv
 
         # The command line as stored and exported: a --store URL's password masked.
         return cls(protocol=Protocol.from_args(args, **protocol), kind=kind, argv=["opcost", *redact_argv(argv)],
@@ -80,7 +79,6 @@ class Settings:
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""
-        from . import formats
 
         if self.no_store and self.store:
             raise UsageError("--store and --no-store contradict each other; give one")
@@ -94,7 +92,6 @@ def plan_of(args, kind: str) -> Plan:
              "variants": lambda: [args.source], "series": lambda: [args.run]}[kind]()
     over = None
     if getattr(args, "over", None) is not None:
-        from .series import parse_over
 
         param, values = parse_over(args.over)
         over = {"param": param, "values": values}
@@ -107,8 +104,6 @@ def plan_of(args, kind: str) -> Plan:
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
     """The settings' plan with what the variants and the target say: the
     sequential design, switches per operation (the probe's table), the target."""
-    from dataclasses import replace
-
     return replace(settings.plan, stages=list(settings.stages), boundary=settings.boundary, target=target.name,
                    switches={v.bench: v.switches for v in variants if v.switches})
 
@@ -117,8 +112,6 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
     """--json FILE (an alias of --export json:FILE) and every --export
     FORMAT:FILE, each checked (format known, path writable; with `document`,
     the format takes that kind of document)."""
-    from . import formats, output
-
     out = []
     if getattr(args, "json", None) is not None:
         output.check_target(args.json)
@@ -135,9 +128,7 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
 def local_target() -> Target:
     """This machine as a target (targets.local_target: one per process, so
     its probe's table and CPU placements are asked once)."""
-    from .targets import local_target
-
-    return local_target()
+    return targets.local_target()
 
 
 def target_of(args, texts: list | tuple = ()) -> Target:
@@ -145,20 +136,16 @@ def target_of(args, texts: list | tuple = ()) -> Target:
     `--target SPEC`, a virtual machine when --kernel or a kernel=/cmdline=
     among `texts` -- the SPECs, arms, --over -- asks for one, docs/kernels.md,
     else this machine); cli.main closes it on the way out."""
-    from .targets import target_of
-
-    return target_of(args, texts)
+    return targets.target_of(args, texts)
 
 
 def counter_plan(text: str | None, target: Target):
     """`--counters` -> a counters.Plan (profiles expanded), or None. Unknown
     names are usage errors; known names the target cannot count are not
     (they come back as <not supported> with the reason)."""
-    from .counters import expand
-
     if text is None:
         return None
-    return expand(text, target.benchmark_table()["counters"], catalog=target.pmu_catalog)
+    return counters.expand(text, target.benchmark_table()["counters"], catalog=target.pmu_catalog)
 
 
 def check_helper_counters(plan, variants: list[Variant], target: Target) -> None:
@@ -178,16 +165,12 @@ def check_helper_counters(plan, variants: list[Variant], target: Target) -> None
 def cpu_option(text: str | None, target: Target) -> list[str] | None:
     """--cpu: one placement `A` or `A,B`, alternatives `A|B`, ranges `A-B`:
     the list of placements (one variant each), or None when not given."""
-    from .spec import cpu_alternatives
-
     return cpu_alternatives(text, target, "--cpu") if text is not None else None
 
 
 def plan_variants(specs: list[str], cpus: list[str] | None, target: Target) -> list[Variant]:
     """Every variant the SPECs name (the default suite without one),
     checked against the target's table; a variant asked for twice is an error."""
-    from .spec import expand
-
     if not specs:
         specs = default_suite(target.benchmark_table(target.host_arch()))
     variants: list[Variant] = []
@@ -220,16 +203,10 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     With settings.stages, `look` decides after each stage whether to go on
     (runner.Runner). `warn` says what happens on the way (the fleet
     prefixes the host)."""
-    from .progress import make_progress
-    from .record import Recorder
-    from .runner import RunOptions, Runner
-
     plan = counter_plan(settings.counters, target)
     check_helper_counters(plan, variants, target)
     store = None
     if not settings.no_store:
-        from .store import open_store
-
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
     opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from . import variantcache, probe
 from .arches import describe_elf, elf_arch
+from .crossprobe import default_cc
 from .errors import UsageError
 from .model import REFERENCE_NAME
 from .spec import Variant
@@ -96,8 +97,6 @@ def compiler_for(cc: str | None, arch: str | None) -> list[str]:
         return check_compiler(cc)
     if arch is None:
         return check_compiler("cc")
-    from .crossprobe import default_cc
-
     try:
         words = default_cc(arch)
     except UsageError as e:

@@ -31,8 +31,9 @@ def add_parser(sub) -> None:
 
 
 def _check(name: str, value: str) -> None:
+    # a command's module is read by `opcost --help`: what it runs is imported when it runs (all below)
     from ..redact import redact
-    from ..safetext import printable
+    from ..safetext import printable   # --help
 
     if not value.strip():
         raise UsageError(f"{name} is empty; give a store path or URL (e.g. ~/.local/share/opcost/opcost.db "
@@ -45,8 +46,8 @@ def _check(name: str, value: str) -> None:
 def _where(url: str) -> str:
     """What identifies a store: its file (resolved) for a backend given a path
     (store.BACKENDS: not whole_url), or its URL (password masked)."""
-    from ..redact import redact
-    from ..store import BACKENDS
+    from ..redact import redact   # --help: the store package is the engine's
+    from ..store import BACKENDS   # --help: sqlite3 and the backends
 
     scheme, sep, rest = url.partition("://")
     backend = BACKENDS.get(scheme.lower()) if sep else BACKENDS["sqlite"]
@@ -65,11 +66,12 @@ def _copied(new: list[str], old: list[str], ids: list[int], where) -> str:
 
 
 def run(args, argv) -> int:
+    # --help reads this module; what the copy runs is imported when it runs
     import sys
 
-    from .. import interrupts
-    from ..console import warn
-    from ..store import open_store
+    from .. import interrupts   # --help
+    from ..console import warn   # --help
+    from ..store import open_store   # --help
 
     if args.store_action is None:
         raise UsageError("give an action: `opcost store copy SRC DST [RUN...]` (opcost store --help)")

@@ -10,6 +10,7 @@ import random
 
 from .. import interrupts, probe
 from ..errors import OpcostError, ProbeError, ProbeTimeout, UsageError
+from ..parallel import common_window, copy_result, place
 from ..spec import Variant
 from ..targets.base import Target
 from .plan import RoundPlan
@@ -29,7 +30,6 @@ def named(msg: str, req: probe.ProbeRequest, v: Variant) -> str:
 class Driver:
     """Starts the probe processes of a run on `target`; `recorder` and
     `progress` (optional) are told of every process and every batch."""
-
     def __init__(self, results: list[VariantResult], opts: RunOptions, target: Target, plan: RoundPlan,
                  warn) -> None:
         self.results = results
@@ -124,8 +124,6 @@ class Driver:
         return None
 
     def parallel_copies(self, vr: VariantResult, rnd: int, idx: int) -> OpcostError | None:
-        from ..parallel import common_window, copy_result, place
-
         v = vr.variant
         cpus, wrapped = place(self.opts.parallel, self.target.allowed_cpus())
         reqs = []

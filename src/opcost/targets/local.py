@@ -18,6 +18,7 @@ import os
 from typing import Iterator
 
 from .. import probe
+from .. import pmu
 from ..env import collect
 
 
@@ -96,8 +97,6 @@ class LocalTarget:
     def pmu_catalog(self):
         """This machine's named PMU events (sysfs, perf list), read once."""
         if not hasattr(self, "_catalog"):
-            from .. import pmu
-
             self._catalog = pmu.load_local()
         return self._catalog
 
