@@ -127,6 +127,13 @@ class BuildProbe(build_py):
             if (dest / f"opcost-probe-{a}").is_file() and vminit.is_file():
                 shutil.copy2(vminit, dest / f"opcost-vminit-{a}")
                 os.chmod(dest / f"opcost-vminit-{a}", 0o755)
+        # the QEMU TCG plugin that counts between the probe's window markers
+        # (probe/plugin/opcount.c): built with the host's compiler beside the host's probe
+        plugin = here / "probe" / f"{out}-count.so"
+        if plugin.is_file():
+            shutil.copy2(plugin, dest / "opcost-count.so")
+        else:
+            print("opcost: the counting plugin was not built (probe/plugin): installing without exact counts")
         src = dest / "src"
         shutil.rmtree(src, ignore_errors=True)
         for f in probe_sources(here / "probe"):
@@ -176,7 +183,7 @@ class BuildProbe(build_py):
 
 def probe_sources(probe: Path) -> list[Path]:
     """What `make -C` needs to build the probe: the Makefile, *.c, *.h, *.S."""
-    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]", "vminit/*.c")
+    patterns = ("*.c", "*.h", "*.S", "lib/*.[ch]", "bench/*.[ch]", "vminit/*.c", "plugin/*.[ch]")
     return [Path("Makefile")] + sorted(p.relative_to(probe) for pat in patterns
                                        for p in probe.glob(pat) if not p.name.endswith("-tiny.c"))  # generated
 

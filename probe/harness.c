@@ -7,10 +7,14 @@
 #include "cpus.h"
 #include "emit.h"
 #include "helper.h"
+#include "marker.h"
 #include "params.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,6 +34,7 @@ struct run {
 	int sched_fd; /* the measuring thread's schedstat, opened once; -1: unavailable */
 	char sched_why[200];
 	double batch_ms; /* one batch as calibrated (0: --iters, not known) */
+	int marking; /* the measured batches (warm-up included): each is a counting window (marker.h) */
 };
 
 /* The loop of a benchmark with nothing but spin_chain(spin) in it; with
@@ -167,6 +172,16 @@ static void helper_sync(struct run *R, struct usage *out, int *valid, int *cpu, 
 	}
 }
 
+/* The benchmark's run of n iterations as one counting window (marker.h).
+ * Every window goes through here, the fixed part's too (harness_run), so
+ * the instructions around the call are the same in each. */
+static __attribute__((noinline)) void marked_run(struct run *R, uint64_t n)
+{
+	MARK(MARK_OPEN);
+	R->ctx.b->run(&R->ctx, n);
+	MARK(MARK_CLOSE);
+}
+
 /* A benchmark with prepare(): every iteration is its own timed segment,
  * prepared outside it. Ticks, wall time, the measuring thread's usage and the
  * counters are summed over the segments only (c0 stays zero, c1 collects the
@@ -180,6 +195,11 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 	memset(&B->c1, 0, sizeof(B->c1));
 	B->raw_ticks = 0;
 	B->wall_ns = 0;
+	/* one counting window per batch, paused while each iteration is prepared */
+	if (R->marking) {
+		MARK(MARK_OPEN);
+		MARK(MARK_PAUSE);
+	}
 	for (uint64_t i = 0; i < B->executed; i++) {
 		if (R->ctx.b->prepare(&R->ctx) != 0)
 			die(EXIT_FAIL, "%s: %s", R->ctx.b->name, R->ctx.err[0] ? R->ctx.err : "prepare failed");
@@ -191,7 +211,11 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		counters_read(&R->cs, &a);
 		uint64_t w = mono_raw_ns();
 		uint64_t t0 = clock_start();
+		if (R->marking)
+			MARK(MARK_RESUME);
 		R->ctx.b->run(&R->ctx, 1);
+		if (R->marking)
+			MARK(MARK_PAUSE);
 		uint64_t t1 = clock_end();
 		B->wall_ns += mono_raw_ns() - w;
 		counters_read(&R->cs, &b);
@@ -213,6 +237,8 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		sum.nvcsw += ub.nvcsw - ua.nvcsw;
 		sum.nivcsw += ub.nivcsw - ua.nivcsw;
 	}
+	if (R->marking)
+		MARK(MARK_CLOSE);
 	*u0 = (struct usage){0, 0, 0, 0};
 	*u1 = sum;
 	B->sched = ssum;
@@ -246,8 +272,14 @@ static void run_batch(struct run *R, uint64_t iters, struct batch *B, int with_a
 	if (R->ctx.b->prepare) {
 		run_prepared(R, B, &u0, &u1);
 	} else {
+		/* The window markers (marker.h) are NOPs on hardware, around the
+		 * benchmark's loop, not in it: a QEMU with the opcount plugin counts
+		 * the instructions between them. */
 		t0 = clock_start();
-		R->ctx.b->run(&R->ctx, B->executed);
+		if (R->marking)
+			marked_run(R, B->executed);
+		else
+			R->ctx.b->run(&R->ctx, B->executed);
 		t1 = clock_end();
 		B->wall_ns = mono_raw_ns() - w0;
 		counters_read(&R->cs, &B->c1);
@@ -392,6 +424,24 @@ static void describe(struct run *R, uint64_t iters, struct run_info *ri)
 					 : R->sched_why;
 }
 
+/* OPCOST_QUIESCE=1 (set by opcost in a guest whose instructions are counted
+ * over all its CPUs): before a measured batch, wait until the reader of our
+ * output (the VM's init) has taken the last lines, then a little more for it
+ * to finish sending them, so that its work is not in the next window. Up to
+ * about a second; never in the timed region, never without the variable. */
+static void quiesce_output(void)
+{
+	struct timespec ms = {0, 1000000};
+	for (int i = 0; i < 1000; i++) {
+		int n = 0;
+		if (ioctl(1, FIONREAD, &n) < 0 || n == 0)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	struct timespec settle = {0, 20000000};
+	nanosleep(&settle, NULL);
+}
+
 int harness_run(const struct run_opts *o, int argc, char **argv)
 {
 	struct run R;
@@ -461,12 +511,30 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 
 	struct batch B;
 	long total = R.o.warmup + R.o.samples;
+	/* OPCOST_COUNTING=1 (opcost runs this probe under QEMU's counting
+	 * plugin): first two windows, the benchmark's run of one iteration and
+	 * of two: their difference is one operation, and one run less it is
+	 * the fixed part every batch's window holds (the call into the loop,
+	 * its set-up); opcost takes that off each batch. */
+	const char *cnt = getenv("OPCOST_COUNTING");
+	if (cnt && cnt[0] == '1') {
+		quiesce_output();
+		marked_run(&R, 1);
+		quiesce_output();
+		marked_run(&R, 2);
+	}
+	R.marking = 1;
+	const char *q = getenv("OPCOST_QUIESCE");
+	int quiesce = q && q[0] == '1';
 	for (long i = 0; i < total; i++) {
 		int warm = i < R.o.warmup;
+		if (quiesce)
+			quiesce_output();
 		run_batch(&R, iters, &B, 1);
 		emit_sample(&ri, warm ? i : i - R.o.warmup, warm, &B);
 		emit_progress(i + 1, total);
 	}
+	R.marking = 0;
 	emit_release();
 	counters_close(&R.cs);
 	if (R.ctx.b->teardown)

@@ -70,6 +70,9 @@ def test_an_empty_probe_newer_than_its_sources_is_rebuilt(tmp_path):
     v = subprocess.run([str(shipped), "version"], capture_output=True, text=True)
     assert v.returncode == 0 and v.stdout.startswith("opcost-probe "), v
     assert stale.stat().st_size > 0      # rebuilt in place: the next build finds it good
+    # the counting plugin (issue 34) and its sources ship beside the probe
+    assert (lib / "opcost" / "_probe" / "opcost-count.so").is_file()
+    assert (lib / "opcost" / "_probe" / "src" / "plugin" / "opcount.c").is_file()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

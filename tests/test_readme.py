@@ -4,15 +4,18 @@
   && opcost run` (test.sh installs opcost with pip from this checkout) and
   `./test.sh` (what .ci/run calls). They are not run here (they install and
   measure the whole suite).
-- Every `$ opcost ...` line of the tour is run, in order, against a private
-  store, with `--fake-clock` where it measures (so nothing depends on this
-  CPU's timing): exit 0, and each line of the output shown under it (up to
-  `notes:`, which depend on the machine's noise; `...` marks what was cut)
-  must have a line of the same shape in the real output: the same words and
-  layout, numbers, units, dates and verdicts aside.
-- The fleet's block runs against the tests' three sshd hosts
-  (tests/sshd_hosts.py) with their --ssh-config added; it skips where sshd
-  cannot start, unless OPCOST_REQUIRE_SSHD=1.
+- The tour's blocks are made by tools/readme_tour.py from today's code (real
+  runs for the timed parts, the fake clock for the rest); here the script
+  makes them again with every measuring command on the fake clock (so
+  nothing depends on this CPU's timing), and each README block must be what
+  it prints, line for line, the figures aside (numbers, units, dates,
+  verdicts of the timed runs, paths, column widths) but not the settings
+  (the delta a verdict was reached under). A block taken from an older
+  opcost, or trimmed by hand, fails.
+- The fleet's block (not made by the script: it needs the tests' hosts) runs
+  against the tests' three sshd hosts (tests/sshd_hosts.py) with their
+  --ssh-config added, each line shown having a line of the same shape in the
+  output; it skips where sshd cannot start, unless OPCOST_REQUIRE_SSHD=1.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import cli_argv, cli_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -143,10 +149,63 @@ def test_tour_has_the_main_tasks():
     assert {"run", "ab", "series", "report", "fleet", "variants"} <= ran, ran
 
 
-def test_tour(tmp_path, probe_bin):
-    steps = [s for b in tour() if not any(a[0] == "fleet" for a, _ in b) for s in b]
-    assert steps
-    run_steps(steps, tmp_path)
+def _delta(line: str) -> str | None:
+    """The delta of an ab or variants table row (a setting, not a figure)."""
+    m = re.search(r"\s(\d+\.\d%)\s+(?:slower|faster|same|negligible|inconclusive)\s*$", line)
+    return m.group(1) if m else None
+
+
+def block_differences(shown: list[str], made: list[str]) -> list[str]:
+    """Where a README block differs from what tools/readme_tour.py made, the
+    figures aside: a line of another shape, another delta, a line more or less."""
+    out = []
+    for i in range(max(len(shown), len(made))):
+        a = shown[i] if i < len(shown) else "(nothing)"
+        b = made[i] if i < len(made) else "(nothing)"
+        if shape(a) != shape(b) or _delta(a) != _delta(b):
+            out.append(f"line {i + 1}:\n  README:  {a}\n  today:   {b}")
+    return out
+
+
+def test_tour_is_what_todays_code_prints(tmp_path, probe_bin):
+    """Every block the script makes, made again on the fake clock, equals
+    the README's, line for line, figures aside."""
+    import readme_tour
+
+    shown = {b[2][0]: b[2] for b in readme_tour.readme_blocks(README.read_text())}
+    made = readme_tour.tour(fake=True, data_home=tmp_path)
+    assert len(shown) == len(made) == len(readme_tour.TOUR), sorted(shown)
+    wrong = {b[0]: block_differences(shown[b[0]], b) for b in made}
+    wrong = {k: v for k, v in wrong.items() if v}
+    assert not wrong, "README blocks not what today's code prints (python3 tools/readme_tour.py --write):\n" + \
+        "\n".join(f"{k}\n" + "\n".join(v) for k, v in wrong.items())
+
+
+# The README's variants block as it was (issue 35): a 4.7x speed-up called
+# `negligible` under a delta "raised by the noise", a rule since retired.
+OLD_VARIANTS = """$ opcost variants docs/examples/div.c -D DIV -D SHIFT -p 6
+...
+benchmark          op               median  95% CI                  min      p90     CV  cycles  user/op  sys/op  cpus  n
+-----------------  --------------  -------  ------------------  -------  -------  -----  ------  -------  ------  ----  -
+-DDIV              opcost_op call  22.6 ns  [11.7 ns, 34.2 ns]  11.0 ns  34.2 ns  51.4%      57   5.5 ns  0.0 ns  1     6
+-DSHIFT            opcost_op call   4.8 ns  [4.4 ns, 6.6 ns]     4.2 ns   6.6 ns  20.1%      12   1.7 ns  0.0 ns  1     6
+(empty opcost_op)  opcost_op call   5.1 ns  [4.3 ns, 6.6 ns]     4.2 ns   6.6 ns  22.5%      13   1.8 ns  0.0 ns  1     6
+...
+benchmark  op                    A       B     B/A  95% CI            p (Holm)  delta  verdict
+---------  --------------  -------  ------  ------  ----------------  --------  -----  ----------
+-DSHIFT    opcost_op call  22.6 ns  4.8 ns  0.2115  [0.1379, 0.4957]    0.0043  90.8%  negligible
+...""".splitlines()
+
+
+def test_the_old_variants_block_is_told_apart():
+    """The check can fail: the old block against today's output (its shape
+    on the fake clock) differs in its delta, the figures alike aside."""
+    today = [ln.replace("90.8%  negligible", "2.0%   same") for ln in OLD_VARIANTS]
+    assert block_differences(today, today) == []
+    diff = block_differences(OLD_VARIANTS, today)
+    assert len(diff) == 1 and "90.8%" in diff[0], diff
+    assert block_differences(OLD_VARIANTS[:-1], OLD_VARIANTS)      # a line less
+    assert block_differences([*OLD_VARIANTS[:4], "notes:", *OLD_VARIANTS[5:]], OLD_VARIANTS)
 
 
 @pytest.mark.xdist_group("sshd-hosts")   # beside test_fleet's hosts, never at once (conftest.py)

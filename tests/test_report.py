@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_argv, cli_env, on_tty
+from mdcheck import check_markdown
 
 REQUIRED = set(filter(None, os.environ.get("OPCOST_REQUIRE_TOOLS", "").split(",")))
 TINY = ["-n", "3", "-w", "1", "--target-ms", "1", "--cpu", "0", "--no-progress"]
@@ -252,6 +253,7 @@ def test_markdown_table_with_a_hostile_label(run_cli):
     assert "(x\\|y &lt;b>\\*z\\*&lt;/b>)" in md.splitlines()[0]
     rows = [ln for ln in md.splitlines() if ln.startswith("|")]
     assert len(rows) == 3 and len({ln.count(" | ") for ln in rows}) == 1, md   # every row has the same cells
+    check_markdown(md)                                                         # and renders so
 
 
 # --- several runs, -o, --force ----------------------------------------------------

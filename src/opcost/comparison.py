@@ -6,6 +6,9 @@ and check their input first."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from .errors import UsageError
 from .model import Comparison, Summary, process_median, result_key
 from .safetext import printable
@@ -183,6 +186,51 @@ def rounds_of(res_a: dict, res_b: dict, ma: list, mb: list):
     return None if ra is None or rb is None else (ra, rb)
 
 
+# --- the figure a comparison decides on: time, or one recorded counter (--verdict-on) ---
+
+_DECIDE_ON: ContextVar[str | None] = ContextVar("opcost_decide_on", default=None)
+
+
+@contextmanager
+def deciding_on(counter: str | None):
+    """Within: every comparison (entry, the sequential looks' arms) decides on
+    `counter`, per process that process's median batch of the counter per op,
+    instead of time; None: on time, as always. The hook that picks the
+    figure: the decision code (abtest, sequential) is the same for both."""
+    token = _DECIDE_ON.set(counter)
+    try:
+        yield
+    finally:
+        _DECIDE_ON.reset(token)
+
+
+def decided_counter() -> str | None:
+    """The counter the comparisons decide on now (deciding_on), or None: time."""
+    return _DECIDE_ON.get()
+
+
+def counter_median(p: dict, counter: str) -> float | None:
+    """One process's figure of `counter` per op: its median batch; for an
+    exact count from the emulator its smallest batch (what else runs in a
+    window, a timer interrupt above all, only adds instructions: the
+    smallest window is the operation's own count, exact when one window in
+    the process was clean). None when not counted."""
+    import statistics
+
+    vals = [(s.get("counters") or {}).get(counter) for s in p.get("samples") or []]
+    nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not nums or len(nums) != len(vals):
+        return None
+    exact = any(c.get("name") == counter and c.get("source") == "emulator"
+                for c in (p.get("header") or {}).get("counters") or [])
+    return float(min(nums)) if exact else float(statistics.median(nums))
+
+
+def _figures(res: dict, counter: str) -> list[float]:
+    got = [counter_median(p, counter) for p in res.get("processes") or [] if p.get("samples")]
+    return [v for v in got if v is not None]
+
+
 def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0,
           interleaved: bool = False) -> dict:
     """One benchmark's comparison from two result documents (opcost.result/1
@@ -195,6 +243,9 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
          "a": {"params": res_a.get("params"), "summary": sa.raw},
          "b": {"params": res_b.get("params"), "summary": sb.raw}}
     ma, mb = sa.process_medians, sb.process_medians
+    on = _DECIDE_ON.get()
+    if on is not None:
+        ma, mb = _figures(res_a, on), _figures(res_b, on)
     if len(ma) < 2 or len(mb) < 2:
         why = [f"{arm}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
                for arm, r, m in (("A", res_a, ma), ("B", res_b, mb)) if len(m) < 2]
@@ -203,12 +254,40 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     from . import abtest
 
     e.update(abtest.compare_arms(ma, mb, delta=delta, rounds=rounds_of(res_a, res_b, ma, mb) if interleaved else None))
+    if on is not None:
+        # the absolute difference per op beside the ratio: "+30.000 instructions/op [29.999, 30.001]"
+        d = abtest.counter_ratio(ma, mb)
+        e["decided_on"] = {"counter": on, "a": d["a"], "b": d["b"], "difference": d["difference"],
+                           "ci95_difference": d["ci95_difference"], "source": _source(res_a, on)}
     counted = counters_compared(res_a, res_b)
     if counted:
         e["counters"] = counted
+    va, vb = _vulnerabilities(res_a), _vulnerabilities(res_b)
+    if va is not None and vb is not None:   # guests: which mitigations each arm's kernel reported
+        e["mitigations"] = {"a": va, "b": vb,
+                            "differ": sorted(k for k in set(va) | set(vb) if va.get(k) != vb.get(k))}
     e["flags"] = abtest.arm_flags(sa.raw, sb.raw)
     e["savings"] = savings(sa.raw, sb.raw, switches, res_a.get("processes"), res_b.get("processes"))
     return e
+
+
+def _vulnerabilities(res: dict) -> dict | None:
+    """What a guest's /sys/devices/system/cpu/vulnerabilities/* said (the
+    vm target's first process of this result), or None: not a guest."""
+    for p in res.get("processes") or []:
+        v = (((p.get("header") or {}).get("vm") or {}).get("guest") or {}).get("vulnerabilities")
+        if isinstance(v, dict):
+            return {str(k): str(x) for k, x in v.items()}
+    return None
+
+
+def _source(res: dict, counter: str) -> str:
+    """Where a counter's figures came from: `emulator` (exact) or `perf`."""
+    for p in res.get("processes") or []:
+        for c in (p.get("header") or {}).get("counters") or []:
+            if c.get("name") == counter:
+                return c.get("source") or "perf"
+    return "perf"
 
 
 def counters_compared(res_a: dict, res_b: dict) -> dict:
@@ -310,8 +389,13 @@ def arms(procs_a: list[dict], procs_b: list[dict]):
     """sequential.Arms of one benchmark: the round and per-process median
     (stats.process_stats' median batch, the figure compare works on) of
     every process of A and of B that has samples."""
+    on = _DECIDE_ON.get()
+
     def one(procs):
         kept = [p for p in procs if p.get("samples")]
+        if on is not None:
+            kept = [p for p in kept if counter_median(p, on) is not None]
+            return [p["round"] for p in kept], [counter_median(p, on) for p in kept]
         return [p["round"] for p in kept], [process_median(p["samples"], p.get("header")) for p in kept]
 
     (ra, ma), (rb, mb) = one(procs_a), one(procs_b)
@@ -660,13 +744,15 @@ def stored_comparison(doc: dict) -> dict | None:
             and len(res) == 2 * len(plan.specs)):
         from .targets.vm.withhold import withhold_emulated
 
-        cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
-                           switches=plan.switches)
+        with deciding_on(plan.verdict_on):
+            cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
+                               switches=plan.switches)
         return withhold_emulated(cdoc, plan.allow_emulated)
     if plan.kind == "variants" and plan.delta is not None and res:
         from .targets.vm.withhold import withhold_emulated
 
-        cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
+        with deciding_on(plan.verdict_on):
+            cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
         return withhold_emulated(cdoc, plan.allow_emulated)
     return None
 

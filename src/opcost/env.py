@@ -52,9 +52,12 @@ FILES = ("/proc/cpuinfo", "/proc/cmdline", "/proc/meminfo", "/proc/sys/kernel/pe
          "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/type",
          "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/size",
          "/sys/devices/system/cpu/cpu0/cache/index[0-9]*/shared_cpu_list",
-         "/sys/devices/system/cpu/vulnerabilities/*")
+         "/sys/devices/system/cpu/vulnerabilities/*",
+         "/sys/devices/system/cpu/isolated", "/sys/devices/system/cpu/nohz_full",
+         "/sys/kernel/mm/transparent_hugepage/enabled", "/proc/sys/kernel/randomize_va_space",
+         "/proc/irq/default_smp_affinity", "/proc/irq/[0-9]*/smp_affinity_list")
 DIRS = ("/sys/devices/system/cpu", "/sys/devices/system/cpu/cpu0/cache", "/sys/devices/system/cpu/vulnerabilities",
-        "/sys/bus/event_source/devices")
+        "/sys/bus/event_source/devices", "/proc/irq")
 
 
 def _glob_re(pattern: str) -> re.Pattern[str]:
@@ -211,6 +214,40 @@ def _read(path: str | Path) -> tuple[str | None, str | None]:
         return None, "permission denied"
     except OSError as exc:
         return None, exc.strerror or type(exc).__name__
+
+
+def tree_snapshot(root: str | Path) -> Snapshot:
+    """The files FILES and DIRS list, read under `root` instead of / (a copy
+    of a machine's /sys and /proc, or a test's made-up one): collect(...,
+    snapshot=) then describes that tree; uname is this machine's."""
+    import glob
+
+    root = str(root).rstrip("/")
+    files, dirs = {}, {}
+    for pattern in FILES:
+        for path in glob.glob(root + pattern):
+            try:
+                files[path[len(root):]] = Path(path).read_text(errors="replace")
+            except OSError:
+                continue
+    for d in DIRS:
+        try:
+            dirs[d] = sorted(os.listdir(root + d))
+        except OSError:
+            continue
+    u = os.uname()
+    return Snapshot(files, dirs, (u.machine, u.nodename, u.release, u.version), None, None, source=f"the tree {root}")
+
+
+def cpu_list(text: str | None) -> list[int]:
+    """The CPUs of a kernel CPU list ("0-3,8,10-11"); [] for none or nonsense."""
+    out: list[int] = []
+    for part in (text or "").strip().split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            continue
+        out += range(int(lo), int(hi if sep else lo) + 1)
+    return sorted(set(out))
 
 
 def _file_field(path: str | Path, convert: Callable[[str], Any] = str) -> Field:
@@ -571,6 +608,46 @@ def _pmu() -> Field:
     return _field({"devices": devices, "core": core, "summary": summary}, str(base))
 
 
+# ---- isolation, interrupts, memory, layout -----------------------------------
+
+def _isolation(cmdline: str | None) -> Field:
+    """The CPUs kept from the scheduler (isolcpus=) and the tick (nohz_full=),
+    as the kernel says (sysfs) or, where it does not, the command line."""
+    value: dict[str, Any] = {}
+    for name, key in (("isolated", "isolcpus"), ("nohz_full", "nohz_full")):
+        text, _ = _read(SYS_CPU / name)
+        if text is None:
+            m = re.search(rf"(?:^|\s){key}=(?:[a-z_,]*,)?([0-9][0-9,-]*)", cmdline or "")
+            text = m.group(1) if m else None
+        value[name] = text or ""
+    return _field(value, f"{SYS_CPU}/isolated, nohz_full; /proc/cmdline isolcpus=, nohz_full=")
+
+
+def _irq_affinity() -> Field:
+    """How many interrupts may land on each CPU (their smp_affinity_list),
+    and the affinity new ones get."""
+    base = "/proc/irq"
+    try:
+        irqs = [n for n in _listdir(base) if n.isdigit()]
+    except OSError as exc:
+        return _field(None, base, exc.strerror or "not readable")
+    per_cpu: dict[str, int] = {}
+    for n in irqs:
+        text, _ = _read(f"{base}/{n}/smp_affinity_list")
+        for c in cpu_list(text):
+            per_cpu[str(c)] = per_cpu.get(str(c), 0) + 1
+    default, _ = _read(f"{base}/default_smp_affinity")
+    return _field({"irqs": len(irqs), "per_cpu": dict(sorted(per_cpu.items(), key=lambda kv: int(kv[0]))),
+                   "default_mask": default}, f"{base}/N/smp_affinity_list, {base}/default_smp_affinity")
+
+
+def _thp() -> Field:
+    path = "/sys/kernel/mm/transparent_hugepage/enabled"
+    text, reason = _read(path)
+    m = re.search(r"\[(\w+)\]", text or "")
+    return _field(m.group(1) if m else None, path, reason or "no [choice] in it")
+
+
 # ---- the rest ---------------------------------------------------------------
 
 def _meminfo_total() -> Field:
@@ -646,6 +723,10 @@ def _collect(cpuid: dict | None, probe_info: dict | None, snapshot: Snapshot | N
         ("perf_event_paranoid",
          lambda: _file_field("/proc/sys/kernel/perf_event_paranoid", int)),
         ("pmu", _pmu),
+        ("isolated_cpus", lambda: _isolation(env["kernel_cmdline"]["value"])),
+        ("irq_affinity", _irq_affinity),
+        ("transparent_hugepage", _thp),
+        ("aslr", lambda: _file_field("/proc/sys/kernel/randomize_va_space", int)),
         ("numa_nodes", lambda: _file_field("/sys/devices/system/node/online")),
         ("memory_total_bytes", _meminfo_total),
         ("cpu_caches", _caches),

@@ -216,6 +216,7 @@ class Plan:
     """What a run was asked to do, stored with it (`plan` of opcost.result/1),
     so that `show`, `report`, `compare` and `export` rebuild what the command
     printed from the stored data alone, whatever the command line has become.
+    verdict_on: --verdict-on (a counter decided the verdicts, not time).
     kind: run | ab | variants | series; specs: the SPECs (run), BENCHes (ab),
     SOURCE (variants) or --run SPEC (series); a, b: ab's arms; delta: the
     practical threshold (a fraction, as given: ab raises it to twice the
@@ -245,6 +246,7 @@ class Plan:
     allow_emulated: bool = False   # --allow-emulated: verdicts on a TCG guest's timings were asked for
     hosts: list[str] = field(default_factory=list)   # a fleet record's hosts, in the order given
     of: str | None = None          # a fleet record's: the kind of its hosts' runs (variants; none: ab)
+    verdict_on: str | None = None  # --verdict-on COUNTER: the verdicts were decided on this counter, not time
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "specs": list(self.specs), "a": self.a, "b": self.b, "delta": self.delta,
@@ -258,6 +260,8 @@ class Plan:
             d["hosts"] = list(self.hosts)
         if self.of:
             d["of"] = self.of
+        if self.verdict_on:
+            d["verdict_on"] = self.verdict_on
         return d
 
     @classmethod
@@ -270,7 +274,8 @@ class Plan:
                    d.get("boundary"), [int(n) for n in d.get("stages") or []],
                    {str(k): int(v) for k, v in (d.get("switches") or {}).items()}, d.get("ops"), d.get("target"),
                    bool(d.get("recovered")), bool(d.get("allow_emulated")), [str(h) for h in d.get("hosts") or []],
-                   str(d["of"]) if d.get("of") else None)
+                   str(d["of"]) if d.get("of") else None,
+                   str(d["verdict_on"]) if d.get("verdict_on") else None)
 
 
 def switches_of(*plans: Plan | None) -> dict[str, int]:
@@ -744,6 +749,11 @@ def facts(procs: list[dict]) -> dict:
     reasons = {c["name"]: c["reason"] for h in headers for c in h.get("counters", []) if c.get("reason")}
     if reasons:
         out["counter_reasons"] = reasons
+    # where a counter's values came from, when not perf: {"instructions:u": "emulator: ..."} (emucount.py)
+    sources = {c["name"]: f"{c['source']}: {c.get('how', '')}".rstrip(": ")
+               for h in headers for c in h.get("counters", []) if c.get("source")}
+    if sources:
+        out["counter_sources"] = sources
     return out
 
 

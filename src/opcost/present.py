@@ -142,8 +142,9 @@ def store_name(url: str | None) -> str:
     return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
 
 
-def results_table(results: list[dict], *, color: bool, width: int | None) -> str:
-    """The results table of `run` and of each host of `fleet run` (no colour in it)."""
+def results_table(results: list[dict], *, color: bool, width: int | None, all_notes: bool = False) -> str:
+    """The results table of `run` and of each host of `fleet run` (no colour
+    in it): its notes one line per kind, or all of them (--notes)."""
     from .tables import format_results
 
-    return format_results(results, width=width)
+    return format_results(results, width=width, all_notes=all_notes)

@@ -215,6 +215,7 @@ class ProbeRequest:
     ops: int = 0                    # program: operations in one run (`time --ops N`); 0: the run is the op
     machine: tuple = ()             # the vm target: (("kernel", PATH), ("cmdline", ARGS)) this process boots
     budget_ms: float | None = None  # --budget-ms: this process's share of the run's time budget (budget.py)
+    emulated: tuple = ()            # events counted by QEMU's opcount plugin (emucount.py), not by the probe
 
     def argv(self, check: bool = False) -> list[str]:
         p = self.protocol
@@ -269,6 +270,8 @@ class ProcessResult:
     # per measured sample: (previous line's arrival, its own arrival), seconds from t_ref: the
     # batch ran inside this span (give or take the pipe latency)
     sample_spans: list = field(default_factory=list)
+    count_file: str | None = None   # the opcount plugin's windows (req.emulated), read once the probe exits
+    count_qemu: str = ""            # the QEMU that ran it with the plugin
 
 
 def _failure(rc: int, last_err: str) -> str:
@@ -396,8 +399,25 @@ def _start(req: ProbeRequest, launch=None, wrap=None):
     exe = cmd[-1] if cmd else "over ssh"
     env = dict(os.environ)
     env["OPCOST_PAD"] = "x" * req.pad_bytes
+    count_file = None
+    if req.emulated and cmd:
+        env["OPCOST_COUNTING"] = "1"   # the probe's first window: the fixed part (emucount.inject_windows)
+        # the probe under qemu-ARCH with the counting plugin (emucount.py): its timings are qemu's
+        import tempfile
+
+        from . import emucount
+
+        fd, count_file = tempfile.mkstemp(prefix="opcost-count-", suffix=".jsonl")
+        os.close(fd)
+        try:
+            cmd = emucount.prefix(req.arch or host_arch(), count_file,
+                                  emulator=cmd[0] if len(cmd) > 1 else None) + [cmd[-1]]
+        except BaseException:
+            os.unlink(count_file)
+            raise
     emu = req.emulator or (cmd[0] if len(cmd) > 1 else None)
-    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(emu) if emu else None)
+    res = ProcessResult(pad_bytes=req.pad_bytes, emulator=os.path.basename(emu) if emu else None,
+                        count_file=count_file, count_qemu=cmd[0] if count_file else "")
     t0 = time.monotonic()
     try:
         argv = (wrap or list)([*cmd, *req.argv()]) if launch is None else launch(req, req.argv())
@@ -411,12 +431,30 @@ def _start(req: ProbeRequest, launch=None, wrap=None):
 
 def _collect(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: float, on_line,
              t_ref: float | None = None) -> ProcessResult:
+    try:
+        return _collect_probe(req, proc, res, t0, timeout, on_line, t_ref)
+    finally:
+        if res.count_file:
+            try:
+                os.unlink(res.count_file)
+            except OSError:
+                pass
+
+
+def _collect_probe(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: float, on_line,
+                   t_ref: float | None) -> ProcessResult:
     stderr_chunks: list[bytes] = []
     _pump(proc, res, timeout, t0, stderr_chunks, on_line, t0 if t_ref is None else t_ref)
     res.wall_s = time.monotonic() - t0
     err = b"".join(stderr_chunks).decode(errors="replace").strip()
     last_err = err.splitlines()[-1] if err else ""
     rc = proc.returncode
+    if res.count_file and rc != 0:
+        from . import emucount
+
+        refused = emucount.load_failure(err, res.count_qemu)
+        if refused:
+            raise UsageError(refused)
     if rc == PROBE_EXIT_UNSUPPORTED and res.unsupported is not None:
         return res
     if res.header is not None and res.emulator:
@@ -427,6 +465,11 @@ def _collect(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeout: fl
         raise ProbeError(f"probe failed: {_failure(rc, last_err)}")
     if res.header is None or res.trailer is None:
         raise ProbeError("probe output ended early (header or trailer missing)")
+    if res.count_file:
+        from . import emucount
+
+        emucount.inject(res.header, res.warmup, res.samples, list(req.emulated), res.count_file,
+                        os.path.basename(res.count_qemu), exe=req.command()[-1])
     return res
 
 

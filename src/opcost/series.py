@@ -16,6 +16,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 
+from .comparison import _source, counter_median, decided_counter, deciding_on
 from .errors import UsageError
 from .model import SERIES_SCHEMA, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
@@ -132,6 +133,8 @@ def label_flags(res: dict, run=None) -> list[dict]:
 def over_variants(spec: str, param: str, values: list[str], target, cpus) -> list:
     """One variant per label: SPEC with PARAM=value; a value repeated gets
     its position in its name, so each label stays its own variant."""
+
+
     bench, given = split_spec(spec)
     if any(k == param for k, _ in given):
         raise UsageError(f"--run {printable(spec)} already sets {param}; --over {param}=... gives its values")
@@ -154,11 +157,15 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
 
+    on = decided_counter()   # --verdict-on: the labels' figures are that counter's, per process
     for v, r in zip(values, results):
         meds = process_medians(r)
         procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        if on is not None:
+            procs = [p for p in procs if counter_median(p, on) is not None]
+            meds = [float(counter_median(p, on) or 0.0) for p in procs]
         rounds = [p["round"] for p in procs] if all(isinstance(p.get("round"), int) for p in procs) else []
-        if rounds and [process_median(p["samples"]) for p in procs] != meds:
+        if rounds and on is None and [process_median(p["samples"]) for p in procs] != meds:
             rounds = []   # the summary's medians are not the processes' one to one: no rounds to permute
         if not meds:
             notes.append(f"{param}={v}: {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else "")
@@ -166,8 +173,13 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
             continue
         labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
                             rounds=rounds, boots=Summary.of(r).get("boots")))
-    return document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
-                    order="over", delta=delta, notes=notes, run_id=run_id, env=env, allow_emulated=allow_emulated)
+    exact = on is not None and any(_source(r, on) == "emulator" for r in results)
+    doc = document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
+                   order="over", delta=delta, notes=notes, run_id=run_id, env=env,
+                   allow_emulated=allow_emulated or exact)   # the emulator's counts are not its timings
+    if on is not None:
+        doc["decided_on"] = {"counter": on, "source": "emulator" if exact else "perf"}
+    return doc
 
 
 def stored_series(doc: dict) -> dict | None:
@@ -185,8 +197,10 @@ def stored_series(doc: dict) -> dict | None:
     values = plan.over["values"]
     if len(res) != len(values) or sum(1 for r in res if r.get("processes")) < MIN_LABELS:
         return None
-    return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
-                             run_id=doc["run_id"], env=doc.get("env"), allow_emulated=plan.allow_emulated)
+
+    with deciding_on(plan.verdict_on):
+        return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
+                                 run_id=doc["run_id"], env=doc.get("env"), allow_emulated=plan.allow_emulated)
 
 
 # --- stored: `series BENCH[:PARAMS] --by KEY` ---------------------------------------
@@ -349,6 +363,7 @@ def _tell_apart(found: list[dict]) -> str:
 
 def stored_document(store, spec: str, key: str, *, order: list[str] | None, order_how: str, delta: float,
                     force: bool, allow_emulated: bool = False) -> dict:
+
     labels, notes, forced = stored_labels(store, spec, key, order, force=force)
     return document(labels, kind="stored", interleaved=False, bench=split_spec(spec)[0], spec=spec, by=key,
                     order=order_how, delta=delta, notes=notes, allow_emulated=allow_emulated,

@@ -13,12 +13,16 @@ the target the variants run on (targets/): `target_of(args)` is the one
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from . import counters, formats, labels, output, targets
 from .console import warn
+from .emucount import EVENTS, split
 from .errors import UsageError
 from .model import Plan
+from .pmu import SYSFS, read_sysfs
+from .probe import runs_natively
 from .progress import make_progress
 from .protocol import Protocol
 from .record import Recorder
@@ -98,7 +102,8 @@ def plan_of(args, kind: str) -> Plan:
     delta = getattr(args, "delta", None)
     return Plan(kind=kind, specs=specs, a=getattr(args, "a", None), b=getattr(args, "b", None),
                 delta=delta, over=over, ops=getattr(args, "ops", None),
-                allow_emulated=bool(getattr(args, "allow_emulated", False)))
+                allow_emulated=bool(getattr(args, "allow_emulated", False)),
+                verdict_on=getattr(args, "verdict_on", None))
 
 
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
@@ -145,7 +150,41 @@ def counter_plan(text: str | None, target: Target):
     (they come back as <not supported> with the reason)."""
     if text is None:
         return None
-    return counters.expand(text, target.benchmark_table()["counters"], catalog=target.pmu_catalog)
+    return counters.expand(text, [*target.benchmark_table()["counters"], *EVENTS], catalog=target.pmu_catalog)
+
+
+def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | None, tuple]:
+    """(the probe's --counters list, the events QEMU's counting plugin
+    serves): emucount.split, with the plan's PMU encodings kept."""
+    if plan is None:
+        return None, ()
+    counts_by_emulator = getattr(target, "counts_by_emulator", None)
+    mode = ("user" if target.name == "local" else
+            "system" if counts_by_emulator is not None and counts_by_emulator() else None)
+
+    def perf_counts() -> bool:   # a core PMU in sysfs: perf counts instructions here
+        return any(p.core for p in read_sysfs(os.environ.get("OPCOST_PMU_SYSFS") or SYSFS).values())
+
+    _, emu = split(list(plan.events), mode=mode, target=target.name,
+                   foreign=any(not runs_natively(v.arch or target.host_arch()) for v in variants),
+                   programs=any(v.program for v in variants), perf_counts=perf_counts)
+    if not emu:
+        return plan.probe_list(), ()
+    rest = replace(plan, events=[e for e in plan.events if e not in emu])
+    return (rest.probe_list() or None), tuple(emu)
+
+
+def check_verdict_on(counter: str | None, text: str | None, target: Target) -> None:
+    """--verdict-on names a counter the run records (an event of --counters,
+    profiles expanded, or a derived metric); else one line, exit 2."""
+    if counter is None:
+        return
+    plan = counter_plan(text, target)
+    asked = [*plan.events, *(d.name for d in plan.derived)] if plan else []
+    if counter not in asked:
+        raise UsageError(f"--verdict-on {counter}: not a counter this run records; "
+                         + (f"--counters gives {', '.join(asked)}" if asked else
+                            f"ask for it with --counters (e.g. --counters {counter} --verdict-on {counter})"))
 
 
 def check_helper_counters(plan, variants: list[Variant], target: Target) -> None:
@@ -209,7 +248,8 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     if not settings.no_store:
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
-    opts = RunOptions(protocol=p, counters=plan.probe_list() if plan else None,
+    probe_counters, emulated = counter_split(plan, variants, target)
+    opts = RunOptions(protocol=p, counters=probe_counters, emulated=emulated,
                       derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages,
                       boundary=settings.boundary)
     runner = Runner(variants, opts, target=target, warn=warn, look=look)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 import re
 
 from .safetext import printable
@@ -84,28 +84,33 @@ def _table(rows: list[list[str]], right: set[int], width: int | None = None, dro
     return "\n".join(lines)
 
 
-def format_results(results: list[dict], width: int | None = None) -> str:
+def format_results(results: list[dict], width: int | None = None, all_notes: bool = True) -> str:
     """One line per result (opcost.result/1 `results[]` entries); then
-    counters, flags, unsupported and failed variants under their own headings."""
+    counters, flags, unsupported and failed variants under their own headings.
+    The notes: every note of every benchmark (`all_notes`, what every file
+    format carries), or one line per kind across the benchmarks
+    (group_notes: what a terminal shows unless --notes)."""
     head = ["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "user/op", "sys/op", "cpus", "n"]
     rows = [head]
-    notes, counters, parallel = [], [], []
+    notes: list[Note] = []
+    counters, parallel = [], []
     disturbed, measured = disturbed_rounds(results)
     if disturbed:
         counts = set(disturbed.values())
         which = (f"{'rounds' if len(disturbed) > 1 else 'round'} {', '.join(str(r + 1) for r in disturbed)} "
                  f"{'were' if len(disturbed) > 1 else 'was'} an outlier in {counts.pop()}" if len(counts) == 1 else
                  "rounds " + ", ".join(f"{r + 1} ({n})" for r, n in disturbed.items()) + " were outliers in that many")
-        notes.append(f"  {which} of {measured} benchmarks: the machine was disturbed then, not one benchmark")
+        notes.append(Note("disturbed", "", f"{which} of {measured} benchmarks: the machine was disturbed then, "
+                          "not one benchmark"))
     for r in results:
         s = Summary.of(r)
         name = printable(result_key(r))
         status, reason = r.get("status"), r.get("reason")
         if status in ("unsupported", "failed") and not s.get("n_processes"):
-            notes.append(f"  {name}: {status}: {reason}")
+            notes.append(Note(status, name, f"{name}: {status}: {reason}"))
             continue
         if not s.get("n_processes"):
-            notes.append(f"  {name}: not measured (interrupted)")
+            notes.append(Note("not measured", name, f"{name}: not measured (interrupted)"))
             continue
         user = s.get("user_ns_per_op")
         sys_ = s.get("sys_ns_per_op")
@@ -119,29 +124,31 @@ def format_results(results: list[dict], width: int | None = None) -> str:
                      fmt_pct(s.get("cv")), "-" if cyc is None else f"{cyc:.0f}", user_s, sys_s, _cpus(r),
                      str(s["n_processes"])])
         if s.get("ops_per_iter"):
-            notes.append(f"  {name}: one iteration ({s.get('iteration') or 'several operations'}) = "
-                         f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration")
+            notes.append(Note("iteration", name, f"{name}: one iteration ({s.get('iteration') or 'several operations'}) = "
+                              f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration"))
         if s.get("nominal_ns") is not None:
-            notes.append(f"  {name}: requested {fmt_ns(s['nominal_ns'])}, overshoot {fmt_ns(s['overshoot_ns'])} per op")
+            notes.append(Note("requested", name, f"{name}: requested {fmt_ns(s['nominal_ns'])}, overshoot "
+                              f"{fmt_ns(s['overshoot_ns'])} per op"))
         wall = s.get("median_wall_ns")
         if s.get("figure") not in (None, "wall") and wall and s.get("median_ns") and abs(wall / s["median_ns"] - 1) >= 0.01:
-            notes.append(f"  {name}: wall time {fmt_ns(wall)} ({wall / s['median_ns'] - 1:+.1%}): the median is "
-                         + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
-                            if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
-                         + "; waiting for the CPU is in wall time only (docs/statistics.md)")
+            notes.append(Note("wall time", name, f"{name}: wall time {fmt_ns(wall)} ({wall / s['median_ns'] - 1:+.1%}): the median is "
+                              + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
+                                 if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
+                              + "; waiting for the CPU is in wall time only (docs/statistics.md)",
+                              wall / s["median_ns"] - 1))
         bt = s.get("boots")
         if bt:
             share = bt.get("between_share")
-            notes.append(f"  {name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
-                         f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
-                         f"{fmt_pct(bt['between_boot_mad'])}; "
-                         + ("-" if share is None else f"{share:.0%}") + " of the variance between boots")
+            notes.append(Note("boots", name, f"{name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
+                              f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
+                              f"{fmt_pct(bt['between_boot_mad'])}; "
+                              + ("-" if share is None else f"{share:.0%}") + " of the variance between boots", share))
         for f in s.get("flags", []):
             if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
                 continue   # said once above, for the whole run
-            notes.append(f"  {name}: {f['flag']}: {f['detail']}")
+            notes.append(Note(f["flag"], name, f"{name}: {f['flag']}: {f['detail']}", _flag_value(f, s)))
         if status == "failed":
-            notes.append(f"  {name}: failed after {s['n_processes']} process(es): {reason}")
+            notes.append(Note("failed", name, f"{name}: failed after {s['n_processes']} process(es): {reason}"))
         if s.get("counters"):
             counters.append(format_counters(name, s))
         par = r.get("parallel") or s.get("parallel")
@@ -158,9 +165,114 @@ def format_results(results: list[dict], width: int | None = None) -> str:
     if parallel:
         out.append("parallel copies (throughput = operations / wall time of the batches run while all copies measured; efficiency = per-copy throughput "
                    "over one copy alone, paired per round):\n" + "\n".join(parallel))
-    if notes:
-        out.append("notes:\n" + "\n".join(notes))
+    if notes and all_notes:
+        out.append("notes:\n" + "\n".join("  " + n.text for n in notes))
+    elif notes:
+        out.append(group_notes(notes, measured))
     return "\n\n".join(out)
+
+
+class Note(NamedTuple):
+    """One note of one benchmark: its kind (a flag's name, "wall time",
+    "failed", ...), the benchmark, the line --notes prints, and the figure
+    its kind is ranged by across benchmarks (None: none)."""
+    kind: str
+    name: str
+    text: str
+    value: float | None = None
+
+
+def _flag_value(f: Mapping, s: Mapping) -> float | None:
+    """The figure a flag's grouped line gives the range of: the CV of
+    `unstable`, the share lost of `contended`, the batches of `steal` or
+    `migrations`, the processes of `outliers` or of `no steady state`."""
+    if f["flag"] == "unstable":
+        return s.get("cv")
+    if f["flag"] == "contended":
+        return f.get("lost_share")
+    if f["flag"] == "outliers":
+        return float(len(f.get("processes") or [])) or None
+    if f["flag"] == "bimodal":
+        return float(len(f.get("levels") or [])) or None
+    m = re.match(r"(?:first batches \S+ slower in )?(\d+) of \d+", f.get("detail") or "")
+    return float(m.group(1)) if m else None
+
+
+# Each kind's grouped line, in the order of how much it changes the reading
+# of the table: (kind, its title, its figure's range as text ({} the range),
+# how the range is written, the one thing to do). A kind not listed (a new
+# flag) comes last, with its count and names.
+_KINDS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("failed", "failed", "", "", "why: --notes"),
+    ("unsupported", "unsupported here", "", "", "why: --notes"),
+    ("not measured", "not measured", "", "", "interrupted before their first process"),
+    ("emulated", "emulated", "", "", "the timings are the emulator's: use them for correctness only"),
+    ("disturbed", "disturbed", "", "", ""),
+    ("bimodal", "bimodal", "{} levels", "n", "the processes fall on separate levels and the median is one of "
+     "them: the shares with --notes; re-run to see which level is usual"),
+    ("unstable", "unstable (CV > 5%)", "CV {}", "pct", "more processes (-p), or a quieter machine (opcost env --check)"),
+    ("contended", "contended", "{} of the measured time lost waiting for the CPU", "pct",
+     "other tasks ran on the measuring CPU; the figures leave that waiting out, wall time includes it; a quieter "
+     "machine or an isolated CPU: opcost env --check"),
+    ("steal", "steal", "{} batches each", "n", "the hypervisor took the CPU: a dedicated host or vCPU "
+     "(opcost env --check)"),
+    ("migrations", "migrations", "{} batches each off the pinned CPU", "n",
+     "something moved the probe off its CPU: check cpusets and --cpu"),
+    ("no steady state", "no steady state", "{} processes each slow to start", "n", "raise --warmup"),
+    ("outliers", "outliers", "{} processes each", "n", "lone processes off the median, which is robust to them"),
+    ("multiplexed", "multiplexed", "", "", "counters shared the PMU and were scaled: ask for fewer"),
+    ("wall time", "wall time differs", "{} over the figure", "spct",
+     "the median leaves out the waiting for a CPU (docs/statistics.md)"),
+    ("boots", "boots", "{} of the variance between boots", "pct", "per boot: --notes"),
+    ("iteration", "several operations an iteration", "", "", "per iteration: --notes"),
+    ("requested", "requested duration", "", "", "overshoot per op: --notes"),
+)
+# Kinds that are the machine's noise: on nearly every benchmark, said once
+# as a property of the machine.
+_MACHINE_KINDS = {"unstable", "contended", "steal", "migrations", "no steady state", "outliers"}
+
+
+def _range(vals: list[float], how: str) -> str:
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if how == "pct":
+        return fmt_pct(lo) if lo == hi else f"{lo * 100:.1f}-{hi * 100:.1f}%"
+    if how == "spct":
+        return f"{lo:+.1%}" if lo == hi else f"{lo:+.1%} to {hi:+.1%}"
+    return f"{lo:.0f}" if lo == hi else f"{lo:.0f}-{hi:.0f}"
+
+
+def group_notes(notes: list[Note], measured: int) -> str:
+    """The notes one line per kind, most telling first (the machine's
+    noise, when a noise kind is on nearly every benchmark: at least 3, and
+    80% of those measured, said once as a property of the machine): how
+    many benchmarks a kind is on (named when at most three), the range of
+    its figure, and the one thing to do. A kind on one benchmark is that
+    benchmark's note as --notes prints it."""
+    by_kind: dict[str, list[Note]] = {}
+    for n in notes:
+        by_kind.setdefault(n.kind, []).append(n)
+    spec = {k[0]: k[1:] for k in _KINDS}
+    lines: list[tuple[float, str]] = []
+    for kind, group in by_kind.items():
+        rank = [k[0] for k in _KINDS].index(kind) if kind in spec else len(_KINDS)
+        names = list(dict.fromkeys(n.name for n in group if n.name))
+        if len(group) == 1:
+            lines.append((rank, group[0].text))
+            continue
+        title, figure, how, todo = spec.get(kind, (kind, "", "", "see --notes"))
+        span = _range([n.value for n in group if n.value is not None], how)
+        of = max(measured, len(names))
+        machine = kind in _MACHINE_KINDS and len(names) >= 3 and len(names) >= 0.8 * of
+        line = (f"this machine: {title} in {len(names)} of {of} benchmarks" if machine else
+                f"{title}: {len(names)} of {of} benchmarks" + (f" ({', '.join(names)})" if len(names) <= 3 else ""))
+        if span == "1":      # "1 process each", not "1 processes each"
+            figure = figure.replace("processes", "process").replace("batches", "batch")
+        line += (", " + figure.format(span) if figure and span else "") + (f"; {todo}" if todo else "")
+        lines.append((4.5 if machine else rank, line))
+    return (f"notes (one line per kind; all {len(notes)}, per benchmark: --notes, and every export):\n"
+            + "\n".join("  " + ln for _, ln in sorted(lines, key=lambda x: x[0])))
 
 
 def disturbed_rounds(results: list[dict]) -> tuple[dict[int, int], int]:
@@ -198,6 +310,7 @@ def format_counters(name: str, s: Mapping) -> str:
 
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
+    sources = s.get("counter_sources", {})
     running = s.get("counters_running", {})
     events: list[str] = []
     mods: list[str] = []
@@ -208,7 +321,9 @@ def format_counters(name: str, s: Mapping) -> str:
             events.append(base)
         if mod not in mods:
             mods.append(mod)
-        if isinstance(v, (int, float)):
+        if isinstance(v, (int, float)) and full in sources:
+            cell = f"{v:.3f}" if v else "0"    # exact counts: the window's fixed part shows in the 3rd decimal
+        elif isinstance(v, (int, float)):
             cell = _num(v) + ("*" if full in running else "")
         else:
             cell = "n/s" if v == "<not supported>" else "n/c" if v == "<not counted>" else str(v)
@@ -221,6 +336,12 @@ def format_counters(name: str, s: Mapping) -> str:
     notes = []
     for full, frac in running.items():
         notes.append(f"{full}: multiplexed ({frac:.0%} running), value scaled by time enabled/running")
+    by_source: dict = {}
+    for full, how in sources.items():
+        if full in vals:
+            by_source.setdefault(how, []).append(full)
+    for how, names in by_source.items():
+        notes.append(f"{', '.join(display_name(n) for n in names)}: exact, from the {how}")
     by_reason: dict = {}
     for full, why in reasons.items():
         tag = "<not supported>: " if vals.get(full) == "<not supported>" else ""
@@ -373,9 +494,23 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
             notes.append(f"  {e['key']}: {e['status']}")
             continue
         est, ci = verdict_estimate(e)
-        rows.append([e["key"], e["op"], fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
+        on = e.get("decided_on")
+        show = (lambda x: f"{x:.3f}") if on else fmt_ns
+        rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-", f"{e['p_adjusted']:.2g}",
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
+        mit = e.get("mitigations")
+        if mit:
+            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
+                         + ("the same in A and B" if not mit["differ"] else "; ".join(
+                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+        if on:
+            d, dci = on["difference"], on.get("ci95_difference")
+            notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
+                         + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
+                         + f"): A {on['a']:.3f}, "
+                         f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
+                         + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
         if e["verdict"] == "inconclusive" and "processes_needed" in e:
             need = e.get("processes_needed")
             sched = e.get("schedule")
@@ -578,7 +713,8 @@ def rel_path(p: str) -> str:
         return str(p)
 
 
-def format_variants(doc: dict, results: list[dict], color: bool = False, width: int | None = None) -> str:
+def format_variants(doc: dict, results: list[dict], color: bool = False, width: int | None = None,
+                    all_notes: bool = True) -> str:
     """`opcost variants`: how the builds were made and run, their table, the
     call overhead (op mode), and each build compared with the first."""
     from .model import REFERENCE_NAME
@@ -606,7 +742,7 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         head += (f"\none row per build and machine ({len(info['machines'])} machines, each boot in QEMU the unit); "
                  + ("the build on each machine is compared with it on the first" if info.get("compared") ==
                     "across machines" else "each machine's builds are compared with that machine's first"))
-    out = [head, format_results(results, width)]
+    out = [head, format_results(results, width, all_notes)]
     ovh = info.get("call_overhead")
     if ovh and ovh.get("median_ns") is not None:
         net = ", ".join(f"{b['name']} {fmt_ns(b.get('net_median_ns'))}" for b in info["builds"])

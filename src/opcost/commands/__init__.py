@@ -89,6 +89,12 @@ def add_store_option(g) -> None:
                    "(default: $XDG_DATA_HOME/opcost/opcost.db)")
 
 
+def add_notes_flag(g) -> None:
+    """--notes: every note of every benchmark under the table, instead of one line per kind."""
+    g.add_argument("--notes", action="store_true", help="print every note of every benchmark under the table "
+                   "(default: one line per kind of note, across the benchmarks; every export carries them all)")
+
+
 def add_json_flag(g) -> None:
     """--json (no FILE): a listing command's answer as JSON on stdout instead of its table."""
     g.add_argument("--json", action="store_true", help="JSON on stdout")

@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     s.add_argument("--a", required=True, metavar="PARAMS", help="variant A (the baseline)")
     s.add_argument("--b", required=True, metavar="PARAMS", help="variant B (verdicts are B relative to A)")
     protocol.add_delta(s)
+    s.add_argument("--verdict-on", metavar="COUNTER", default=None,
+                   help="decide on this recorded counter (one of --counters, e.g. instructions:u) per op instead "
+                   "of time; the absolute difference per op is said beside the ratio (docs/counts.md)")
     s.add_argument("--boundary", choices=protocol.BOUNDARIES, default=None, metavar="|".join(protocol.BOUNDARIES),
                    help="the sequential design's alpha spending (Lan-DeMets): pocock (default; stops sooner at "
                    "the same power) or obf (O'Brien-Fleming: spends almost nothing before the last look); "
@@ -125,7 +128,7 @@ def run(args, argv) -> int:
 
 def _run(args, argv) -> int:
     from .. import session
-    from ..comparison import ab_document
+    from ..comparison import ab_document, deciding_on
     from ..present import present
     from ..tables import format_comparison
 
@@ -136,10 +139,12 @@ def _run(args, argv) -> int:
     pairs = [variant_pair(bench, args.a, args.b, cpus, target) for bench in args.benches]
     if len({p[0].bench for p in pairs}) != len(pairs):
         raise UsageError("a benchmark is named twice; give each once")
+    session.check_verdict_on(args.verdict_on, settings.counters, target)
     look = sequential_look(settings.stages, args.delta) if design(args, settings, len(pairs)) else None
-    m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
-    doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
-                      env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
+    with deciding_on(args.verdict_on):
+        m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
+        doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
+                          env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
     from ..targets.vm.withhold import withhold_emulated
 
     doc = withhold_emulated(doc, args.allow_emulated)

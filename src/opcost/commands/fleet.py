@@ -7,6 +7,8 @@ built here for its architecture, and one table across them likewise."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import os
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from .. import protocol
 from ..console import warn
 from ..errors import UsageError
 from ..safetext import printable
-from . import Parser, add_measure_options
+from . import Parser, add_measure_options, add_notes_flag
 
 HOW = ("Per host: connect with your own ssh (BatchMode, host keys checked, your ~/.ssh/config, agent and "
        "ProxyJump), upload the static probe for its `uname -m` into a private temporary directory, ")
@@ -42,6 +44,7 @@ def add_parser(sub) -> None:
     r.add_argument("specs", nargs="*", metavar="SPEC")
     _host_options(r)
     add_measure_options(r, target=False)   # --hosts says where
+    add_notes_flag(r)
     b = fs.add_parser("ab", help="`opcost ab` on every host, and one table across them (the host as the unit)",
                       description=HOW + "run `opcost ab` there (each host interleaves its own A and B), store "
                       "its run labelled host=NAME and fleet=ID, remove the upload; then one table: per host its "
@@ -136,7 +139,7 @@ def run(args, argv) -> int:
     f.run()
     from ..present import present_fleet, results_table
 
-    return present_fleet(f, settings, results_table)
+    return present_fleet(f, settings, partial(results_table, all_notes=args.notes))
 
 
 def run_ab(args, argv) -> int:

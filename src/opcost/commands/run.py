@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..console import warn
 from ..errors import UsageError
-from . import add_measure_options
+from . import add_measure_options, add_notes_flag
 
 
 def add_parser(sub) -> None:
@@ -14,6 +16,7 @@ def add_parser(sub) -> None:
                        "of every benchmark (cpu=A or cpu=A,B for the measuring side and its helper).")
     s.add_argument("specs", nargs="*", metavar="SPEC")
     add_measure_options(s)
+    add_notes_flag(s)
     s.add_argument("--parallel", default=None, metavar="N",
                    help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
                    "report per-copy and total throughput and scaling efficiency against one copy")
@@ -44,4 +47,4 @@ def run(args, argv) -> int:
                  f"(copy i on CPU {', '.join(map(str, cpus))} in turn); per-copy throughput includes time-sharing")
     m = session.measure(settings, variants, target)
     # the result's exports were written by the recorder during the run
-    return present(m.results, results_table, settings.exports, measured=m)
+    return present(m.results, partial(results_table, all_notes=args.notes), settings.exports, measured=m)

@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     m.add_argument("--run", metavar="SPEC", help="measure the labels of one variant of this benchmark")
     m.add_argument("--over", action="append", metavar="PARAM=V1|V2|...",
                    help="the labels: values of PARAM in series order (once)")
+    m.add_argument("--verdict-on", metavar="COUNTER", default=None,
+                   help="find the change points on this recorded counter (one of --counters) per op instead of "
+                   "time (docs/counts.md)")
     protocol.add_delta(s)
     add_measure_options(s)
     from ..targets.vm_options import add_vm_options
@@ -93,6 +96,9 @@ def _measuring_options(args) -> list[str]:
 
 def run(args, argv) -> int:
     mode = _mode(args)
+    if mode != "measured" and getattr(args, "verdict_on", None):
+        raise UsageError("--verdict-on goes with --run (a measured series: its counters are asked with --counters); "
+                         "a stored series is walked on time")
     return measured(args, argv) if mode == "measured" else stored(args)
 
 
@@ -130,13 +136,17 @@ def measured(args, argv) -> int:
     settings.check()
     target = session.target_of(args, [args.run, args.over])
     variants = over_variants(args.run, param, values, target, session.cpu_option(args.cpu, target))
+    session.check_verdict_on(args.verdict_on, settings.counters, target)
     m = session.measure(settings, variants, target)
     doc = None
     if any(r.get("processes") for r in m.results):
+        from ..comparison import deciding_on
+
         try:
-            doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta,
-                                    run_id=m.recorder.run_id, env=m.recorder.env,
-                                    allow_emulated=args.allow_emulated)
+            with deciding_on(args.verdict_on):
+                doc = measured_document(m.results, values, param=param, spec=args.run, delta=args.delta,
+                                        run_id=m.recorder.run_id, env=m.recorder.env,
+                                        allow_emulated=args.allow_emulated)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
             warn(f"the series was not analysed: {e}")
     code = present(doc, series_table, settings.exports, measured=m)

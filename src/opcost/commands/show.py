@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..safetext import printable
-from . import REFS, add_export_options, add_store_option
+from . import REFS, add_export_options, add_notes_flag, add_store_option
 
 
 def add_parser(sub) -> None:
@@ -11,8 +13,12 @@ def add_parser(sub) -> None:
                        "printed as its comparison, rebuilt from the stored results; a `fleet ab` or `fleet "
                        "variants` record as its table across hosts (--json: its opcost.fleet/1 document).")
     s.add_argument("run", metavar="RUN", help="run id or label")
+    s.add_argument("--functions", nargs="?", type=int, const=15, default=None, metavar="N",
+                   help="where the instructions are: the N functions (default 15) the emulator counted most "
+                   "instructions in, per op; an ab run: B-A per function, largest change first (docs/counts.md)")
     add_store_option(s)
     add_export_options(s, "its opcost.result/1 document")
+    add_notes_flag(s)
 
 
 def run(args, argv) -> int:
@@ -21,8 +27,17 @@ def run(args, argv) -> int:
     from ..store import open_store
 
     exports = exports_of(args, "result")
+    if args.functions is not None and args.functions < 1:
+        from ..errors import UsageError
+
+        raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run, summaries=True)
+    if args.functions is not None:
+        from ..emucount import format_functions
+
+        print(format_functions(doc, args.functions))
+        return 0
         if doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document, rebuilt from its hosts' runs
             from ..comparison import stored_fleet
 
@@ -33,7 +48,7 @@ def run(args, argv) -> int:
                 formats.check(exports, "fleet")
                 return present(fdoc, fleet_table, exports, alone=True)
     # the document alone on stdout with `--json -`, as it always was
-    return present(doc, stored_table, exports, alone=True)
+    return present(doc, partial(stored_table, all_notes=args.notes), exports, alone=True)
 
 
 def fleet_table(doc: dict, *, color: bool, width: int | None) -> str:
@@ -42,15 +57,15 @@ def fleet_table(doc: dict, *, color: bool, width: int | None) -> str:
     return f"run {doc['run_id']}, fleet\n" + format_fleet(doc, color=color, width=width)
 
 
-def stored_table(doc: dict, *, color: bool, width: int | None) -> str:
+def stored_table(doc: dict, *, color: bool, width: int | None, all_notes: bool = False) -> str:
     """A stored run: a line saying which, then its table (format_stored)."""
     return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
             f", {doc.get('created', '')}, {doc.get('status', '')}" +
             (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else "") + "\n"
-            + format_stored(doc, color=color, width=width))
+            + format_stored(doc, color=color, width=width, all_notes=all_notes))
 
 
-def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -> str:
+def format_stored(doc: dict, *, color: bool = False, width: int | None = None, all_notes: bool = True) -> str:
     """A stored run as the command that measured it printed it: `ab` and
     `variants` runs as their comparison, a `series --run` as its series,
     rebuilt from the stored results and the stored plan alone (model.Plan:
@@ -64,7 +79,8 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
     cdoc = stored_comparison(doc)
     if cdoc is not None and cdoc.get("kind") == "variants":
         return format_variants(cdoc, [r for r in res if not r["params"].get("reference")] +
-                               [r for r in res if r["params"].get("reference")], color=color, width=width)
+                               [r for r in res if r["params"].get("reference")], color=color, width=width,
+                               all_notes=all_notes)
     if cdoc is not None:
         return format_comparison(cdoc, color=color, width=width)
     sdoc = stored_series(doc)
@@ -72,4 +88,4 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None) -
         from ..tables import format_series
 
         return format_series(sdoc, color=color)
-    return format_results(res, width=width)
+    return format_results(res, width=width, all_notes=all_notes)

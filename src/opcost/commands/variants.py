@@ -10,7 +10,7 @@ from .. import protocol
 from ..console import warn
 from ..errors import UsageError
 from ..safetext import printable
-from . import add_measure_options
+from . import add_measure_options, add_notes_flag
 
 
 def add_parser(sub) -> None:
@@ -30,6 +30,7 @@ def add_parser(sub) -> None:
                        "--kernel K (or --target vm:K) runs every build in QEMU guests of K, a boot the unit; "
                        "--over 'kernel=K1|K2' (or cmdline=) runs each build on each: docs/kernels.md.")
     add_build_options(s, arch=True)
+    add_notes_flag(s)
     from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
@@ -69,6 +70,9 @@ def add_build_options(s, *, arch: bool, target: bool = True) -> None:
     s.add_argument("--no-build-cache", dest="build_cache", action="store_false",
                    help="build every variant afresh, neither using nor storing cached builds")
     protocol.add_delta(s)
+    s.add_argument("--verdict-on", metavar="COUNTER", default=None,
+                   help="decide on this recorded counter (one of --counters, e.g. instructions:u) per op instead "
+                   "of time (docs/counts.md)")
     # the defaults of these depend on the mode (see the description): None until it is known
     add_measure_options(s, {"samples": None, "samples_help": "default: program 1, op 20",
                             "warmup": None, "warmup_help": "default: program 0, op 3",
@@ -192,11 +196,12 @@ def on_machines(variants: list, machines: list[tuple]) -> list:
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
                        extra_flags, machines) -> int:
     from .. import variantbuild, variantcache, session
-    from ..comparison import variants_document
+    from ..comparison import deciding_on, variants_document
     from ..present import present
     from ..tables import format_variants
 
     in_vm = target.name == "vm"
+    session.check_verdict_on(args.verdict_on, settings.counters, target)
     with variantbuild.make_workdir() as tmp:
         b = variantbuild.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
@@ -209,7 +214,9 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
     res = m.results
     from ..targets.vm.withhold import withhold_emulated
 
-    doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id, env=m.recorder.env),
-                            args.allow_emulated)
-    return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width), settings.exports,
+    with deciding_on(args.verdict_on):
+        doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id,
+                                                  env=m.recorder.env), args.allow_emulated)
+    return present(doc, lambda d, color, width: format_variants(d, res, color=color, width=width, all_notes=args.notes),
+                   settings.exports,
                    measured=m)

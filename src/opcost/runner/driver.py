@@ -51,7 +51,7 @@ class Driver:
             counters=self.opts.counters, seed=p.seed * 100003 + rnd * 1009 + idx,
             pad_bytes=probe.pad_length(self.rng) if pad else 0, spin=v.spin,
             exe=v.exe or None, program=v.program or None, emulator=v.emulator or None, ops=v.ops,
-            machine=v.machine, budget_ms=self.plan.share_ms() if pad and not v.program else None)
+            machine=v.machine, emulated=self.opts.emulated, budget_ms=self.plan.share_ms() if pad and not v.program else None)
 
     def progress_counter(self, vr: VariantResult | None = None):
         """The progress display told of every batch: a sample line each, or

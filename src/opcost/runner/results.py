@@ -20,6 +20,7 @@ class RunOptions:
     follows, and what is counted."""
     protocol: Protocol = field(default_factory=Protocol)
     counters: str | None = None                   # the probe's event list
+    emulated: tuple = ()                          # events QEMU's counting plugin serves (emucount.py)
     derived: list = field(default_factory=list)   # counters.Derived metrics to compute
     parallel: int = 1                             # > 1: also run this many copies at once per round
     # A sequential design (ab without -p): the rounds after which the

@@ -13,7 +13,7 @@ MACHINES = ("auto", "microvm", "pc")
 # not one of them: it is about verdicts on emulated results, wherever they come from
 MACHINE_OPTIONS = (("kernel", "--kernel"), ("kernel_cmdline", "--kernel-cmdline"), ("vm_cpus", "--vm-cpus"),
                    ("vm_mem", "--vm-mem"), ("vm_procs", "--vm-procs"), ("accel", "--accel"),
-                   ("vm_machine", "--vm-machine"))
+                   ("vm_machine", "--vm-machine"), ("vm_cpu", "--vm-cpu"))
 
 
 def add_vm_options(s) -> None:
@@ -34,6 +34,9 @@ def add_vm_options(s) -> None:
     g.add_argument("--vm-machine", choices=MACHINES, metavar="|".join(MACHINES),
                    help="QEMU machine type: microvm (boots fastest), pc, or auto (default: microvm when a first "
                    "boot of the kernel works there, remembered per kernel, host and accel; else pc)")
+    g.add_argument("--vm-cpu", metavar="MODEL",
+                   help="the CPU the guest believes it has (QEMU's -cpu MODEL: Skylake-Server, EPYC, host under "
+                   "KVM; default host under KVM, max under TCG): it decides which mitigation code the kernel runs")
     g.add_argument("--allow-emulated", action="store_true",
                    help="give verdicts on emulated (TCG) results too (their timings are QEMU's, not the CPU's)")
 
@@ -58,4 +61,5 @@ def from_args(args, texts=()) -> dict | None:
         return None
     return {"kernel": args.kernel, "cmdline": args.kernel_cmdline or "", "cpus": args.vm_cpus,
             "mem_mib": args.vm_mem, "procs": args.vm_procs, "accel": args.accel or "auto",
-            "allow_emulated": bool(args.allow_emulated), "machine": getattr(args, "vm_machine", None) or "auto"}
+            "allow_emulated": bool(args.allow_emulated), "machine": getattr(args, "vm_machine", None) or "auto",
+            "cpu_model": getattr(args, "vm_cpu", None) or ""}

@@ -45,6 +45,7 @@ class Boot:
     vcpus: dict[int, dict] = field(default_factory=dict)   # guest CPU -> {"thread": tid, "host_cpu": n}
     exit_status: int | None = None
     pinning: str = ""                # how the vCPU threads were placed, or why they were not
+    kallsyms: list[bytes] = field(default_factory=list)   # the init's K lines (initramfs: want-kallsyms)
 
 
 
@@ -71,6 +72,9 @@ def frame(b: Boot, payload: bytes, t: float, on_frame) -> None:
         return
     if kind == b"Z":
         b.done = True
+        return
+    if kind == b"K":   # the kernel's text symbols, when asked (the counting plugin's functions)
+        b.kallsyms.append(rest)
         return
     if kind == b"F":
         raise ProbeError(f"opcost's init in the guest failed: {rest.decode(errors='replace')}")

@@ -38,6 +38,8 @@ class VmConfig:
     allow_emulated: bool = False
     procs: int = 1              # probe processes of each variant per boot (--vm-procs)
     machine: str = "auto"       # QEMU machine type: microvm, pc or auto (--vm-machine)
+    cpu_model: str = ""         # QEMU's -cpu MODEL (--vm-cpu); "": host under KVM, max under TCG
+    plugin: str = ""            # -plugin PATH,ARGS: a counting boot (emucount.py), TCG single-threaded
 
 
 
@@ -49,8 +51,11 @@ def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_f
     # the data port is the second serial port (ttyS1); microvm makes only the first from -serial
     data = (["-serial", "stdio"] if machine_type != "microvm" else
             ["-chardev", "stdio,id=data", "-device", "isa-serial,chardev=data,index=1"])
-    argv = [cfg.qemu, "-machine", machine_type, "-accel", accel,
-            "-cpu", "host" if accel == "kvm" else "max", "-smp", f"{cfg.cpus},sockets=1,cores={cfg.cpus},threads=1",
+    # a counting boot runs every vCPU on one thread: the plugin's one window
+    # over all vCPUs is then exact (no two vCPUs add at once)
+    accel_arg = "tcg,thread=single" if cfg.plugin and accel == "tcg" else accel
+    argv = [cfg.qemu, "-machine", machine_type, "-accel", accel_arg,
+            "-cpu", cfg.cpu_model or ("host" if accel == "kvm" else "max"), "-smp", f"{cfg.cpus},sockets=1,cores={cfg.cpus},threads=1",
             "-kernel", str(m.kernel), "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", cmdline,
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-nic", "none",
             "-serial", f"file:/proc/self/fd/{console_fd}", *data,
@@ -60,4 +65,6 @@ def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_f
                  "-machine", "memory-backend=mem0", "-m", f"{cfg.mem_mib}M"]
     else:
         argv += ["-m", f"{cfg.mem_mib}M"]
+    if cfg.plugin and accel == "tcg":
+        argv += ["-plugin", cfg.plugin]
     return argv

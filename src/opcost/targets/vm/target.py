@@ -45,6 +45,7 @@ class VmTarget(VmGuest):
         self._checks: dict[tuple, Command] = {}
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
+        self._ksyms: dict[str, list] = {}                   # kernel sha -> its text symbols as offsets (counting)
         arch = GUEST_ARCHES[DEFAULT_ARCH]
         if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
             raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
@@ -82,9 +83,15 @@ class VmTarget(VmGuest):
     def sha(self, kernel: Path) -> str:
         return self.choice.sha(kernel)
 
+    def counts_by_emulator(self) -> bool:
+        """The guest's instructions are counted by QEMU's plugin: its boots run
+        under TCG (--accel tcg, or auto where KVM cannot be used)."""
+        return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
+
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
-              files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
-        b, accel, machine_type = supervised_boot(self.cfg, self.choice, m, cmds, timeout, on_frame, what, files)
+              files: dict[str, Path] | None = None, cfg: VmConfig | None = None) -> tuple[Boot, str, str]:
+        b, accel, machine_type = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what,
+                                                 files)
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
                            "machine": machine_type})
         return b, accel, machine_type
@@ -189,16 +196,36 @@ class VmTarget(VmGuest):
 
         runs, files = guest_files([r for _, r in subs])
         cmds: list[tuple] = [(["cpuid"], {})]
-        cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes}, exe) for (_, r), (g, exe) in zip(subs, runs)]
+        # a counting boot: the probe waits for the init to have sent its last lines before each window
+        quiet = {"OPCOST_QUIESCE": "1", "OPCOST_COUNTING": "1"} if reqs[0].emulated else {}
+        cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes, **quiet}, exe) for (_, r), (g, exe) in zip(subs, runs)]
+        counting = None
+        if reqs[0].emulated:   # a counting boot: the plugin in QEMU, the kernel's symbols from the init
+            from .counting import Counting, cached_offsets
+
+            sha = self.sha(m.kernel)
+            if sha not in self._ksyms:
+                known = cached_offsets(sha)
+                if known:
+                    self._ksyms[sha] = known
+            counting = Counting(full_symbols=sha not in self._ksyms)
+            files = {**files, **counting.files()}
         try:
             b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}",
-                                      files=files)
+                                      files=files, cfg=dataclasses.replace(self.cfg, plugin=counting.plugin)
+                                      if counting else None)
         except BootFailed as e:
+            if counting:
+                counting.close()
             err: Exception = ProbeError(f"kernel {m.kernel} did not boot: {e}")
             return [err for _ in reqs]
         except (ProbeError, ProbeTimeout) as e:
+            if counting:
+                counting.close()
             return [e for _ in reqs]
         except json.JSONDecodeError as e:
+            if counting:
+                counting.close()
             return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
         cmd = b.commands + [Command() for _ in range(len(subs) + 1 - len(b.commands))]
         rec = self._record(m, b, accel, mt)
@@ -206,8 +233,16 @@ class VmTarget(VmGuest):
             rec["cpuid"] = json.loads(cmd[0].stdout[0])
         rec["processes_in_boot"] = len(subs)
         done: list[list] = [[] for _ in reqs]
+        in_boot = []   # in the order the guest ran them
         for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
-            done[ri].append(finish(r, res, c, dict(rec, position_in_boot=k), accel, self.cfg.qemu))
+            in_boot.append(finish(r, res, c, dict(rec, position_in_boot=k), accel, self.cfg.qemu))
+            done[ri].append(in_boot[-1])
+        if counting:
+            try:
+                self._ksyms[self.sha(m.kernel)] = counting.into(b, [r for _, r in subs], in_boot, self.sha(m.kernel),
+                                                                self._ksyms.get(self.sha(m.kernel), []), self.cfg.qemu)
+            finally:
+                counting.close()
         return [pooled(parts) for parts in done]
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
@@ -216,7 +251,7 @@ class VmTarget(VmGuest):
 
 def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
             procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
-            machine: str = "auto") -> VmTarget:
+            machine: str = "auto", cpu_model: str = "") -> VmTarget:
     """The vm target (targets.open_target's opener, from --kernel and the
     --vm-* options, vm_options.from_args, or from a vm: spec): `kernel` is
     the machine of a variant that names no kernel= (None: every variant names
@@ -224,8 +259,20 @@ def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = Non
     cmdline = check_cmdline(cmdline or "")
     default = Machine(check_kernel(kernel), cmdline) if kernel else None
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or 2, mem_mib=mem_mib or 512,
-                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine)
+                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
+                   cpu_model=check_cpu_model(cpu_model))
     return VmTarget(cfg, default, cmdline)
+
+
+def check_cpu_model(model: str) -> str:
+    """--vm-cpu MODEL: a QEMU CPU model name (letters, digits, - _ . and
+    QEMU's ,feature=on|off / ,+feature forms); "" is the default."""
+    import re
+
+    if model and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(,[A-Za-z0-9_.\-+=]+)*", model):
+        raise UsageError(f"--vm-cpu {printable(model)!r}: not a QEMU CPU model; give a name such as Skylake-Server, "
+                         "EPYC, max (TCG) or host (KVM); `qemu-system-x86_64 -cpu help` lists them")
+    return model
 
 
 def open_vm_spec(spec: str) -> VmTarget:

@@ -15,13 +15,16 @@ def tcg_emulated(flags) -> bool:
 
 def withhold_emulated(doc: dict, allow: bool) -> dict:
     """No verdict on cost from a guest emulated by QEMU's TCG unless
-    --allow-emulated: each such comparison keeps its figures, its verdict
+    --allow-emulated (a verdict decided on the emulator's own counts,
+    --verdict-on, stands: counts are not timings): each such comparison keeps its figures, its verdict
     becomes None with the reason under `withheld`, and the summary's counts
     leave it out (its geometric mean still covers every ratio)."""
     if allow:
         return doc
     changed = False
     for e in doc.get("comparisons") or []:
+        if (e.get("decided_on") or {}).get("source") == "emulator":
+            continue   # decided on the emulator's exact counts (--verdict-on), not on its timings
         if e.get("verdict") is not None and tcg_emulated(e.get("flags")):
             e["withheld"] = WITHHELD
             e["verdict"] = None
