@@ -32,6 +32,32 @@ def test_no_cycle_and_at_most_10_deep():
     assert len(chain) <= MAX_DEPTH, " -> ".join(chain)
 
 
+def test_at_most_10_floors_by_rooms():
+    """As `farm-studio look src/opcost` draws the house: a package of
+    src/opcost (commands/, store/, runner/, ...) is one room, a module
+    another; a room's floor is one above the highest room it imports.
+    Issue 33 brought it from 12 floors to 10 (`session` no longer imports
+    `series`: parse_over is spec's)."""
+    import functools
+
+    g = _tool().graph(ROOT / "src", "opcost")
+
+    def room(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 and (ROOT / "src" / "opcost" / parts[1]).is_dir() else m
+
+    rooms: dict[str, set[str]] = {}
+    for a, bs in g.items():
+        rooms.setdefault(room(a), set()).update(room(b) for b in bs if room(b) not in (room(a), "opcost"))
+
+    @functools.cache
+    def floor(r: str) -> int:
+        return 1 + max((floor(x) for x in rooms.get(r, ())), default=0)
+
+    top = max(rooms, key=floor)
+    assert floor(top) <= 10, f"{floor(top)} floors from {top}"
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         p = tmp_path / "pkg" / name
