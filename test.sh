@@ -40,6 +40,7 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then missing+=(
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 # the vm target's tests boot Debian kernels in QEMU (tests/test_vm_boot.py)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+command -v lz4 >/dev/null 2>&1 || missing+=(lz4)   # Debian's kernels' payload: the vm target's PVH entry under TCG
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
 fi

@@ -16,6 +16,10 @@ FAKE_QEMU_MODE says:
 
 FAKE_QEMU_PIDFILE: a file it appends its pid to (the tests check it died).
 FAKE_QEMU_ARGV: a file it appends its argv to, one JSON list a line.
+FAKE_QEMU_HANG_BOOTS: boots (counted from 1, in FAKE_QEMU_COUNTER, a file)
+that hang whatever the mode (a transient hang), e.g. `3,7`; `N-`: boot N
+and every one after (a kernel that boots once, then never again); with
+FAKE_QEMU_HANG_KERNEL=PATH only boots of that -kernel.
 FAKE_QEMU_MICROVM: hang or panic: how it behaves as `-machine microvm`
 (a kernel that does not boot there); else as FAKE_QEMU_MODE says.
 
@@ -59,6 +63,16 @@ def main(argv):
         with open(os.environ["FAKE_QEMU_ARGV"], "a") as f:
             f.write(json.dumps(argv) + "\n")
     mode = os.environ.get("FAKE_QEMU_MODE", "ok")
+    if os.environ.get("FAKE_QEMU_HANG_BOOTS"):
+        with open(os.environ["FAKE_QEMU_COUNTER"], "a+") as f:
+            f.seek(0)
+            n = len(f.read()) + 1
+            f.write("b")
+        which = os.environ["FAKE_QEMU_HANG_BOOTS"].split(",")
+        kernel = os.environ.get("FAKE_QEMU_HANG_KERNEL")
+        if (str(n) in which or any(w.endswith("-") and n >= int(w[:-1]) for w in which)) and (
+                kernel is None or arg(argv, "-kernel")[0] == kernel):
+            mode = "hang"
     if arg(argv, "-machine")[0].split(",")[0] == "microvm" and os.environ.get("FAKE_QEMU_MICROVM"):
         mode = os.environ["FAKE_QEMU_MICROVM"]
     ncpus = int(arg(argv, "-smp")[0].split(",")[0])

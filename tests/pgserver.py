@@ -93,6 +93,7 @@ class Server:
                           "-w", "-t", "60", "start")
             if cp.returncode == 0:
                 self.started = True
+                self._opts = opts
                 break
             last = cp.stderr.strip() + self._log_tail()
         else:
@@ -129,6 +130,18 @@ class Server:
         """Every row of every table of `db`, as text."""
         tables = self.admin("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1", db).split()
         return "\n".join(self.admin(f'SELECT t::text FROM "{t}" t', db) for t in tables)
+
+    def crash(self) -> None:
+        """The postmaster and its backends gone at once, as a crash leaves them
+        (an immediate shutdown: no checkpoint; recovery at the next start)."""
+        self._do(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=60)
+
+    def restart(self) -> None:
+        """Start again after crash(), on the same port (recovering first)."""
+        cp = self._do(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", self._opts,
+                      "-w", "-t", "60", "start")
+        if cp.returncode:
+            raise RuntimeError(f"postgres did not restart: {cp.stderr.strip()[-500:]}{self._log_tail()}")
 
     def stop(self) -> None:
         if self.started:

@@ -56,7 +56,8 @@ def disk(tmp_path):
 
 
 def _run(tmp_path, *args, env=None, timeout=120):
-    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **(env or {})), cwd=tmp_path,
+    env = {"TMPDIR": str(tmp_path), **(env or {})}   # a rescue file never lands in the real /tmp
+    return subprocess.run(cli_argv(*args), env=cli_env(tmp_path, **env), cwd=tmp_path,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -108,30 +109,55 @@ def test_full_disk_mid_run_rescue_goes_to_the_temporary_directory(disk, tmp_path
     rescued = list(tmp.glob("opcost-unsaved-*.json"))
     assert len(rescued) == 1, (cp.stderr, list(tmp.iterdir()))
     assert f"the run goes to {rescued[0]} instead" in cp.stderr, cp.stderr
-    assert cp.stderr.rstrip().splitlines()[-1].endswith(f"everything measured is in {rescued[0]}"), cp.stderr
+    last = cp.stderr.rstrip().splitlines()[-1]
+    assert f"everything measured is in {rescued[0]} (`opcost import {rescued[0]} --store " in last, cp.stderr
     doc = json.loads(rescued[0].read_text())
     assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 60
     assert doc["store_missed"]["processes"] > 0
     assert not [f for f in disk.files() if f.startswith("opcost-unsaved")], disk.files()
 
 
-def test_full_disk_everywhere_the_run_goes_to_standard_error(disk, tmp_path, probe_bin):
-    """The temporary directory full too (tempfile.tempdir pointed at the tmpfs):
-    the document is printed on stderr at the end, and the last line says so."""
+def test_full_disk_everywhere_the_run_goes_to_standard_output(disk, tmp_path, probe_bin):
+    """The temporary directory, the working directory and the state directory
+    full too: the document is printed on standard output (not a terminal)
+    at the end, and the last line says so (issue 38, item 1)."""
     disk.fill(200)
     code = ("import runpy, sys, tempfile; tempfile.tempdir = sys.argv.pop(1); "
             "sys.argv[0] = 'opcost'; runpy.run_module('opcost', run_name='__main__')")
     argv = [sys.executable, "-c", code, str(disk.path), "run", "syscall.null", "-p", "60", *FAST,
             "--store", str(disk.path / "s.db")]
-    cp = subprocess.run(argv, env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True,
-                        timeout=120, stdin=subprocess.DEVNULL)
+    cp = subprocess.run(argv, env=cli_env(tmp_path, XDG_STATE_HOME=str(disk.path / "state")), cwd=disk.path,
+                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert cp.returncode == 1, cp.stderr[-3000:]
-    head, sep, rest = cp.stderr.partition("its result document (opcost.result/1) follows:\n")
-    assert sep, cp.stderr[-3000:]
-    assert "no other folder takes it: the run goes to standard error at the end" in head
-    doc, end = json.JSONDecoder().raw_decode(rest)
+    assert "no other folder takes it" in cp.stderr
+    assert "its result document (opcost.result/1) goes to standard output" in cp.stderr
+    doc, end = json.JSONDecoder().raw_decode(cp.stdout)
     assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 60
-    assert "everything measured is in the result document printed above on standard error" in rest[end:]
+    assert cp.stderr.rstrip().splitlines()[-1].endswith(
+        "everything measured is in the result document printed on standard output (save it: no file could be "
+        "written)"), cp.stderr[-2000:]
+
+
+def test_no_store_json_on_a_full_disk_is_rescued_whole(disk, tmp_path, probe_bin):
+    """`--no-store --json FILE` on a full disk, and `--json /dev/full`: the
+    whole document goes to a rescue file in $TMPDIR, named on stderr; exit 1
+    (issue 38, item 1: it used to be lost)."""
+    disk.fill(0)
+    for target in (str(disk.path / "x.json"), "/dev/full"):
+        tmp = tmp_path / ("t" + str(len(target)))
+        tmp.mkdir()
+        cp = _run(tmp_path, "run", "syscall.null", "-p", "3", *FAST, "--no-store", "--json", target,
+                  env={"TMPDIR": str(tmp)})
+        assert cp.returncode == 1 and "Traceback" not in cp.stderr, cp.stderr
+        rescued = list(tmp.glob("opcost-unsaved-*.json"))
+        assert len(rescued) == 1, (cp.stderr, list(tmp.iterdir()))
+        last = cp.stderr.rstrip().splitlines()[-1]
+        assert last.startswith(f"opcost: cannot write {target} (No space left on device)"), cp.stderr
+        assert last.endswith(f"everything measured is in {rescued[0]}"), cp.stderr
+        doc = json.loads(rescued[0].read_text())
+        assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 3
+        assert all(len(p["samples"]) == 5 for p in doc["results"][0]["processes"])
+    assert disk.files() == []
 
 
 def test_outputs_on_a_full_disk_are_one_line_and_keep_the_old_file(disk, tmp_path, probe_bin):
@@ -145,7 +171,7 @@ def test_outputs_on_a_full_disk_are_one_line_and_keep_the_old_file(disk, tmp_pat
     for args in cases:
         out = args[args.index("--json" if "--json" in args else "-o") + 1]
         argv = [str(disk.path / a) if a == out else a for a in args]
-        cp = _run(tmp_path, *argv)
+        cp = _run(tmp_path, *argv, env={"TMPDIR": str(tmp_path)})
         assert cp.returncode == 1, (args, cp.stderr)
         lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
         assert "Traceback" not in cp.stderr, cp.stderr

@@ -283,3 +283,12 @@ def test_the_remote_script_and_the_local_collection_agree():
 
     present = {p for pat in env.FILES for p in glob.glob(pat) if os.path.isfile(p) and os.access(p, os.R_OK)}
     assert present <= set(marked.files)
+
+
+def test_differences_of_an_imported_env_with_bare_values():
+    """An imported file's env may hold a field as a bare value (the schema
+    allows it) or be no object at all: compared as values, never a traceback."""
+    a = {"kernel_release": {"value": "6.1", "source": "uname"}, "hostname": "h1"}
+    b = {"kernel_release": "6.2", "hostname": {"value": "h1", "source": "x"}}
+    assert env.differences(a, b) == [("kernel_release", "6.1", "6.2")]
+    assert env.differences("not an object", b) == [("kernel_release", None, "6.2"), ("hostname", None, "h1")]

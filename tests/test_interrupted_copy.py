@@ -66,9 +66,9 @@ def test_interrupted_store_copy_says_what_was_copied(tmp_path, docs, monkeypatch
     _interrupt_at(monkeypatch, 2)
     assert cli._main(["store", "copy", "src.db", "dst.db"]) == 128 + signal.SIGTERM
     err = capsys.readouterr().err.splitlines()
-    ids = ", ".join(str(i) for i in range(1, store_cmd.BATCH + 1))
-    assert err == [f"opcost: interrupted (SIGTERM); copied {store_cmd.BATCH} run(s) into dst.db "
-                   f"before it ({ids}); 5 run(s) not copied (run the same command again to copy them)"]
+    assert err == [f"opcost: interrupted (SIGTERM); dst.db: read back after the signal, it holds "
+                   f"{store_cmd.BATCH} of the {n} run(s) given; 5 not stored (run the same command again to "
+                   "store them)"]
     assert _runs(tmp_path / "dst.db") == store_cmd.BATCH
 
 
@@ -79,8 +79,8 @@ def test_store_copy_interrupted_at_its_first_batch_copied_nothing(tmp_path, docs
     _interrupt_at(monkeypatch, 1, signal.SIGINT)
     assert cli._main(["store", "copy", "src.db", "dst.db"]) == 130
     assert capsys.readouterr().err.splitlines() == [
-        f"opcost: interrupted (SIGINT); nothing was copied into dst.db; 3 run(s) not copied "
-        "(run the same command again to copy them)"]
+        "opcost: interrupted (SIGINT); dst.db: read back after the signal, it holds 0 of the 3 run(s) given; "
+        "3 not stored (run the same command again to store them)"]
     assert _runs(tmp_path / "dst.db") == 0
 
 
@@ -92,6 +92,43 @@ def test_interrupted_import_says_which_files_were_imported(tmp_path, docs, monke
     assert cli._main(["import", "a.json", "b.json", "c.json", "--store", "dst.db"]) == 128 + signal.SIGTERM
     out = capsys.readouterr()
     assert out.out.splitlines() == ["a.json: imported 1 run(s) (1)"]
-    assert out.err.splitlines() == ["opcost: interrupted (SIGTERM); 1 of 3 file(s) imported before it (said above), "
-                                    "the others not (each file is stored whole or not at all)"]
+    assert out.err.splitlines() == ["opcost: interrupted (SIGTERM); read back after the signal, the store holds 1 "
+                                    "of the 3 run(s) given; 2 not stored (run the same command again to store "
+                                    "them) (each file is stored whole or not at all)"]
     assert _runs(tmp_path / "dst.db") == 1
+
+
+def _interrupt_after_commit(monkeypatch, call: int, signum=signal.SIGTERM) -> None:
+    """The signal comes just after the call-th import_runs committed, before
+    the command could count it (issue 38, item 4: it said "nothing was imported")."""
+    real = SqlStore.import_runs
+    calls = []
+
+    def import_runs(self, docs):
+        out = real(self, docs)
+        calls.append(1)
+        if len(calls) == call:
+            interrupts._s.first = signum
+            raise interrupts.Interrupted(signum)
+        return out
+
+    monkeypatch.setattr(SqlStore, "import_runs", import_runs)
+
+
+def test_a_signal_just_after_a_commit_is_told_from_the_store(tmp_path, docs, monkeypatch, capsys):
+    a, b = docs(2)
+    for name, d in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(d) + "\n")
+    _interrupt_after_commit(monkeypatch, 1)
+    assert cli._main(["import", "a.json", "b.json", "--store", "dst.db"]) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "the store holds 1 of the 2 run(s) given; 1 not stored" in err, err
+    assert _runs(tmp_path / "dst.db") == 1
+    n = store_cmd.BATCH + 3
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs(n)))
+    interrupts.reset()   # the first wrapper lets every later call through
+    assert cli._main(["import", "all.jsonl", "--store", "src.db"]) == 0
+    _interrupt_after_commit(monkeypatch, 1)
+    assert cli._main(["store", "copy", "src.db", "dst.db"]) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert f"dst.db: read back after the signal, it holds {store_cmd.BATCH} of the {n} run(s) given" in err, err

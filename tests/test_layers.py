@@ -101,9 +101,7 @@ MAX_FUNCTION_LINES = 80
 # split; shrink this list as they are split (a name left here that is no longer over fails,
 # so the list cannot go stale).
 STILL_OVER = {
-    "store/base.py:SqlStore",                # issue 38 splits it (schema and migration, writing, reading)
     "store/sqlite.py:SqliteStore",           # issue 38 (the store)
-    "record.py:Recorder",                    # issue 38 (the run's life cycle and its rescue)
     "targets/transport.py:SshTransport",     # the SSH transport: not split this wave (280 lines)
     "targets/ssh.py:SshTarget",              # the SSH target: not split this wave (279 lines)
     "tables.py:format_comparison",           # issue 35 owns tables.py's notes this wave
@@ -140,18 +138,18 @@ def test_no_class_over_200_lines_and_no_function_over_80():
 # `opcost --help` must not load a module (numpy, scipy, matplotlib, or the whole engine behind a
 # command) or where an optional extra may be missing (psycopg, matplotlib). The stated count per
 # file: the test fails when a file has more (say why in a one-line comment and raise it here) or
-# fewer (lower it here). Total when stated: 300 (294 before issue 33, counted so).
+# fewer (lower it here). Total when stated: 317 (294 before issue 33, counted so).
 FUNCTION_LEVEL_IMPORTS = {
     "abtest.py": 1,
     "bisect.py": 3,
     "changepoint.py": 1,
-    "cli.py": 8,
+    "cli.py": 9,
     "commands/__init__.py": 1,
     "commands/ab.py": 13,
     "commands/compare.py": 5,
     "commands/completion.py": 7,
     "commands/env.py": 6,
-    "commands/export.py": 5,
+    "commands/export.py": 6,
     "commands/fleet.py": 22,
     "commands/history.py": 6,
     "commands/import_.py": 5,
@@ -161,7 +159,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "commands/run.py": 4,
     "commands/series.py": 14,
     "commands/show.py": 12,
-    "commands/store.py": 8,
+    "commands/store.py": 10,
     "commands/variants.py": 10,
     "comparison.py": 29,
     "counters.py": 1,
@@ -182,23 +180,25 @@ FUNCTION_LEVEL_IMPORTS = {
     "protocol.py": 1,
     "series.py": 1,
     "stats.py": 1,
-    "store/base.py": 3,
+    "store/base.py": 1,
     "store/postgresql.py": 2,
-    "store/postgresql_schema.py": 2,
-    "store/rows.py": 2,
-    "store/sqlite_schema.py": 2,
+    "store/postgresql_schema.py": 3,
+    "store/sqlite_schema.py": 3,
+    "store/sqlmove.py": 2,
     "summaries.py": 6,
     "tables.py": 4,
-    "targets/__init__.py": 6,
+    "targets/__init__.py": 7,
     "targets/replay.py": 1,
     "targets/ssh.py": 6,
     "targets/transport.py": 1,
     "targets/vm/counting.py": 8,
     "targets/vm/guest.py": 2,
+    "targets/vm/host.py": 1,
+    "targets/vm/image.py": 8,
     "targets/vm/initramfs.py": 2,
     "targets/vm/results.py": 1,
     "targets/vm/target.py": 4,
-    "transfer.py": 6,
+    "transfer.py": 9,
     "variantcache.py": 1,
 }
 

@@ -45,6 +45,26 @@ NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compa
             ("series", "--json")}
 
 
+# Every text field a run document stores (issue 38): name -> its path in the document.
+TEXT_FIELDS = {"label": ("label",), "labelvalue": ("labels", "k"), "kind": ("kind",), "uuid": ("uuid",),
+               "created": ("created",), "finished": ("finished",), "version": ("opcost_version",),
+               "argv": ("argv", 0), "env": ("env", "cpu_model_name", "value"), "bench": ("results", 0, "bench"),
+               "key": ("results", 0, "key"), "param": ("results", 0, "params", "via"),
+               "op": ("results", 0, "op"), "unit": ("results", 0, "unit"), "reason": ("results", 0, "reason"),
+               "header": ("results", 0, "processes", 0, "header", "compiler")}
+
+
+def with_text(doc: dict, path: tuple, text: str) -> dict:
+    """A copy of doc with `text` at path (appended to what is there)."""
+    doc = json.loads(json.dumps(doc))
+    where = doc
+    for k in path[:-1]:
+        where = where[k]
+    old = where.get(path[-1]) if isinstance(where, dict) else where[path[-1]]
+    where[path[-1]] = (old if isinstance(old, str) else "") + text
+    return doc
+
+
 def load_corpus() -> list[tuple[int, bool, list[str], str | None]]:
     """(line number, compiler-messages class, argv template, expected text) per invocation."""
     cases = []
@@ -113,12 +133,23 @@ def template(tmp_path_factory, probe_bin) -> Path:
     broken("nan.json", "ns_per_op", "NaN")
     broken("inf.json", "ns_per_op", "1e400")
     (t / "surrogate.json").write_text(json.dumps(new | {"label": "\ud800"}) + "\n")
+    # issue 38: NUL in every stored text field (a PostgreSQL store cannot hold it)
+    for name, path in TEXT_FIELDS.items():
+        (t / f"nul-{name}.json").write_text(json.dumps(with_text(new, path, "a\0b")) + "\n")
     (t / "deep.json").write_text(json.dumps(new)[:-1] + ', "deep": ' + "[" * 100000 + "]" * 100000 + "}\n")
     (t / "prog.c").write_text("int main(void) { return 0; }\n")
     (t / "op.c").write_text("#include <stdint.h>\nuint64_t opcost_op(uint64_t x) { return x + 1; }\n")
     (t / "bad.c").write_text("int main(void) { return undeclared; }\n")
     (t / "notes.txt").write_text("not a source\n")
     (t / "afile").write_text("a plain file\n")
+    bz = bytearray(0x800)   # a bzImage's boot header (protocol 2.15): 1 setup sector, 0x40 paragraphs of kernel
+    bz[0x1F1], bz[0x1F4], bz[0x1FE:0x200], bz[0x202:0x206] = 1, 0x40, b"\x55\xaa", b"HdrS"
+    bz[0x206:0x208], bz[0x238:0x23C] = (0x20F).to_bytes(2, "little"), (128).to_bytes(4, "little")
+    (t / "k.bz").write_bytes(bytes(bz))
+    (t / "trunc.bz").write_bytes(bytes(bz[:0x7F0]))   # its header says 0x800 bytes
+    arm = bytearray(0x400)
+    arm[0x38:0x3C] = b"ARM\x64"
+    (t / "arm.img").write_bytes(bytes(arm))
     (t / "subdir").mkdir()
     (t / "garbage.db").write_bytes(b"this is not a database\n" * 50)
     shutil.copy(t / "opcost" / "opcost.db", t / "damaged.db")
@@ -206,7 +237,7 @@ def test_corpus_covers_every_subcommand_and_option():
     assert [argv[0] for _, multi, argv, _ in CASES if multi] == ["variants"]   # the one exception class
     used: dict[str, set[str]] = {}
     for _, _, argv, _ in CASES:
-        cmd = " ".join(argv[:2]) if argv[:1] in (["probe"], ["fleet"]) else (argv[0] if argv else "")
+        cmd = " ".join(argv[:2]) if argv[:1] in (["probe"], ["fleet"], ["store"]) else (argv[0] if argv else "")
         used.setdefault(cmd, set()).update(a.split("=")[0] for a in argv if a.startswith("-"))
     options = _parser_options()
     assert {"run", "ab", "variants", "compare", "history", "show", "list", "env", "probe build",
@@ -254,3 +285,49 @@ def test_help_documents_the_bounds(run_cli):
     for text in ("[1..1000]", "[1..10000]", "[>0..86400]", "[1..2147483647]", "[0..4294967295]"):
         assert text in flat, text
     assert "[>0..<100]" in " ".join(run_cli("compare", "--help").stdout.split())
+
+
+RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")   # what `cat -v` would show as ^X or M-^X
+
+
+def test_stored_control_text_never_reaches_a_terminal_raw(template, tmp_path):
+    """Issue 38: a run imported with ESC, BEL, CR and a C1 CSI in every stored
+    text field is accepted, and every output that prints it (history, its
+    --where echo, show, report as text/markdown/csv, compare, argparse's
+    errors) escapes them: nothing `cat -v` would show as a control."""
+    d = tmp_path / "case"
+    shutil.copytree(template, d)
+    doc = json.loads((d / "new.json").read_text())
+    for path in TEXT_FIELDS.values():
+        if path not in (("uuid",), ("created",), ("finished",)):
+            doc = with_text(doc, path, "\x1b[1mBOLD\x07\r\x9b2J")
+    doc["labels"]["name"] = doc["label"]
+    (d / "esc.json").write_text(json.dumps(doc) + "\n")
+
+    def opcost(*args):
+        cp = subprocess.run(cli_argv(*args), env=cli_env(d), cwd=d, capture_output=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+        return subprocess.CompletedProcess(cp.args, cp.returncode, cp.stdout.decode(), cp.stderr.decode())
+
+    cp = opcost("import", "esc.json")
+    assert cp.returncode == 0, cp.stderr
+    ref = "id:50"
+    outputs = {
+        "history": opcost("history"),
+        "where": opcost("history", "--where", "k=\x1b[31m\x07"),
+        "argparse": opcost("history", "--frob\x1b[2J\nx"),
+        "show": opcost("show", ref),
+        "report": opcost("report", ref),
+        "markdown": opcost("report", ref, "-f", "markdown"),
+        "csv": opcost("report", ref, "-f", "csv"),
+        "compare": opcost("compare", "base", ref),
+    }
+    for name, cp in outputs.items():
+        assert "Traceback" not in cp.stderr, (name, cp.stderr)
+        for stream in (cp.stdout, cp.stderr):
+            text = stream.replace("\r\n", "\n") if name == "csv" else stream
+            assert not RAW.search(text), (name, RAW.search(text), stream[:3000])
+    assert outputs["where"].returncode == 0 and "k=\\x1b[31m\\x07" in outputs["where"].stdout
+    assert outputs["argparse"].returncode == 2 and outputs["argparse"].stderr.count("\n") == 1
+    assert "\\x1b[1mBOLD\\x07\\r\\x9b2J" in outputs["show"].stdout
+    assert "\\x1b[1mBOLD" in outputs["csv"].stdout and "\\x1b[1mBOLD" in outputs["report"].stdout

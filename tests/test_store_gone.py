@@ -51,13 +51,14 @@ def _replace_dir(d):
     d.mkdir()
 
 
-@pytest.mark.parametrize("remove,rescued_in", [(_remove_file, "D"), (_remove_dir, "."), (_replace_dir, "D")],
+@pytest.mark.parametrize("remove,rescued_in", [(_remove_file, "D"), (_remove_dir, "T"), (_replace_dir, "D")],
                          ids=["file-removed", "dir-removed", "dir-replaced"])
 def test_store_removed_mid_run_goes_to_a_rescue_file_exit_1(tmp_path, probe_bin, remove, rescued_in):
     d = tmp_path / "D"
     db = d / "s.db"
+    (tmp_path / "T").mkdir()   # the temporary directory: the next folder tried after the store's (issue 38)
     proc = subprocess.Popen(cli_argv("run", "syscall.null", *FAST, "--store", str(db)), cwd=tmp_path,
-                            env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(tmp_path, TMPDIR=str(tmp_path / "T")), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while _processes(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -68,7 +69,7 @@ def test_store_removed_mid_run_goes_to_a_rescue_file_exit_1(tmp_path, probe_bin,
     assert "Traceback" not in err
     assert "stored as run" not in err
     assert f"store {db} was removed while opcost was using it" in err
-    folder = tmp_path / rescued_in if rescued_in != "." else tmp_path
+    folder = tmp_path / rescued_in
     rescue = list(folder.glob("opcost-unsaved-*.json"))
     assert len(rescue) == 1 and str(rescue[0]).endswith(rescue[0].name) and rescue[0].name in err
     doc = json.loads(rescue[0].read_text())

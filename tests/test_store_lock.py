@@ -77,6 +77,27 @@ def test_lock_held_to_the_end_without_json_writes_a_rescue_file(run_cli, tmp_pat
     assert len(rescue) == 1 and str(rescue[0]) in err
     doc = json.loads(rescue[0].read_text())
     assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 30
+    # issue 38, item 2: the rescue file completes the run in place, keeping its id
+    rid = doc["run_id"]
+    assert f"`opcost import {rescue[0]} --store {db}` completes run {rid} there" in err, err
+    before = json.loads(run_cli("show", f"id:{rid}", "--json", "-").stdout)
+    have = len(before["results"][0]["processes"])
+    assert 2 <= have < 30 and before["status"] in ("failed", "abandoned")
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(doc | {"label": "other"}))
+    cp = run_cli("import", str(tampered))
+    assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
+    assert f"run {rid} in the store has this file's identity (uuid) but not its content: its label" in cp.stderr
+    cp = run_cli("import", str(rescue[0]))
+    assert cp.returncode == 0, cp.stderr
+    assert f"run {rid}: {30 - have} process(es) added, now complete" in cp.stdout, cp.stdout
+    after = json.loads(run_cli("show", f"id:{rid}", "--json", "-").stdout)
+    assert after["status"] == "complete" and len(after["results"][0]["processes"]) == 30
+    assert [p["samples"] for p in after["results"][0]["processes"]] == \
+        [p["samples"] for p in doc["results"][0]["processes"]]
+    cp = run_cli("import", str(rescue[0]))
+    assert cp.returncode == 0 and "imported 0 run(s); 1 already stored" in cp.stdout, cp.stdout
+    assert json.loads(run_cli("show", f"id:{rid}", "--json", "-").stdout) == after
 
 
 def test_lock_released_while_waiting_loses_nothing(run_cli, tmp_path, probe_bin):

@@ -32,6 +32,8 @@ def test_local_is_the_default_and_one_per_process():
     ("//me@10.0.0.7:22/", "me@10.0.0.7", 22),
     ("//[::1]:2200", "::1", 2200),
     ("//me@[fe80::1]", "me@fe80::1", None),
+    ("//::1", "::1", None),              # an IPv6 address without brackets: no port (it was read as port 1)
+    ("//me@fe80::1:2", "me@fe80::1:2", None),
 ])
 def test_ssh_specs_parsed(spec, dest, port):
     assert targets.parse_ssh(spec) == (dest, port)

@@ -270,12 +270,14 @@ def test_vcpu_threads_pinned_through_qmp(run_cli, tmp_path):
 
 def test_open_vm_spec(tmp_path):
     k = fake_kernel(tmp_path / "k")
-    t = vm.open_vm_spec(f"vm:{k}?cpus=3&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
-    assert t.allowed_cpus() == [0, 1, 2] and t.default.kernel == k.resolve()
+    t = vm.open_vm_spec(f"vm:{k}?cpus=1&accel=tcg&cmdline=mitigations%3Doff%20nosmt")
+    assert t.allowed_cpus() == [0] and t.default.kernel == k.resolve()
     assert t.default.cmdline == "mitigations=off nosmt" and t.cfg.accel == "tcg"
     for bad in ("vm:", f"vm:{k}?cpus=x", f"vm:{k}?disk=1", f"vm:{tmp_path}/nope"):
         with pytest.raises(UsageError):
             vm.open_vm_spec(bad)
+    with pytest.raises(UsageError, match=r"cpus=999: opcost may use \d+ host CPU\(s\) here.*give .*cpus=\d+ or fewer"):
+        vm.open_vm_spec(f"vm:{k}?cpus=999&accel=tcg")   # each a host thread under TCG: the boot would hang
     # a key given twice is bad input, whichever value would have won (issue 36)
     for twice in (f"vm:{k}?cpus=2&cpus=3", f"vm:{k}?cmdline=a&accel=tcg&cmdline=b"):
         with pytest.raises(UsageError, match="given more than once; give each key once"):
@@ -552,3 +554,138 @@ def test_vm_procs_reports_within_against_between_boots(run_cli, tmp_path):
                   env=env)
     assert one.returncode == 0 and "boots of" not in one.stdout   # one process a boot: no such line
     assert "boots" not in json.loads((tmp_path / "1.json").read_text())["results"][0]["summary"]
+
+
+def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
+    """A stand-in QEMU hanging on its 3rd and 7th boots (1 and 2 are the
+    preflights): each hang killed at the limit and retried in its round;
+    both arms keep every round, paired, the run complete, the retries in
+    the JSON and in a note."""
+    k = fake_kernel(tmp_path / "k")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3,7", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
+           "OPCOST_VM_BOOT_LIMIT": "2", "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("ab", "syscall.null", "--kernel", str(k), "--a", "cmdline=", "--b", "cmdline=quiet", "-p", "4", *FAST,
+                 "--allow-emulated", "--json", str(out), timeout=120, env=env)
+    assert cp.returncode in (0, 1), cp.stderr   # 1: a verdict of slower/faster is possible on the fake clock
+    doc = json.loads(out.read_text())
+    assert doc["comparisons"][0]["verdict"] is not None
+    assert doc["a"]["run_id"] == doc["b"]["run_id"]   # interleaved: one run, both arms
+    shown = run_cli("show", str(doc["a"]["run_id"]), "--json", str(tmp_path / "shown.json"), env=env)
+    run = json.loads((tmp_path / "shown.json").read_text())
+    assert run["status"] == "complete", run.get("status")
+    rounds, retried = [], []
+    for r in run["results"]:
+        assert r["status"] == "ok", r.get("reason")
+        rounds.append(sorted(p["round"] for p in r["processes"]))
+        retried += [(p["round"], x) for p in r["processes"] for x in p["header"]["vm"]["retries"]]
+    assert rounds == [[0, 1, 2, 3]] * 2, rounds
+    assert "hung and were retried in their round" in shown.stdout
+    assert len(retried) == 2 and all("did not reach opcost's init within 2 s" in x["cause"] for _, x in retried)
+    assert (tmp_path / "n").read_text() == "b" * 12   # 2 preflights, 8 boots of the rounds, 2 retries
+    assert "hung and were retried in their round" in cp.stdout   # the ab's own table says it too
+
+
+def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_path):
+    """A's kernel hangs on every boot after its preflight: its round's boot
+    tried three times, then A fails: no verdict, the run stored `failed`,
+    `--bisect` exits 125 (skip: a kernel that does not boot tells nothing);
+    B's kernel boots throughout."""
+    ka, kb = fake_kernel(tmp_path / "ka"), fake_kernel(tmp_path / "kb")
+    out = tmp_path / "r.json"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3-", "FAKE_QEMU_HANG_KERNEL": str(ka),
+           "FAKE_QEMU_COUNTER": str(tmp_path / "n"), "OPCOST_VM_BOOT_LIMIT": "1",
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("ab", "syscall.null", "--a", f"kernel={ka}", "--b", f"kernel={kb}", "-p", "4", *FAST,
+                 "--allow-emulated", "--bisect", "--json", str(out), timeout=120, env=env)
+    assert cp.returncode == 125, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    assert e.get("verdict") is None and "after 2 retried boot(s)" in cp.stdout
+    run_cli("show", "1", "--json", str(tmp_path / "shown.json"), env=env)
+    run = json.loads((tmp_path / "shown.json").read_text())
+    assert run["status"] == "failed"
+    assert sorted((r["status"], len(r["processes"])) for r in run["results"]) == [("failed", 0), ("ok", 4)]
+
+
+
+def _elf_with_notes(notes: list[tuple[bytes, int]]) -> bytes:
+    """A minimal x86_64 ELF: one PT_NOTE segment holding `notes` (name, type)."""
+    import struct
+
+    body = b"".join(struct.pack("<III", len(n) + 1, 4, t) + (n + b"\0").ljust((len(n) + 4) // 4 * 4, b"\0")
+                    + b"\0" * 4 for n, t in notes)
+    ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 64, 0, 0, 64, 56, 1,
+                                                                         0, 0, 0)
+    phdr = struct.pack("<IIQQQQQQ", 4, 4, 64 + 56, 0, 0, len(body), len(body), 4)
+    return ehdr + phdr + body
+
+
+def _bzimage_with(payload: bytes) -> bytes:
+    """A bzImage header (protocol 2.15) whose payload is `payload`, as the boot protocol places it."""
+    import struct
+
+    setup = 1
+    data = bytearray((setup + 1) * 512)
+    data[0x1F1] = setup
+    data[0x1FE:0x200] = b"\x55\xaa"
+    data[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", data, 0x206, 0x20F)
+    struct.pack_into("<II", data, 0x248, 16, len(payload))
+    return bytes(data) + b"\0" * 16 + payload
+
+
+@pytest.mark.parametrize("compress", ["gzip", "xz"])
+def test_pvh_vmlinux_is_extracted_once_and_only_with_its_entry(tmp_path, compress):
+    import gzip
+    import lzma
+
+    from opcost.targets.vm import image
+
+    pack = gzip.compress if compress == "gzip" else (lambda b: lzma.compress(b, format=lzma.FORMAT_XZ))
+    with_pvh = _elf_with_notes([(b"Xen", 6), (b"Xen", image.XEN_ELFNOTE_PHYS32_ENTRY)])
+    k = tmp_path / "bz"
+    k.write_bytes(_bzimage_with(pack(with_pvh)))
+    got, why = image.pvh_vmlinux(k, "s1", tmp_path / "c")
+    assert got is not None and got.read_bytes() == with_pvh and "PVH" in why and compress in why
+    assert image.pvh_vmlinux(k, "s1", tmp_path / "c")[1].endswith("(remembered)")
+    k.write_bytes(_bzimage_with(pack(_elf_with_notes([(b"Xen", 6), (b"GNU", 18)]))))
+    got, why = image.pvh_vmlinux(k, "s2", tmp_path / "c")
+    assert got is None and "no PVH entry" in why
+    k.write_bytes(_bzimage_with(b"\x11\x22\x33\x44 not compressed"))
+    assert image.pvh_vmlinux(k, "s3", tmp_path / "c") == (None, "its payload's compression is not known (11223344)")
+    fake = fake_kernel(tmp_path / "k")   # the stand-in's kernels: protocol 0, no payload, booted as given
+    assert image.pvh_vmlinux(fake, "s4", tmp_path / "c")[0] is None
+
+
+@pytest.mark.parametrize("err, ext, want", [
+    ("ENOENT", [], "shows no VMX or SVM"),
+    ("ENOENT", ["vmx"], "modprobe kvm_intel"),
+    ("ENOENT", ["svm"], "modprobe kvm_amd"),
+    ("EACCES", ["vmx"], "usermod -aG kvm"),
+])
+def test_kvm_usable_says_why_not_and_what_to_do(monkeypatch, err, ext, want):
+    import errno
+
+    from opcost.targets.vm import host
+
+    def refuse(path, flags):
+        raise OSError(getattr(errno, err), os.strerror(getattr(errno, err)), path)
+
+    monkeypatch.setattr(host.os, "open", refuse)
+    monkeypatch.setattr(host, "virt_extensions", lambda: ext)
+    assert want in host.kvm_usable()
+
+
+def test_the_boot_limit_is_learned_from_this_sessions_boots(monkeypatch):
+    from opcost.targets.vm.supervise import learned_limit
+
+    monkeypatch.delenv("OPCOST_VM_BOOT_LIMIT", raising=False)
+    seen = [{"accel": "tcg", "machine": "microvm", "boot_s": s} for s in (4.0, 5.0, 6.0)]
+    assert learned_limit("tcg", "microvm", []) == 90.0                  # before the first boot: fixed
+    assert learned_limit("tcg", "microvm", seen) == 20.0                # 4x the median
+    assert learned_limit("tcg", "pc", seen) == 90.0                     # another machine type: not learned yet
+    assert learned_limit("tcg", "microvm", [dict(seen[0], boot_s=1.0)]) == 15.0   # the floor
+    assert learned_limit("tcg", "microvm", [dict(seen[0], boot_s=40.0)]) == 90.0                  # the ceiling
+    assert learned_limit("kvm", "microvm", [dict(seen[0], accel="kvm", boot_s=0.3)]) == 5.0
+    monkeypatch.setenv("OPCOST_VM_BOOT_LIMIT", "2")
+    assert learned_limit("tcg", "microvm", seen) == 2.0

@@ -74,6 +74,9 @@ def test_each_kernel_boots_and_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path,
         assert v["cpuid"]["arch"] == "x86_64" and "xcr0" in v["cpuid"]
         assert v["boot_s"] > 0 and v["vcpus"]["0"]["thread"] > 0 and v["host_kernel"] == os.uname().release
         assert p["header"]["emulator"].endswith("(TCG)")
+        # under TCG the bzImage's own vmlinux, entered at its PVH entry (no decompression in the guest)
+        assert "PVH" in v["entry"] and v["qemu_argv"][v["qemu_argv"].index("-kernel") + 1].endswith(".elf")
+        assert "cryptomgr.notests" in v["qemu_argv"][v["qemu_argv"].index("-append") + 1]
         assert any(f["flag"] == "emulated" for f in r["summary"]["flags"])
         assert r["summary"]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
         seen.setdefault(v["guest"]["release"], set()).add(r["bench"])

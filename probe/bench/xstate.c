@@ -36,6 +36,7 @@
  * the TSC rate, as on this VM: no PMU to count real cycles). */
 #include "../probe.h"
 #include "../lib/fpstate.h"
+#include "../json.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ static const char *const from_choices[] = {"xsave", "xsaveopt", "xsavec", NULL};
 #define P_STATE {"state", PT_ENUM, "components in use: x87; sse (xmm); avx (+ymm uppers); avx512 (+zmm, opmask); loaded before the loop", "sse", state_choices, 0, 0}
 #define P_CACHE {"cache", PT_ENUM, "hot: area stays cached; cold: clflush every line of the area before each instruction, 16 page-aligned areas in turn (flushes timed alone after every batch, subtracted, reported as aux)", "hot", cache_choices, 0, 0}
 #define P_DIRTY {"dirty", PT_ENUM, "yes: write one register of the state kind before each instruction (cost subtracted as aux); no: state untouched in the loop", "no", yesno, 0, 0}
-#define P_MASK {"mask", PT_STR, "requested-feature bitmap EDX:EAX, e.g. 0x7; xcr0: every component enabled in XCR0 (except XFD-capable ones such as AMX)", "xcr0", NULL, 0, 0}
+#define P_MASK {"mask", PT_STR, "requested-feature bitmap (RFBM) EDX:EAX, e.g. 0x7; xcr0: every component enabled in XCR0 except XFD-capable ones (AMX tile data), as a task that never asked for AMX has them; all: every component enabled in XCR0 (saves only; XFD-armed ones are saved in their init state)", "xcr0", NULL, 0, 0}
 #define P_END {NULL, 0, NULL, NULL, NULL, 0, 0}
 
 static const struct bench_param xsave_params[] = {P_STATE, P_CACHE, P_DIRTY, P_MASK, P_END};
@@ -80,8 +81,11 @@ struct xs {
 	enum xinsn insn, from;
 	enum fpkind kind;
 	int cold, dirty, have_xsave, have_avx;
-	uint32_t lo, hi;            /* mask */
+	uint32_t lo, hi;            /* mask (RFBM = mask & XCR0) */
 	uint64_t usable;            /* XCR0 without XFD-capable components */
+	uint64_t xcr0, xfd;         /* XCR0; its XFD-capable components */
+	uint32_t rlo, rhi;          /* xsaveopt's preparing xrstor: mask & usable (never an XFD-armed one) */
+	size_t std_size, touched;   /* CPUID.0DH:EBX (standard area for XCR0); bytes the instruction touches */
 	unsigned char *area, *end;  /* area; end of the bytes flushed when cold */
 	unsigned char *areas;       /* cold: COLD_AREAS areas, one page-aligned block each */
 	size_t stride, span;        /* bytes between areas; bytes flushed */
@@ -196,7 +200,7 @@ static void prepare(struct xs *s)
 	unsigned char *a = s->area;
 	if (s->insn == XI_XSAVEOPT) {
 		OP_xsave(a, s->lo, s->hi);
-		OP_xrstor(a, s->lo, s->hi); /* xsaveopt's tracking now refers to this area */
+		OP_xrstor(a, s->rlo, s->rhi); /* xsaveopt's tracking now refers to this area */
 	} else if (s->insn == XI_XRSTOR) {
 		switch (s->from) {
 		case XI_XSAVEOPT: OP_xsaveopt(a, s->lo, s->hi); break;
@@ -233,6 +237,30 @@ static int has(const struct bench_ctx *ctx, const char *name)
 		if (strcmp(ctx->b->params[i].name, name) == 0)
 			return 1;
 	return 0;
+}
+
+/* The header's "xstate": what the instruction was asked for and the area's
+ * sizes, so a figure says which components it saved (docs/instructions.md). */
+static void xstate_header(struct bench_ctx *ctx, struct jb *j)
+{
+	const struct xs *s = ctx->priv;
+	char hex[24];
+	uint64_t mask = ((uint64_t)s->hi << 32) | s->lo;
+	jb_obj_begin(j, "xstate");
+	int legacy = s->insn == XI_FXSAVE || s->insn == XI_FXRSTOR;
+	int compact = s->insn == XI_XSAVEC || (s->insn == XI_XRSTOR && s->from == XI_XSAVEC);
+	jb_str(j, "format", legacy ? "legacy" : compact ? "compacted" : "standard");
+	if (!legacy) {
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, mask & s->xcr0);
+		jb_str(j, "rfbm", hex);
+	}
+	snprintf(hex, sizeof(hex), "0x%" PRIx64, s->xcr0);
+	jb_str(j, "xcr0", hex);
+	snprintf(hex, sizeof(hex), "0x%" PRIx64, s->xfd);
+	jb_str(j, "xfd_capable", hex);
+	jb_uint(j, "area_bytes", legacy ? 512 : compact ? s->touched : s->std_size);
+	jb_uint(j, "touched_bytes", s->touched);
+	jb_obj_end(j);
 }
 
 static const char *const insn_names[] = {"xsave", "xsaveopt", "xsavec", "xrstor", "fxsave", "fxrstor", "vzeroupper", "vzeroall"};
@@ -303,13 +331,27 @@ static int setup_insn(struct bench_ctx *ctx, int insn_)
 			xfd |= 1ull << i;
 	}
 	s->usable = xcr0 & ~xfd;
+	s->xcr0 = xcr0;
+	s->xfd = xfd;
 	uint64_t mask = s->usable;
-	if (has(ctx, "mask") && !param_is(ctx, "mask", "xcr0")) {
+	if (has(ctx, "mask") && param_is(ctx, "mask", "all")) {
+		/* What a context switch saves for a task that may use AMX (the kernel's
+		 * RFBM is XCR0 & ~XFD, and XFD is disarmed for it): every enabled
+		 * component. Saves only: an xsave* of an XFD-armed component stores it
+		 * in its init state, an xrstor of one may fault (#NM). */
+		if (insn == XI_XRSTOR) {
+			snprintf(ctx->err, sizeof(ctx->err),
+				 "mask=all is for the saves (xsave, xsaveopt, xsavec): xrstor of an XFD-armed component (AMX) "
+				 "would fault; give mask=xcr0 or a number");
+			return BENCH_BADPARAM;
+		}
+		mask = xcr0;
+	} else if (has(ctx, "mask") && !param_is(ctx, "mask", "xcr0")) {
 		const char *m = param_str(ctx, "mask");
 		char *endp;
 		mask = strtoull(m, &endp, 0);
 		if (*endp || endp == m || m[0] == '-') {
-			snprintf(ctx->err, sizeof(ctx->err), "mask=%s: expected xcr0 or a number such as 0x7 (x87|SSE|AVX)", m);
+			snprintf(ctx->err, sizeof(ctx->err), "mask=%s: expected xcr0, all or a number such as 0x7 (x87|SSE|AVX)", m);
 			return BENCH_BADPARAM;
 		}
 		if (mask & ~xcr0) {
@@ -320,12 +362,15 @@ static int setup_insn(struct bench_ctx *ctx, int insn_)
 		}
 		if (mask & xfd) {
 			snprintf(ctx->err, sizeof(ctx->err),
-				 "mask=%s includes XFD-armed components 0x%" PRIx64 " (AMX): not measured", m, mask & xfd);
+				 "mask=%s includes XFD-capable components 0x%" PRIx64 " (AMX): give mask=all for a save of every "
+				 "enabled component", m, mask & xfd);
 			return BENCH_UNSUPPORTED;
 		}
 	}
 	s->lo = (uint32_t)mask;
 	s->hi = (uint32_t)(mask >> 32);
+	s->rlo = (uint32_t)(mask & s->usable);
+	s->rhi = (uint32_t)((mask & s->usable) >> 32);
 
 	/* Sizes: standard format from CPUID.0DH (EBX: for the current XCR0);
 	 * the bytes one instruction touches: up to the end of the highest
@@ -352,6 +397,8 @@ static int setup_insn(struct bench_ctx *ctx, int insn_)
 	}
 	if (std_size < 576)
 		std_size = 576;
+	s->std_size = insn == XI_FXSAVE || insn == XI_FXRSTOR || !s->have_xsave ? 512 : std_size;
+	s->touched = insn <= XI_XRSTOR ? touched : insn == XI_FXSAVE || insn == XI_FXRSTOR ? 512 : 0;
 	/* The area starts a page: where it sits in a page changes the cold
 	 * cost (an area across a 4 KiB boundary spans two physical pages, and
 	 * the hardware prefetchers stop at the boundary), so one fixed choice. */
@@ -385,6 +432,8 @@ static int setup_insn(struct bench_ctx *ctx, int insn_)
 			snprintf(s->what, sizeof(s->what), "one register write of the state kind");
 		ctx->aux = s->what;
 	}
+	if (insn <= XI_FXRSTOR)   /* the saves and restores: an area and, for xsave*, an RFBM */
+		ctx->header_extra = xstate_header;
 	return BENCH_OK;
 }
 

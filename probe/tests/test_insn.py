@@ -271,3 +271,72 @@ def test_libgcc_variant_is_refused_where_the_compiler_uses_an_instruction():
         pytest.skip("x86_64/aarch64 host")
     cp = run("insn.div", "variant=libgcc")
     assert cp.returncode == 3 and "libgcc has no routine" in parse(cp.stdout)[-1]["reason"]
+
+
+def xsave_layout() -> dict:
+    """CPUID leaf 0xD as `opcost-probe cpuid` reports it (its own reading, not xstate.c's)."""
+    return json.loads(probe("cpuid").stdout)["xsave"]
+
+
+@needs_xsave
+@pytest.mark.parametrize("insn, mask", [("xsave", "xcr0"), ("xsave", "0x3"), ("xsave", "all"), ("xsavec", "xcr0"),
+                                        ("xsaveopt", "all"), ("xrstor", "0x7")])
+def test_header_says_the_rfbm_and_the_area(insn, mask):
+    """Issue 36 item 4: the header's `xstate` says which components were asked
+    for (RFBM = mask & XCR0) and the area's size, from CPUID leaf 0xD (never
+    an assumed 4 KiB): standard format: the size for XCR0 (EBX of
+    sub-leaf 0) and the bytes up to the end of the highest requested
+    component; compacted: 576 plus the requested components' sizes, each
+    64-aligned where CPUID says so."""
+    out = ok_or_unsupported(run(f"xstate.{insn}", f"mask={mask}"))
+    if out is None:
+        return
+    x, lay = out[0]["xstate"], xsave_layout()
+    xcr0 = int(x["xcr0"], 16)
+    comps = [c for c in lay["components"] if not c["supervisor"] and xcr0 >> c["bit"] & 1]
+    xfd = int(x["xfd_capable"], 16)
+    want = {"xcr0": xcr0 & ~xfd, "all": xcr0}.get(mask, int(mask, 16) if mask.startswith("0x") else 0)
+    assert int(x["rfbm"], 16) == want & xcr0
+    asked = [c for c in comps if int(x["rfbm"], 16) >> c["bit"] & 1]
+    if insn == "xsavec":
+        size = 576
+        for c in asked:
+            size = (size + 63) // 64 * 64 if c["align64"] else size
+            size += c["size"]
+        assert x["format"] == "compacted" and x["area_bytes"] == x["touched_bytes"] == size
+    else:
+        assert x["format"] == "standard" and x["area_bytes"] == lay["size_enabled"]
+        assert x["touched_bytes"] == max([576] + [c["offset"] + c["size"] for c in asked])
+
+
+@needs_xsave
+def test_fxsave_header_is_the_legacy_area_and_vzeroupper_has_none():
+    out = ok_or_unsupported(run("xstate.fxsave"))
+    assert out[0]["xstate"]["format"] == "legacy" and out[0]["xstate"]["area_bytes"] == 512
+    assert "rfbm" not in out[0]["xstate"]
+    out = ok_or_unsupported(run("xstate.vzeroupper"))
+    if out is not None:
+        assert "xstate" not in out[0]
+
+
+@needs_xsave
+def test_mask_all_is_for_the_saves():
+    cp = run("xstate.xrstor", "mask=all")
+    assert cp.returncode == 2 and cp.stdout == "" and "mask=all" in cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1
+
+
+@needs_xsave
+def test_the_table_says_the_rfbm_and_the_area(tmp_path):
+    """`opcost run`'s notes say what the header's xstate records (fake clock: no timing)."""
+    import sys
+    root = PROBE_DIR.parent
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "OPCOST_PROBE": str(PROBE)}
+    cp = subprocess.run([sys.executable, "-m", "opcost", "run", "xstate.xsave:mask=0x3", "--fake-clock", "100",
+                         "-p", "1", "-n", "1", "-w", "0", "--target-ms", "1", "--no-store",
+                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    x = json.loads((tmp_path / "r.json").read_text())["results"][0]["processes"][0]["header"]["xstate"]
+    assert x["rfbm"] == "0x3"
+    assert (f"xstate.xsave:mask=0x3: standard area of {x['area_bytes']} bytes, 576 touched; RFBM 0x3 "
+            f"(XCR0 {x['xcr0']}") in cp.stdout

@@ -104,8 +104,8 @@ class Budget:
 
     def what(self) -> str:
         return (f"--max-time {self.max_time_s:g}" if self.source == "--max-time"
-                else f"the default time budget of {self.max_time_s:g} s for iterations of a second or more "
-                "(--max-time sets it)")
+                else f"the default time budget of {self.max_time_s:g} s (opcost's fixed default for iterations "
+                "of a second or more, not sized from this machine; --max-time sets it)")
 
     def plan_line(self, key: str, header: dict, processes: int) -> str:
         """The plan and its ETA, said once when the first long header arrives."""

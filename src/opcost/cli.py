@@ -75,7 +75,9 @@ def _main(argv: list[str] | None) -> int:
     except OpcostError as e:
         from .redact import redact
 
-        print(f"opcost: {redact(str(e))}", file=sys.stderr)    # a --store URL's password never shown
+        from .safetext import screen
+
+        print(screen(f"opcost: {redact(str(e))}"), file=sys.stderr)    # a --store URL's password never shown
         return e.exit_code
     except BrokenPipeError:
         return 0

@@ -8,9 +8,11 @@ import os
 import shutil
 import sys
 
+from .safetext import screen
+
 
 def warn(msg: str) -> None:
-    print(f"opcost: {msg}", file=sys.stderr)
+    print(screen(f"opcost: {msg}"), file=sys.stderr)
 
 
 def dump_json(obj) -> None:
@@ -23,7 +25,8 @@ def emit(lines: list[str], stream=None) -> None:
     turn a finished run into a traceback."""
     try:
         for line in lines:
-            print(line, file=stream or sys.stdout, flush=True)
+            out = stream or sys.stdout
+            print(screen(line, color=use_color(out)), file=out, flush=True)
     except OSError:
         pass
 

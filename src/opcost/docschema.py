@@ -147,11 +147,15 @@ def _walk(doc: Any) -> tuple[str, str] | None:
         if isinstance(v, str):
             if _surrogate(v):
                 return path_text(path), "text with a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot hold"
+            if "\x00" in v:
+                return path_text(path), "text with NUL (\\u0000), which a PostgreSQL store cannot hold"
         elif isinstance(v, dict):
             for k in v:
                 if _surrogate(k):
                     return (path_text(path),
                             "a key with a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot hold")
+                if "\x00" in k:
+                    return path_text(path), "a key with NUL (\\u0000), which a PostgreSQL store cannot hold"
             stack.extend((x, (*path, k)) for k, x in reversed(list(v.items())))
         elif isinstance(v, list):
             stack.extend((x, (*path, i)) for i, x in reversed(list(enumerate(v))))

@@ -787,7 +787,13 @@ def differences(env_a: dict, env_b: dict) -> list[tuple[str, Any, Any]]:
     ignored. Dict values are compared key by key ("vulnerabilities.mds"); a
     field missing on one side counts as None."""
     out: list[tuple[str, Any, Any]] = []
+    env_a, env_b = env_a if isinstance(env_a, dict) else {}, env_b if isinstance(env_b, dict) else {}
     for name in list(env_a) + [n for n in env_b if n not in env_a]:
-        _diff(name, (env_a.get(name) or {}).get("value"),
-              (env_b.get(name) or {}).get("value"), out)
+        _diff(name, _value(env_a.get(name)), _value(env_b.get(name)), out)
     return out
+
+
+def _value(entry: Any) -> Any:
+    """A field's value: {"value": V, "source": ...} as opcost records it; a bare
+    value (an imported file may carry one, the schema allows it) as itself."""
+    return entry.get("value") if isinstance(entry, dict) else entry

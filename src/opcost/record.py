@@ -17,8 +17,10 @@ goes so that an interruption or a later failure loses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -34,11 +36,128 @@ from .model import META, Plan, Run
 _WRITE_SPACING = 10.0
 
 
+class RunFiles:
+    """The run's document in files: the exports (--json, --export), written
+    as the run goes, and the rescue file that takes the whole document when
+    a file or the store cannot (`rescue_folders` says where it may go)."""
+
+    def __init__(self, exports: list[tuple[str, str]], warn) -> None:
+        self.exports = exports          # (format, path) of the result document: --json, --export
+        self.warn = warn
+        self.rescue_path: str | None = None
+        self.rescue_lost = False        # no rescue file could be written: the document is printed at the end
+        self._rescue_next: list[str] = []   # the folders still to try for the rescue file
+        self._last_write = 0.0
+        self._write_cost = 0.0
+        self._warned: set[str] = set()  # targets said to fail during the run
+
+    def targets(self, final: bool) -> list[tuple[str, str]]:
+        targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])
+        # Before the end: regular files only, and only formats cheap enough to
+        # rewrite during the run (html draws its plots once, at the end).
+        return targets if final else [(f, p) for f, p in targets
+                                      if not output.is_stream(p) and getattr(formats.FORMATS[f], "LIVE", True)]
+
+    @property
+    def full_copy(self) -> str | None:
+        """A file that holds the whole run whatever the store does: a
+        regular --json/--export json file, or the rescue file."""
+        if self.rescue_path is not None or self.rescue_lost:
+            return self.rescue_path
+        return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), None)
+
+    def write(self, document, final: bool, force: bool = False, near=None) -> None:
+        """Write document() to every target (not too often: see _WRITE_SPACING);
+        a target that fails starts the rescue (near: the store, whose folder
+        is tried first). At the end, a target that failed raises its error."""
+        targets = self.targets(final)
+        if not targets and not (final and self.rescue_lost):
+            return
+        now = time.monotonic()
+        if not force and now - self._last_write < _WRITE_SPACING * self._write_cost:
+            return
+        doc = document()
+        failed: str | None = None
+        for fmt, path in targets:
+            try:
+                output.write(path, formats.serialize(fmt, doc), give_up=interrupts.pending)
+            except OSError as e:
+                said = f"cannot write {path} ({e.strerror or e})"
+                if path == self.rescue_path:
+                    self._rescue_elsewhere(e, doc)
+                    continue
+                if final:
+                    failed = failed or said
+                if self.rescue_path is None and not self.rescue_lost:
+                    self.warn(said)
+                    self.start_rescue([path, near])
+                    self._rescue_elsewhere(None, doc)
+                elif not final and path not in self._warned:
+                    self._warned.add(path)
+                    self.warn(f"{said}; will try again")
+        if final and self.rescue_lost:
+            self._print_lost(doc)
+        self._last_write = time.monotonic()
+        self._write_cost = self._last_write - now
+        if failed is not None:
+            raise OpcostError(f"{failed}; everything measured is in {self.full_copy_said()}")
+
+    def full_copy_said(self, store_hint: str = "") -> str:
+        """Where the whole run is, as the last message says it."""
+        if self.rescue_lost:
+            return ("no file: it was lost" if sys.stdout.isatty() else
+                    "the result document printed on standard output (save it: no file could be written)")
+        said = str(self.full_copy)
+        if self.rescue_path is not None and store_hint:
+            said += f" ({store_hint.format(path=shlex.quote(self.rescue_path))})"
+        return said
+
+    def _print_lost(self, doc: dict) -> None:
+        if sys.stdout.isatty():
+            print("opcost: no folder could take this run's rescue file and standard output is a terminal: "
+                  "what it measured is lost", file=sys.stderr)
+            return
+        print("opcost: no folder could take this run's rescue file: its result document (opcost.result/1) "
+              "goes to standard output", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(formats.serialize("json", doc))
+        sys.stdout.flush()
+
+    def start_rescue(self, near: list) -> None:
+        folders = rescue_folders(near)
+        self.rescue_path = _rescue_in(folders[0]) if folders else None
+        self._rescue_next = folders[1:]
+        self.rescue_lost = self.rescue_path is None
+
+    def _rescue_elsewhere(self, err: OSError | None, doc: dict) -> None:
+        """The rescue file could not be written (err; None: not tried yet):
+        the next folder that takes it, else standard output at the end."""
+        data = formats.serialize("json", doc)
+        while True:
+            if err is not None:
+                gone = self.rescue_path
+                self.rescue_path = _rescue_in(self._rescue_next.pop(0)) if self._rescue_next else None
+                self.rescue_lost = self.rescue_path is None
+                self.warn(f"cannot write {gone} ({err.strerror or err}); "
+                          + (f"the run goes to {self.rescue_path} instead" if self.rescue_path else
+                             "no other folder takes it"))
+            if self.rescue_path is None:
+                return
+            try:
+                output.write(self.rescue_path, data, give_up=interrupts.pending)
+                self.warn(f"the whole run is in {self.rescue_path}")
+                return
+            except OSError as e:
+                err = e
+
+
 class Recorder:
+    """The run's life cycle: into the store as it is measured, and into its
+    files (RunFiles); when the store fails, the run goes on without it."""
+
     def __init__(self, *, store, exports: list[tuple[str, str]], env: dict, argv: list[str], label: str | None,
                  kind: str = "run", warn=None, labels: dict[str, str] | None = None, plan: Plan | None = None):
         self.store = store
-        self.exports = exports          # (format, path) of the result document: --json, --export
         self.env = env
         self.argv = argv
         self.label = label
@@ -47,6 +166,7 @@ class Recorder:
         self.kind = kind
         self.plan = plan                # what was asked (model.Plan), stored and in the document
         self.warn = warn or (lambda msg: None)
+        self.files = RunFiles(exports, self.warn)
         self.run_id: int | None = None
         self.result_ids: dict[int, int] = {}
         self.results: list = []         # the runner's VariantResults
@@ -55,12 +175,32 @@ class Recorder:
         self.store_missed = 0                         # processes measured after that
         self.created: str | None = None    # when the run began and ended (UTC), in every document of it
         self.finished: str | None = None
-        self.rescue_path: str | None = None
-        self.rescue_terminal = False    # no rescue file could be written: the document goes to stderr at the end
-        self._rescue_next: list[str] = []   # the folders still to try for the rescue file
         self._lost_store = None
-        self._last_write = 0.0
-        self._write_cost = 0.0
+
+    @property
+    def exports(self) -> list[tuple[str, str]]:
+        return self.files.exports
+
+    def _targets(self, final: bool) -> list[tuple[str, str]]:
+        return self.files.targets(final)
+
+    @property
+    def rescue_path(self) -> str | None:
+        return self.files.rescue_path
+
+    @property
+    def full_copy(self) -> str | None:
+        return self.files.full_copy
+
+    @property
+    def full_copy_said(self) -> str:
+        """Where the whole run is, and how it goes back into the store that missed it."""
+        hint = ""
+        if self._lost_store is not None and self.run_id is not None:
+            where = getattr(self._lost_store, "path", "")
+            hint = (f"`opcost import {{path}}{' --store ' + shlex.quote(str(where)) if where else ''}` "
+                    f"completes run {self.run_id} there")
+        return self.files.full_copy_said(hint)
 
     # --- the run's life ----------------------------------------------------------
 
@@ -120,8 +260,6 @@ class Recorder:
                 pass
         self._write(final=True, force=True)
 
-    # --- documents and files -----------------------------------------------------
-
     def document(self) -> dict:
         store_missed = ({"reason": str(self.store_error), "processes": self.store_missed}
                         if self.store_error is not None else None)
@@ -132,83 +270,6 @@ class Recorder:
         return Run([vr.to_model() for vr in self.results], self.env, self.argv, self.status, self.run_id,
                    self.label, stored=stored, store_missed=store_missed, labels=self.labels, uuid=self.uuid,
                    plan=self.plan).to_json()
-
-    def _targets(self, final: bool) -> list[tuple[str, str]]:
-        targets = list(self.exports) + ([("json", self.rescue_path)] if self.rescue_path else [])
-        # Before the end: regular files only, and only formats cheap enough to
-        # rewrite during the run (html draws its plots once, at the end).
-        return targets if final else [(f, p) for f, p in targets
-                                      if not output.is_stream(p) and getattr(formats.FORMATS[f], "LIVE", True)]
-
-    @property
-    def full_copy(self) -> str | None:
-        """A file that holds the whole run whatever the store does: a
-        regular --json/--export json file, or the rescue file."""
-        if self.rescue_path is not None or self.rescue_terminal:
-            return self.rescue_path
-        return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), None)
-
-    @property
-    def full_copy_said(self) -> str:
-        """Where the whole run is, as the last message says it."""
-        if self.rescue_terminal:
-            return "the result document printed above on standard error (save it: no file could be written)"
-        return str(self.full_copy)
-
-    def _write(self, final: bool, force: bool = False) -> None:
-        targets = self._targets(final)
-        if not targets and not (final and self.rescue_terminal):
-            return
-        now = time.monotonic()
-        if not force and now - self._last_write < _WRITE_SPACING * self._write_cost:
-            return
-        doc = self.document()
-        failed: OpcostError | None = None
-        for fmt, path in targets:
-            try:
-                output.write(path, formats.serialize(fmt, doc), give_up=interrupts.pending)
-            except OSError as e:
-                if path == self.rescue_path:
-                    self._rescue_elsewhere(e, doc)
-                elif self.store_error is not None and path == self.full_copy:
-                    # The one full copy of a run the store lost cannot be
-                    # written (a full disk): a rescue file takes its place.
-                    self.warn(f"cannot write {path} ({e.strerror or e})")
-                    self._start_rescue(self._lost_store)
-                    self._rescue_elsewhere(None, doc)
-                elif final:
-                    failed = failed or OpcostError(f"cannot write {path} ({e.strerror or e})")
-                else:
-                    self.warn(f"cannot write {path} ({e.strerror or e}); will try again")
-        if final and self.rescue_terminal:
-            print("opcost: no file could take this run; its result document (opcost.result/1) follows:",
-                  file=sys.stderr)
-            sys.stderr.write(formats.serialize("json", doc).decode())
-            sys.stderr.flush()
-        self._last_write = time.monotonic()
-        self._write_cost = self._last_write - now
-        if failed is not None:
-            raise failed
-
-    def _rescue_elsewhere(self, err: OSError | None, doc: dict) -> None:
-        """The rescue file could not be written (err; None: not tried yet):
-        the next folder that takes it, else the terminal at the end."""
-        data = formats.serialize("json", doc)
-        while True:
-            if err is not None:
-                gone = self.rescue_path
-                self.rescue_path = self._rescue_in(self._rescue_next.pop(0)) if self._rescue_next else None
-                self.rescue_terminal = self.rescue_path is None
-                self.warn(f"cannot write {gone} ({err.strerror or err}); "
-                          + (f"the run goes to {self.rescue_path} instead" if self.rescue_path else
-                             "no other folder takes it: the run goes to standard error at the end"))
-            if self.rescue_path is None:
-                return
-            try:
-                output.write(self.rescue_path, data, give_up=interrupts.pending)
-                return
-            except OSError as e:
-                err = e
 
     # --- when the store fails ----------------------------------------------------
 
@@ -226,34 +287,49 @@ class Recorder:
         if self.full_copy:
             self.warn(f"the store misses the rest of this run; {self.full_copy} gets all of it")
         else:
-            self._start_rescue(store)
-            self.warn(f"the store misses the rest of this run; all of it goes to {self.rescue_path} "
-                      "(a result document, opcost.result/1)")
+            self.files.start_rescue([getattr(store, "path", None)])
+            self.warn("the store misses the rest of this run; all of it goes to "
+                      + (f"{self.rescue_path} (a result document, opcost.result/1)" if self.rescue_path else
+                         "standard output at the end (no folder takes a rescue file)"))
         self._lost_store = store if self.run_id is not None else None
 
-    def _start_rescue(self, store) -> None:
-        folders = _rescue_folders(store)
-        self.rescue_path = self._rescue_in(folders[0])
-        self._rescue_next = folders[1:]
-
-    def _rescue_in(self, folder: str) -> str:
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")
+    def _write(self, final: bool, force: bool = False) -> None:
+        self.files.write(self.document, final, force, near=getattr(self._lost_store or self.store, 'path', None))
 
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _rescue_folders(store) -> list[str]:
-    """Where a rescue file may go, in order: beside the store (else the
-    current directory), then the temporary directory."""
-    base = getattr(store, "path", None)
-    folder = os.path.dirname(os.fspath(base)) if base is not None else "."
-    if not folder or not os.access(folder, os.W_OK):
-        folder = "."
-    out = [folder]
-    tmp = tempfile.gettempdir()
-    if os.path.realpath(tmp) != os.path.realpath(folder):
-        out.append(tmp)
+def state_dir() -> str:
+    """$XDG_STATE_HOME/opcost, XDG_STATE_HOME defaulting to ~/.local/state."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "opcost")
+
+
+def rescue_folders(near: list) -> list[str]:
+    """Where a rescue file may go, in order: beside each of `near` (the file
+    that could not be written, the store; None: none), the temporary
+    directory ($TMPDIR, else /tmp), the working directory, the state
+    directory (state_dir, made if need be); each once, and only those that
+    exist and may be written."""
+    wanted = [os.path.dirname(os.path.abspath(os.fspath(p))) for p in near
+              if p is not None and not output.is_stream(os.fspath(p))]
+    wanted += [tempfile.gettempdir(), os.getcwd() if os.path.isdir(".") else ".", state_dir()]
+    out: list[str] = []
+    seen: set[str] = set()
+    for folder in wanted:
+        if folder == wanted[-1]:
+            with contextlib.suppress(OSError):
+                os.makedirs(folder, exist_ok=True)
+        real = os.path.realpath(folder)
+        if real not in seen and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            seen.add(real)
+            out.append(folder)
     return out
+
+
+def _rescue_in(folder: str) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(folder, f"opcost-unsaved-{stamp}-{os.getpid()}.json")

@@ -462,6 +462,13 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
                               f"lost > {CONTENDED_BATCH_SHARE:.0%}, {cont['involuntary_switches_per_batch']:.1f} "
                               "involuntary switches per batch: " + _EXCLUDED.get(figure, "the figure includes that waiting"),
                     **({"in_figure": False} if figure in _EXCLUDED else {})})
+    retried = [(p.get("round"), x) for p in procs for x in ((p.get("header") or {}).get("vm") or {}).get("retries") or []]
+    if retried:   # the vm target killed a hung boot and booted again in the same round (targets/vm/supervise.py)
+        out.append({"flag": "boot retried", "rounds": sorted({r for r, _ in retried if r is not None}),
+                    "detail": f"{len(retried)} boot(s) hung and were retried in their round (round "
+                              + ", ".join(str((r or 0) + 1) for r, _ in retried) + "): "
+                              + str(retried[-1][1].get("cause", "")).split("; the console")[0]
+                              + "".join(f"; {x['gave_up']}" for _, x in retried if x.get("gave_up"))})
     emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "

@@ -126,6 +126,15 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
         if s.get("ops_per_iter"):
             notes.append(Note("iteration", name, f"{name}: one iteration ({s.get('iteration') or 'several operations'}) = "
                               f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration"))
+        xs = next((h["xstate"] for p in r.get("processes") or []
+                   if isinstance(h := p.get("header"), dict) and isinstance(h.get("xstate"), dict)), None)
+        if xs:   # xstate.*: which components were asked for, and the area (docs/instructions.md)
+            notes.append(Note("xstate", name, f"{name}: {xs.get('format')} area of {xs.get('area_bytes')} bytes, "
+                              f"{xs.get('touched_bytes')} touched"
+                              + (f"; RFBM {xs['rfbm']} (XCR0 {xs.get('xcr0')}"
+                                 + (f", XFD-capable {xs['xfd_capable']}"
+                                    if xs.get("xfd_capable") not in (None, "0x0") else "")
+                                 + ")" if xs.get("rfbm") else "")))
         if s.get("nominal_ns") is not None:
             notes.append(Note("requested", name, f"{name}: requested {fmt_ns(s['nominal_ns'])}, overshoot "
                               f"{fmt_ns(s['overshoot_ns'])} per op"))
@@ -226,6 +235,7 @@ _KINDS: tuple[tuple[str, str, str, str, str], ...] = (
     ("boots", "boots", "{} of the variance between boots", "pct", "per boot: --notes"),
     ("iteration", "several operations an iteration", "", "", "per iteration: --notes"),
     ("requested", "requested duration", "", "", "overshoot per op: --notes"),
+    ("xstate", "xstate area", "", "", "which components (RFBM) and the area's bytes: --notes"),
 )
 # Kinds that are the machine's noise: on nearly every benchmark, said once
 # as a property of the machine.

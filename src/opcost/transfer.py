@@ -147,3 +147,44 @@ def check(doc: Any, where: str) -> dict:
     if problem is not None:
         raise _fail(where, f"{printable(problem)} (not a valid {RESULT_SCHEMA} document; docs/result-json.md)")
     return doc
+
+
+def held_after(url: str | None, docs: list[dict]) -> str:
+    """After a signal: how many of `docs` the store at `url` holds, read back
+    from it (not counted while storing: a transaction may have committed
+    just before the signal), as a message's clause."""
+    from .store import open_store
+    from .store.base import identity
+
+    want = {identity(d) for d in docs}
+    try:
+        with open_store(url, readonly=True) as store:
+            have = {r.get("uuid") for r in store.list_runs()}
+    except Exception as e:      # the store gone too: say so rather than guess
+        return f"what the store holds could not be read back ({printable(str(e))[:200]})"
+    n = len(want & have)
+    return (f"read back after the signal, the store holds {n} of the {len(want)} run(s) given"
+            + (f"; {len(want) - n} not stored (run the same command again to store them)" if n < len(want) else ""))
+
+
+def load_settled(store, run_id: int, wait: bool, warn) -> dict:
+    """Run `run_id` to copy or export. One still being measured ("running",
+    its opcost alive): with `wait`, waited for (polled every second) until
+    it has ended; else copied as a partial snapshot, marked "interrupted"
+    (a copied run is never "running" where it goes), said, and completed
+    in place by a later copy or import once the run has ended."""
+    import time
+
+    doc = store.load_run(run_id)
+    if doc.get("status") != "running":
+        return doc
+    if wait:
+        warn(f"run {run_id} is still being measured: waiting for it to end (--wait)")
+        while doc.get("status") == "running":
+            time.sleep(1.0)
+            doc = store.load_run(run_id)
+        return doc
+    n = sum(len(r.get("processes") or []) for r in doc.get("results") or [])
+    warn(f"run {run_id} is still being measured: copied as a partial snapshot ({n} process(es) so far), "
+         "marked interrupted; copy it again once it has ended to complete it in place (or give --wait)")
+    return doc | {"status": "interrupted"}

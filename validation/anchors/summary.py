@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 from validation.anchors.catalogue import RATIO_BAND, Anchor, Row
+from validation.harness.distributions import NOT_MEASURABLE, measurable, ratio
 
 # opcost's spread is larger only when the one-sided F-test says so at this p.
 F_TEST_P = 0.05
@@ -93,9 +94,9 @@ def shown_command(anchor: Anchor, cpu: int) -> str:
 
 
 def fmt_ns(x: float) -> str:
-    if x >= 10_000:
+    if abs(x) >= 10_000:
         return f"{x / 1000:,.2f} us"
-    if x >= 1_000:
+    if abs(x) >= 1_000:
         return f"{x / 1000:.3f} us"
     return f"{x:.1f} ns"
 
@@ -127,6 +128,13 @@ def summarise(row: Row, res: dict, runs: list[dict], cpu: int) -> dict:
     used = clean if len(clean) >= 2 else ok
     o = [r["opcost_ns"] for r in used]
     a = [r["anchor_ns"] for r in used]
+    if not measurable(*o, *a):   # `A - B` netting below zero, or an anchor's 0: no ratio, no log
+        out.update({"status": "not measurable", "why": NOT_MEASURABLE, "n_runs": len(ok), "n_used": len(used),
+                    "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
+                    "runs_not_measurable": sum(not measurable(x, y) for x, y in zip(o, a)),
+                    "reruns": sum(r.get("reruns", 0) for r in ok),
+                    "disturbed_kept": sum(bool(r.get("disturbed")) for r in ok)})
+        return out
     ratios = [r["ratio"] for r in used]
     out.update({
         "n_runs": len(ok), "n_used": len(used), "opcost_ns": statistics.median(o), "anchor_ns": statistics.median(a),
@@ -174,6 +182,11 @@ def markdown(rows: list[dict]) -> str:
                          f"{fmt_ns(r['anchor_ns'])}{unit} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
                          f"{r['ratio_max']:.3f}) | {fmt_cv(r['opcost_cv'])} | {fmt_cv(r['anchor_cv'])} | {p} | "
                          f"{reruns} | {defs} | {verdict_text(r)} |")
+        elif r["status"] == "not measurable":
+            unit = f"/{r['unit']}"
+            lines.append(f"| {opcost_name(r)} | {cmd} | {fmt_ns(r['opcost_ns'])}{unit} | "
+                         f"{fmt_ns(r['anchor_ns'])}{unit} | - | - | - | - | {r.get('reruns', 0)} | {defs} | "
+                         f"{r['why']} ({r['runs_not_measurable']} of {r['n_used']} runs) |")
         else:
             why = (r["why"] or r["status"]).splitlines()[0].replace("|", "\\|")
             lines.append(f"| {opcost_name(r)} | {cmd} | - | - | - | - | - | - | - | {defs} | {why} |")
@@ -183,7 +196,7 @@ def markdown(rows: list[dict]) -> str:
 def unavailable(rows: list[dict]) -> list[str]:
     """One line per anchor that could not run, and why (the report's end)."""
     return [f"- {r['operation']}: {r['why'].splitlines()[0]}" for r in rows
-            if r["status"] not in ("ok", "error") and r.get("why")]
+            if r["status"] not in ("ok", "error", "not measurable") and r.get("why")]
 
 
 def attempt(first: str, got: dict[str, dict], disturbed: bool) -> dict:
@@ -191,7 +204,7 @@ def attempt(first: str, got: dict[str, dict], disturbed: bool) -> dict:
     o, a = got["opcost"], got["anchor"]
     return {
         "first": first, "opcost_ns": o["ns_per_op"], "anchor_ns": a["ns_per_op"],
-        "ratio": o["ns_per_op"] / a["ns_per_op"], "opcost_wall_s": o["wall_s"],
+        "ratio": ratio(o["ns_per_op"], a["ns_per_op"]), "opcost_wall_s": o["wall_s"],
         "anchor_wall_s": a["wall_s"], "opcost_cpu_share": o.get("cpu_share"),
         "anchor_cpu_share": a.get("cpu_share"), "disturbed": disturbed,
         "opcost_cv_processes": o.get("cv_processes"),

@@ -20,6 +20,9 @@ What compare() reports, for opcost (a) against the hand-written reference (b):
   * slower_at: the quantiles whose whole interval lies above the band's top:
     opcost slower there beyond noise. Empty: no slower at any quantile
     within noise.
+A figure <= 0 (a net figure whose subtracted overhead is larger than the
+operation: a cold-cache xsave on some hosts) has no log and no ratio: such a
+comparison is NOT_MEASURABLE, said in its row, and the rest is reported.
 Pure functions of the two lists and a seed."""
 
 from __future__ import annotations
@@ -33,6 +36,17 @@ QUANTILES = (0.1, 0.5, 0.9)
 LEVEL_GAP = 0.05      # neighbouring process medians more than 5% apart are on different levels
 BOOTSTRAP = 4000
 Z95 = 1.959963984540054
+NOT_MEASURABLE = "not measurable here (overhead larger than the operation)"
+
+
+def measurable(*xs: float) -> bool:
+    """Whether every figure has a log and can be divided by: finite and > 0."""
+    return all(math.isfinite(x) and x > 0 for x in xs)
+
+
+def ratio(a: float, b: float) -> float | None:
+    """a / b, or None when either is not measurable (<= 0)."""
+    return a / b if measurable(a, b) else None
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -99,6 +113,9 @@ def tests(a: list[float], b: list[float]) -> dict:
 def compare(a: list[float], b: list[float], hi: float, seed: int) -> dict:
     """a (opcost) against b (reference) as distributions; hi: the band's top,
     above which a quantile whose whole interval lies is 'slower'."""
+    if not measurable(*a, *b):
+        return {"opcost_sorted_ns": sorted(a), "ref_sorted_ns": sorted(b), "opcost_levels": levels(a),
+                "ref_levels": levels(b), "not_measurable": NOT_MEASURABLE, "slower_at": []}
     rng = random.Random(seed)
     qs = []
     for q in QUANTILES:

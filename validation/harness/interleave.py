@@ -94,5 +94,6 @@ class Interleave:
             for k in order:
                 got[k].append(self.pair(rnd, k, sides(k), record))
             log(f"{self.word} {rnd}/{n}: " + "  ".join(
-                f"{k} {got[k][-1]['ratio']:.3f}" for k in names if got[k] and "ratio" in got[k][-1]))
+                f"{k} " + ("-" if got[k][-1]["ratio"] is None else f"{got[k][-1]['ratio']:.3f}")   # None: a figure <= 0
+            for k in names if got[k] and "ratio" in got[k][-1]))
         return got

@@ -127,7 +127,7 @@ def attempt_record(aux_fields: bool) -> Record:
         a, b = got["opcost"], got["ref"]
         return {
             "first": first, "opcost_ns": a["median_ns"], "ref_ns": b["median_ns"],
-            "ratio": a["median_ns"] / b["median_ns"], "opcost_iters": a["iters"],
+            "ratio": distributions.ratio(a["median_ns"], b["median_ns"]), "opcost_iters": a["iters"],
             "ref_iters": b["iters"], "opcost_cpu_share": a["cpu_share"],
             "ref_cpu_share": b["cpu_share"], "disturbed": disturbed,
             "opcost_overhead_ns": a.get("overhead_ns"),
@@ -141,15 +141,19 @@ def summarise(ops: list[Op], rounds: dict[str, list[dict]], lo: float, hi: float
     rows = []
     for k, (name, spec, refop) in enumerate(ops):
         rs = rounds[name]
-        ratios = [r["ratio"] for r in rs]
-        med = statistics.median(ratios)
+        # a round whose figure is <= 0 has no ratio: the row is not measurable here (its figures still shown)
+        ratios = [r["ratio"] for r in rs if r["ratio"] is not None]
+        whole = len(ratios) == len(rs) and bool(rs)
+        med = statistics.median(ratios) if whole else None
         dist = distributions.compare([r["opcost_ns"] for r in rs], [r["ref_ns"] for r in rs], hi, seed + k)
         rows.append({
             "operation": name, "opcost_spec": spec, "ref_op": refop,
             "opcost_median_ns": statistics.median(r["opcost_ns"] for r in rs),
             "ref_median_ns": statistics.median(r["ref_ns"] for r in rs),
-            "ratio": med, "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "pass": lo <= med <= hi, "reruns": sum(r["reruns"] for r in rs),
+            "ratio": med, "ratio_min": min(ratios) if whole else None, "ratio_max": max(ratios) if whole else None,
+            **({} if whole else {"not_measurable": distributions.NOT_MEASURABLE,
+                                 "rounds_not_measurable": len(rs) - len(ratios)}),
+            "pass": None if med is None else lo <= med <= hi, "reruns": sum(r["reruns"] for r in rs),
             "disturbed_kept": sum(r["disturbed"] for r in rs), "distribution": dist, "rounds": rs,
         })
     return rows
@@ -161,10 +165,16 @@ def fmt_ns(x: float) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("operation", "opcost ns", "reference ns", "opcost/ref", "per-round min-max", "reruns", "")
+
+    def verdict(r: dict) -> str:
+        if r["pass"] is None:
+            return f"{r['not_measurable']} in {r['rounds_not_measurable']} of {len(r['rounds'])} rounds"
+        return "PASS" if r["pass"] else "FAIL"
     return text_table(head, [(r["operation"], fmt_ns(r["opcost_median_ns"]), fmt_ns(r["ref_median_ns"]),
-                              f"{r['ratio']:.3f}", f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}",
+                              "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                              "-" if r["ratio"] is None else f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}",
                               f"{r['reruns']}" + (f" ({r['disturbed_kept']} kept)" if r["disturbed_kept"] else ""),
-                              "PASS" if r["pass"] else "FAIL") for r in rows])
+                              verdict(r)) for r in rows])
 
 
 def distribution_table(rows: list[dict]) -> str:
@@ -180,6 +190,10 @@ def distribution_table(rows: list[dict]) -> str:
     out = []
     for r in rows:
         d = r["distribution"]
+        if "not_measurable" in d:
+            out.append((r["operation"], distributions.fmt_levels(d["opcost_levels"]),
+                         distributions.fmt_levels(d["ref_levels"]), "-", "-", "-", "-", "-", "-", d["not_measurable"]))
+            continue
         out.append((r["operation"], distributions.fmt_levels(d["opcost_levels"]),
                     distributions.fmt_levels(d["ref_levels"]), q(d, 0.1), q(d, 0.5), q(d, 0.9),
                     f"{d['hl_ratio']:.3f} [{d['hl_ci95'][0]:.3f},{d['hl_ci95'][1]:.3f}]",
@@ -249,5 +263,6 @@ def compare_main(argv: list[str] | None, *, doc: str, here: Path, ops: list[Op],
             "cpu": cpu, "rounds": args.rounds, "seed": il.seed, "warmup": WARMUP, "samples": SAMPLES,
             "band": [lo, hi], "retries": args.retries, "min_share": args.min_share,
         }, rows)
-    failed = [r["operation"] for r in rows if not r["pass"] or r["distribution"]["slower_at"]]
+    # a row not measurable here is said in its row, neither passed nor failed
+    failed = [r["operation"] for r in rows if r["pass"] is False or r["distribution"]["slower_at"]]
     return 1 if (args.check and failed) else 0

@@ -30,7 +30,7 @@ def module(name: str):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, as for every other usage error
-        raise UsageError(f"{redact(message)} (see {self.prog} --help)")
+        raise UsageError(f"{printable(redact(message))} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
     s.add_argument("-o", "--output", metavar="FILE", default="-",
                    help="where to write ('-', the default: stdout); an existing file only with --force")
     s.add_argument("--force", action="store_true", help="overwrite an existing -o FILE")
+    s.add_argument("--wait", action="store_true", help="a run still being measured: wait for it to end (default: "
+                   "export what it has measured so far, marked interrupted; importing a later export "
+                   "completes it in place)")
     add_store_option(s)
 
 
@@ -25,7 +28,8 @@ def run(args, argv) -> int:
     from .. import output
     from ..store import open_store
     from ..safetext import printable
-    from ..transfer import serialize
+    from ..console import warn
+    from ..transfer import load_settled, serialize
 
     output.check_target(args.output, "-o", overwrite=args.force)
     with open_store(args.store, readonly=True) as store:
@@ -34,7 +38,7 @@ def run(args, argv) -> int:
             rid = store.resolve(ref)
             if rid not in ids:
                 ids.append(rid)
-        docs = [store.load_run(rid) for rid in ids]
+        docs = [load_settled(store, rid, args.wait, warn) for rid in ids]
     output.save(args.output, serialize(docs))
     if args.output != output.STDOUT:
         print(f"exported {len(docs)} run(s) ({', '.join(map(str, ids))}) to {printable(args.output)}",

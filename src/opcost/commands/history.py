@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from ..console import dump_json, warn
+from ..safetext import printable
 from ..errors import UsageError
 from . import REFS, add_json_flag, add_store_option
 
@@ -80,7 +81,7 @@ def run(args, argv) -> int:
         dump_json(runs)
     elif not runs and (where or args.bench):
         print("no stored run matches " + " and ".join(
-            [f"{k}={v}" for k, v in where.items()] + ([f"bench {args.bench}"] if args.bench else [])))
+            [printable(f"{k}={v}") for k, v in where.items()] + ([f"bench {printable(args.bench)}"] if args.bench else [])))
     else:
         print(format_history(runs))
     return 0

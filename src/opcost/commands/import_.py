@@ -24,19 +24,23 @@ def run(args, argv) -> int:
     from ..console import warn
     from ..store import open_store
     from ..safetext import printable
-    from ..transfer import read_file
+    from ..transfer import held_after, read_file
 
-    imported: list[str] = []
-    interrupts.say_done(lambda: (f"{len(imported)} of {len(args.files)} file(s) imported before it (said above), "
-                                 "the others not" if imported else "nothing was imported")
-                        + " (each file is stored whole or not at all)")
     files = [(path, read_file(path)) for path in args.files]   # all checked before storing any
+    interrupts.say_done(lambda: held_after(args.store, [d for _, docs in files for d in docs])
+                        + " (each file is stored whole or not at all)")
     with open_store(args.store, on_wait=warn) as store:
         for path, docs in files:
             done = store.import_runs(docs)
-            imported.append(path)
-            new = [str(rid) for rid, stored in done if stored]
+            completed = getattr(store, "completed", {})
+            new = [str(rid) for rid, stored in done if stored and rid not in completed]
             old = [str(rid) for rid, stored in done if not stored]
             print(f"{printable(path)}: imported {len(new)} run(s)" + (f" ({', '.join(new)})" if new else "")
+                  + "".join(f"; run {rid}: {n} process(es) added, now {_status(store, rid)}"
+                            for rid, n in completed.items())
                   + (f"; {len(old)} already stored ({', '.join(old)})" if old else ""))
     return 0
+
+
+def _status(store, run_id: int) -> str:
+    return next((r["status"] for r in store.find_runs() if r["id"] == run_id), "stored")

@@ -93,7 +93,7 @@ def check(args) -> str:
 
 def run(args, argv) -> int:
     from .. import output
-    from ..formats import FORMATS
+    from ..formats import FORMATS, screened
     from ..store import open_store
 
     kind = check(args)
@@ -124,11 +124,12 @@ def run(args, argv) -> int:
             ids = [store.resolve(r) for r in refs]   # every reference checked before any is loaded
             if len(ids) > 1 and hasattr(module, "serialize_runs"):
                 # one page of many runs: each reduced as it is read, its samples' plain columns only
-                output.save(args.output, module.serialize_runs(_runs(store, ids, sample_data=False)))
+                output.save(args.output, screened(args.format, module.serialize_runs(_runs(store, ids,
+                                                                                              sample_data=False))))
                 return 0
             docs.extend(_fleet(store, d) for d in _runs(store, ids, sample_data=True))
     data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
-    output.save(args.output, data)
+    output.save(args.output, screened(args.format, data))
     return 0
 
 

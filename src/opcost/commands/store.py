@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     c.add_argument("src", metavar="SRC", help="the store to read (path or URL)")
     c.add_argument("dst", metavar="DST", help="the store to copy into (path or URL)")
     c.add_argument("runs", nargs="*", metavar="RUN", help="only these runs of SRC (id or label; default: all)")
+    c.add_argument("--wait", action="store_true", help="a run still being measured: wait for it to end (default: "
+                   "copy what it has measured so far, marked interrupted; copying again once it has ended "
+                   "completes it in place)")
 
 
 def _check(name: str, value: str) -> None:
@@ -56,13 +59,12 @@ def _where(url: str) -> str:
     return redact(url)
 
 
-def _copied(new: list[str], old: list[str], ids: list[int], where) -> str:
-    """What an interrupted copy had done: the batches committed, each whole."""
-    done = (f"copied {len(new)} run(s) into {where} before it" + (f" ({', '.join(new)})" if new else "")
-            if new else f"nothing was copied into {where}")
-    left = len(ids) - len(new) - len(old)
-    return done + (f"; {len(old)} already there" if old else "") + (
-        f"; {left} run(s) not copied (run the same command again to copy them)" if left else "")
+def _copied(url: str, docs: list[dict], where) -> str:
+    """What an interrupted copy had done, read back from DST after the
+    signal (each batch is committed whole)."""
+    from ..transfer import held_after   # --help
+
+    return f"{where}: " + held_after(url, docs).replace("the store holds", "it holds")
 
 
 def run(args, argv) -> int:
@@ -72,6 +74,7 @@ def run(args, argv) -> int:
     from .. import interrupts   # --help
     from ..console import warn   # --help
     from ..store import open_store   # --help
+    from ..transfer import load_settled   # --help
 
     if args.store_action is None:
         raise UsageError("give an action: `opcost store copy SRC DST [RUN...]` (opcost store --help)")
@@ -91,12 +94,18 @@ def run(args, argv) -> int:
         with open_store(args.dst, on_wait=warn) as dst:
             new: list[str] = []
             old: list[str] = []
-            interrupts.say_done(lambda: _copied(new, old, ids, dst.path))
+            completed: dict[int, int] = {}
+            idents = {r["id"]: {"uuid": r.get("uuid")} for r in src.list_runs()}
+            interrupts.say_done(lambda: _copied(args.dst, [idents[rid] for rid in ids], dst.path))
             for i in range(0, len(ids), BATCH):
-                docs = [src.load_run(rid) for rid in ids[i:i + BATCH]]
-                for rid, stored in dst.import_runs(docs):
-                    (new if stored else old).append(str(rid))
+                docs = [load_settled(src, rid, args.wait, warn) for rid in ids[i:i + BATCH]]
+                done = dst.import_runs(docs)
+                completed.update(getattr(dst, "completed", {}))
+                for rid, stored in done:
+                    if rid not in completed:
+                        (new if stored else old).append(str(rid))
             where = dst.path
     print(f"copied {len(new)} run(s) into {where}" + (f" ({', '.join(new)})" if new else "")
+          + "".join(f"; run {rid}: {n} process(es) added, completed in place" for rid, n in completed.items())
           + (f"; {len(old)} already there ({', '.join(old)})" if old else ""), file=sys.stdout)
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..model import kind_of
+from ..safetext import screen
 from . import csv, go, hyperfine_json, html, json, markdown, text
 
 FORMATS = {m.NAME: m for m in (
@@ -57,8 +58,25 @@ def check(exports: list[tuple[str, str]], kind: str) -> None:
         raise UsageError("two exports to standard output ('-'); give files for all but one")
 
 
+# Formats whose text reaches a terminal or a viewer as it is: stored text in
+# them (an imported result's op, a label) is screened (safetext.screen).
+# JSON escapes control characters itself.
+_SCREENED = ("csv", "text", "markdown", "go", "html")
+
+
 def serialize(fmt: str, doc: dict) -> bytes:
-    return FORMATS[fmt].serialize(doc)
+    return screened(fmt, FORMATS[fmt].serialize(doc))
+
+
+def screened(fmt: str, data: bytes) -> bytes:
+    """`data` in format `fmt` with stored text's control characters escaped
+    (safetext.screen), for the formats that need it."""
+    if fmt in _SCREENED:
+        text = data.decode("utf-8", "surrogateescape")
+        screened = screen(text, crlf=True)
+        if screened is not text:
+            data = screened.encode("utf-8", "surrogateescape")
+    return data
 
 
 def write(exports: list[tuple[str, str]], doc: dict) -> None:

@@ -110,11 +110,12 @@ def _v4(db: Any) -> None:
 
 # Version 5 (issue 24): the plan of a run, older runs' recovered from their argv.
 def _v5(db: Any) -> None:
+    from .recover import recover_plan
     from .rows import recovered_plans
 
     db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
     db.cursor().executemany("UPDATE runs SET plan = %s WHERE id = %s",
-                            recovered_plans(lambda sql: db.execute(sql).fetchall()))
+                            recovered_plans(lambda sql: db.execute(sql).fetchall(), recover_plan))
 
 
 Step = Union[str, Callable[[Any], None]]

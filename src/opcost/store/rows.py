@@ -75,7 +75,8 @@ def plain_samples(samples: Iterable[Row]) -> Iterable[Row]:
 
 
 def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Iterable[Row],
-                 samples: Iterable[Row], labels: Iterable[Row] = ()) -> dict[str, Any]:
+                 samples: Iterable[Row], labels: Iterable[Row] = (),
+                 recover_plan: Callable[..., Plan | None] | None = None) -> dict[str, Any]:
     """The run as an `opcost.result/1` document (plus store fields: run_id,
     created, finished, label, kind, status, argv), from three bulk reads rather
     than one query per process:
@@ -98,13 +99,11 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
 
     created, finished, label, kind, status, version, argv, env, owner, ident, plan = run
     res = [result(rest, by_result.get(rid, [])) for rid, *rest in results]
-    if plan is None:    # a store never migrated to schema 5
-        from .recover import recover_plan
-
+    if plan is None and recover_plan is not None:    # a store never migrated to schema 5
         got = recover_plan(decode(argv), kind, [{"bench": r.bench, "processes": [p.meta for p in r.processes]}
                                                 for r in res])
     else:
-        stored = decode(plan)
+        stored = None if plan is None else decode(plan)
         got = None if stored is None else Plan.from_dict(stored)
     return Run(res, decode(env), decode(argv),
                shown_status(status, decode(owner)), run_id, label, version,
@@ -112,12 +111,11 @@ def run_document(run_id: int, run: Row, results: Iterable[Row], processes: Itera
                labels={k: v for k, v in labels}, uuid=ident, plan=got).to_json()
 
 
-def recovered_plans(query: Callable[[str], list]) -> list[tuple[str, int]]:
+def recovered_plans(query: Callable[[str], list],
+                    recover_plan: Callable[..., Plan | None]) -> list[tuple[str, int]]:
     """(plan JSON, run id) of every run of a store migrating to schema 5
     (`query(sql)` gives the rows of a SELECT): recovered from its argv, the
-    JSON null when it cannot be."""
-    from .recover import recover_plan
-
+    JSON null when it cannot be (recover_plan: store/recover.py's)."""
     results: dict[int, dict[int, dict]] = {}
     for run_id, result_id, bench, meta in query(
             "SELECT r.run_id, r.id, r.bench, p.meta FROM results r LEFT JOIN processes p ON p.result_id = r.id"

@@ -126,10 +126,11 @@ def _v4(db: sqlite3.Connection) -> None:
 # or the JSON null when it cannot be told; a NULL column (a store read as it is,
 # never migrated) is recovered when read.
 def _v5(db: sqlite3.Connection) -> None:
+    from .recover import recover_plan
     from .rows import recovered_plans
 
     db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
-    db.executemany("UPDATE runs SET plan = ? WHERE id = ?", recovered_plans(lambda sql: db.execute(sql).fetchall()))
+    db.executemany("UPDATE runs SET plan = ? WHERE id = ?", recovered_plans(lambda sql: db.execute(sql).fetchall(), recover_plan))
 
 
 def statements(script: str) -> list[str]:

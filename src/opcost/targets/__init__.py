@@ -79,6 +79,11 @@ def parse_ssh(rest: str) -> tuple[str, int | None]:
         port_text = tail[1:] if tail else None
         name = host_part[1:close]
         dest = dest[:len(dest) - len(host_part)] + name
+    elif host_part.count(":") > 1 and _ipv6(host_part):   # an IPv6 address without brackets: no port
+        port_text = None
+    elif host_part.count(":") > 1:   # HOST:PORT:PORT: which one would ssh use? neither is guessed
+        raise UsageError(f"--target ssh:{printable(rest)}: a port given more than once; give ssh://HOST:PORT "
+                         "with one port (an IPv6 address in brackets: ssh://[ADDRESS]:PORT)")
     elif ":" in host_part:
         name, _, port_text = host_part.rpartition(":")
         dest = dest[:len(dest) - len(host_part)] + name
@@ -95,6 +100,15 @@ def parse_ssh(rest: str) -> tuple[str, int | None]:
     from .transport import check_host
 
     return check_host(dest), port
+
+
+def _ipv6(text: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(text).version == 6
+    except ValueError:
+        return False
 
 
 def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:

@@ -10,6 +10,7 @@ import ctypes
 import os
 import re
 import selectors
+import shlex
 import signal
 import socket
 import subprocess
@@ -73,6 +74,7 @@ def run_guest(cfg: VmConfig, m: Machine, image: bytes, *, accel: str, machine_ty
         except OSError as e:
             raise ProbeError(f"cannot start {cfg.qemu}: {e.strerror}") from None
         trace(0.0, f"qemu {proc.pid} {machine_type} {accel}")
+        trace(0.0, "argv " + shlex.join(b.argv))
         os.close(con_w)
         con_w = -1
         theirs.close()
@@ -133,8 +135,10 @@ def _pump(proc, con_r: int, b: Boot, t0: float, boot_limit: float, timeout: floa
     while open_n:
         now = time.monotonic()
         if b.facts is None and now - t0 > boot_limit:
-            raise BootFailed(f"the guest did not reach opcost's init within {boot_limit:g} s "
-                             "(the kernel hung, panicked or has no console on ttyS0)")
+            e = BootFailed(f"the guest did not reach opcost's init within {boot_limit:g} s "
+                           "(the kernel hung, panicked or has no console on ttyS0)")
+            setattr(e, "hung", True)   # killed at the limit: a retry may boot (supervise.retried)
+            raise e
         if now - t0 > timeout:
             raise ProbeTimeout(f"the virtual machine did not finish within {timeout:g} s (--timeout; killed)")
         if b.facts is not None and now - last > stall_s:

@@ -22,8 +22,40 @@ def check_kernel(path: str, what: str = "--kernel") -> Path:
     except OSError as e:
         raise UsageError(f"{what} {path}: cannot be read ({e.strerror}); {right}") from None
     if len(head) < 0x240 or head[0x1FE:0x200] != b"\x55\xaa" or head[0x202:0x206] != b"HdrS":
+        if head[0x38:0x3C] == b"ARM\x64":
+            raise UsageError(f"{what} {path} is an arm64 kernel Image; the vm target boots x86_64 guests only "
+                             f"for now; {right}")
         raise UsageError(f"{what} {path} is not an x86 Linux kernel image (no bzImage boot header); {right}")
+    setup = (head[0x1F1] or 4) + 1
+    syssize = int.from_bytes(head[0x1F4:0x1F8], "little")
+    size = p.stat().st_size
+    if syssize and size < setup * 512 + syssize * 16:
+        raise UsageError(f"{what} {path} is cut short: {size} bytes, its boot header says "
+                         f"{setup * 512 + syssize * 16} (a partial copy or download?); {right}")
     return p.resolve()
+
+
+def cmdline_size(kernel: Path) -> int | None:
+    """The longest command line the kernel takes (boot protocol 2.06+:
+    cmdline_size at 0x238; before: 255), or None if unknown."""
+    try:
+        with open(kernel, "rb") as f:
+            head = f.read(0x23C)
+    except OSError:
+        return None
+    if len(head) < 0x23C or head[0x202:0x206] != b"HdrS":
+        return None
+    version = int.from_bytes(head[0x206:0x208], "little")
+    return int.from_bytes(head[0x238:0x23C], "little") if version >= 0x206 else 255
+
+
+def check_fits(kernel: Path, cmdline: str, ours: int, what: str = "--kernel-cmdline") -> None:
+    """UsageError when `cmdline`, with the `ours` characters opcost adds,
+    is longer than the kernel takes (the kernel would cut it: its end lost)."""
+    limit = cmdline_size(kernel)
+    if limit and len(cmdline) + ours > limit:
+        raise UsageError(f"{what}: {len(cmdline)} characters, and opcost adds up to {ours}; {kernel} takes at most "
+                         f"{limit} (its boot header's cmdline_size): give at most {max(0, limit - ours)}")
 
 
 def check_cmdline(text: str, what: str = "--kernel-cmdline") -> str:
@@ -35,6 +67,10 @@ def check_cmdline(text: str, what: str = "--kernel-cmdline") -> str:
     if '"' in text or "'" in text or "\\" in text:
         raise UsageError(f"{what} {text!r} contains a quote or backslash, which would not reach the guest "
                          "kernel as written; write plain key=value words, e.g. mitigations=off")
+    for word in text.split():
+        if word.split("=", 1)[0] in ("init", "rdinit") and "=" in word:
+            raise UsageError(f"{what} {text!r}: {word.split('=', 1)[0]}= would replace opcost's init in the guest "
+                             "(it runs the probe): leave it out")
     return " ".join(text.split())
 
 
@@ -44,3 +80,91 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# The bzImage's payload (boot protocol 2.08+: payload_offset/payload_length at 0x248) by its magic: how to
+# decompress it, with the Python standard library or the compressor's own tool (Debian: lz4, zstd).
+_PAYLOADS = ((b"\x1f\x8b", "gzip", None), (b"\xfd7zXZ\x00", "xz", None), (b"\x5d\x00\x00", "lzma", None),
+             (b"BZh", "bzip2", None), (b"\x02\x21\x4c\x18", "lz4", ["lz4", "-dcq"]),
+             (b"\x28\xb5\x2f\xfd", "zstd", ["zstd", "-dcq"]))
+XEN_ELFNOTE_PHYS32_ENTRY = 18   # the PVH entry point's ELF note (Linux: CONFIG_PVH)
+
+
+def _decompress(payload: bytes) -> tuple[bytes | None, str]:
+    import bz2
+    import lzma
+    import shutil
+    import subprocess
+    import zlib
+
+    for magic, name, tool in _PAYLOADS:
+        if not payload.startswith(magic):
+            continue
+        try:
+            if name == "gzip":
+                return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(payload), name
+            if name in ("xz", "lzma"):
+                return lzma.LZMADecompressor(lzma.FORMAT_AUTO).decompress(payload), name
+            if name == "bzip2":
+                return bz2.BZ2Decompressor().decompress(payload), name
+        except (OSError, ValueError, lzma.LZMAError, zlib.error) as e:
+            return None, f"its {name} payload does not decompress ({e})"
+        if tool is None or shutil.which(tool[0]) is None:
+            return None, f"its payload is {name}-compressed and `{tool[0] if tool else name}` is not installed"
+        cp = subprocess.run(tool, input=payload, capture_output=True, timeout=120)
+        # lz4's legacy frame ends with the kernel's 4-byte size: lz4 complains after writing everything
+        return (cp.stdout or None), name
+    return None, f"its payload's compression is not known ({payload[:4].hex()})"
+
+
+def has_pvh_note(elf: bytes) -> bool:
+    """An x86_64 ELF with the PVH entry note: QEMU's -kernel enters it at once
+    (no decompression in the guest)."""
+    import struct
+
+    if elf[:5] != b"\x7fELF\x02":
+        return False
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+        if p_type != 4:   # PT_NOTE
+            continue
+        off, end = p_offset, p_offset + p_filesz
+        while off + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", elf, off)
+            name = elf[off + 12:off + 12 + namesz].rstrip(b"\0")
+            if name == b"Xen" and ntype == XEN_ELFNOTE_PHYS32_ENTRY:
+                return True
+            off += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+    return False
+
+
+def pvh_vmlinux(kernel: Path, sha: str, cache: Path) -> tuple[Path | None, str]:
+    """The uncompressed kernel (vmlinux) of the bzImage `kernel` when it has a
+    PVH entry, made once per image (cache/vmlinux-SHA.elf), or None; and
+    why, said."""
+    import os
+    import struct
+
+    out = cache / f"vmlinux-{sha}.elf"
+    if out.is_file():
+        return out, "the bzImage's vmlinux entered at its PVH entry (remembered)"
+    data = kernel.read_bytes()
+    if len(data) < 0x250 or struct.unpack_from("<H", data, 0x206)[0] < 0x208:
+        return None, "its boot protocol is older than 2.08 (no payload to extract)"
+    off = ((data[0x1F1] or 4) + 1) * 512
+    po, pl = struct.unpack_from("<II", data, 0x248)
+    elf, how = _decompress(data[off + po:off + po + pl])
+    if elf is None:
+        return None, how
+    if not has_pvh_note(elf):
+        return None, "its vmlinux has no PVH entry (CONFIG_PVH)"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(elf)
+        os.replace(tmp, out)
+    except OSError as e:
+        return None, f"its vmlinux cannot be written to {cache} ({e.strerror})"
+    return out, f"the bzImage's vmlinux ({how}) entered at its PVH entry"

@@ -45,6 +45,8 @@ class Boot:
     vcpus: dict[int, dict] = field(default_factory=dict)   # guest CPU -> {"thread": tid, "host_cpu": n}
     exit_status: int | None = None
     pinning: str = ""                # how the vCPU threads were placed, or why they were not
+    entry: str = ""                  # what -kernel was (supervise.entry_kernel): the bzImage or its vmlinux, why
+    retries: list[dict] = field(default_factory=list)   # boots of this round killed before it (supervise.retried)
     kallsyms: list[bytes] = field(default_factory=list)   # the init's K lines (initramfs: want-kallsyms)
 
 

@@ -1,25 +1,33 @@
-"""A boot as the target asks for it: the limit on reaching the init, the
-machine type tried (`auto`: microvm first, pc if it does not boot), the vCPUs
-pinned under KVM, and a failed boot's console kept on disk."""
+"""A boot as the target asks for it: the limit on reaching the init (fixed
+before this session's first boot, then learned from its boots), a hung boot
+killed and retried, the machine type tried (`auto`: microvm first, pc if it
+does not boot, or hangs twice), the vCPUs pinned under KVM, and a failed
+boot's console kept on disk."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import statistics
+import subprocess
 import time
 from pathlib import Path
 
 from ... import probe
 from ...errors import ProbeError, ProbeTimeout, UsageError
 from .boot import run_guest
-from .choice import MICROVM_TRIAL_S, Choice
+from .choice import MICROVM_TRIAL_S, Choice, cache_dir
 from .clock import machine_cmdline
+from .image import pvh_vmlinux, sha256_of
 from .initramfs import initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
 from .qemu import Machine, VmConfig
 from .qmp import pin_threads
 
-BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line
+BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line, before any boot reached it
+BOOT_FLOOR_S = {"tcg": 15.0, "kvm": 5.0}    # the learned limit is never below this (nor above the fixed one)
+BOOT_FACTOR = 4.0                           # the learned limit: this times the median boot so far
+RETRIES = 2                                 # a hung boot is retried this many times in its round
 
 
 def console_dir() -> Path:
@@ -49,9 +57,39 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_ty
     if init is None:
         raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
     image = initramfs(job_text(cmds), init, probe.probe_path(probe.host_arch()), files)
-    return run_guest(cfg, m, image, accel=accel, machine_type=machine_type, boot_limit=boot_limit, timeout=timeout,
-                     machine_params=machine_cmdline(machine_type, accel), host_cpus=host_cpus, on_frame=on_frame,
-                     stall_s=stall_s)
+    kernel, entry = entry_kernel(m.kernel, accel)
+    b = run_guest(cfg, Machine(kernel, m.cmdline), image, accel=accel, machine_type=machine_type,
+                  boot_limit=boot_limit, timeout=timeout, machine_params=machine_cmdline(machine_type, accel),
+                  host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
+    b.entry = entry
+    return b
+
+
+_ENTRY: dict[tuple, tuple[Path, str]] = {}
+
+
+def entry_kernel(kernel: Path, accel: str) -> tuple[Path, str]:
+    """What QEMU's -kernel is given, and why. Under TCG, the bzImage's own
+    vmlinux at its PVH entry when it has one (image.pvh_vmlinux): the guest
+    then does not decompress its kernel, under TCG seconds of every boot;
+    the kernel's text is not randomised then (KASLR is the decompressor's),
+    which under TCG, whose timings are the emulator's, changes no figure
+    that counts. Under KVM, or OPCOST_VM_PVH=0: the bzImage."""
+    if accel != "tcg" or os.environ.get("OPCOST_VM_PVH") == "0":
+        return kernel, "the bzImage" + (" (OPCOST_VM_PVH=0)" if accel == "tcg" else
+                                        " (under KVM: its decompressor randomises the kernel's text, KASLR)")
+    try:
+        st = kernel.stat()
+    except OSError:
+        return kernel, "the bzImage"
+    key = (str(kernel), st.st_mtime_ns, st.st_size)
+    if key not in _ENTRY:
+        try:
+            vmlinux, why = pvh_vmlinux(kernel, sha256_of(kernel), cache_dir())
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            vmlinux, why = None, f"its vmlinux could not be extracted ({e})"
+        _ENTRY[key] = (vmlinux, why) if vmlinux else (kernel, f"the bzImage: {why}")
+    return _ENTRY[key]
 
 
 def host_cpus_for(cfg: VmConfig, accel: str) -> tuple[list[int] | None, str]:
@@ -75,16 +113,32 @@ def boot_limit(accel: str) -> float:
     return limit
 
 
+def learned_limit(accel: str, machine_type: str, past: list[dict]) -> float:
+    """The limit on reaching the init: the fixed one (boot_limit) until a
+    boot of this session on this accelerator and machine type reached the
+    init; then BOOT_FACTOR times the median of those boots, at least
+    BOOT_FLOOR_S, at most the fixed limit."""
+    fixed = boot_limit(accel)
+    seen = [b["boot_s"] for b in past if b.get("accel") == accel and b.get("machine") == machine_type
+            and b.get("boot_s")]
+    if not seen:
+        return fixed
+    return round(min(fixed, max(BOOT_FLOOR_S[accel], BOOT_FACTOR * statistics.median(seen))), 1)
+
+
 def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: float, on_frame=None,
-                    what: str = "", files: dict[str, Path] | None = None) -> tuple[Boot, str, str]:
+                    what: str = "", files: dict[str, Path] | None = None,
+                    past: list[dict] | None = None, fixed_limit: bool = False) -> tuple[Boot, str, str]:
     """One boot of `m` running `cmds`, on the accelerator and machine type
     `choice` gives (auto, not tried yet: microvm first, pc if it does not
-    reach the init); a failed boot's console saved, its path in the error.
+    reach the init), within the limit learned from the boots `past`; a failed
+    boot's console saved, its path in the error (which keeps `hung`,
+    `reached_init`, `accel`, `machine_type` and `limit` as attributes).
     Returns the boot, its accelerator and its machine type."""
     accel, _ = choice.accel_for(m)
     machine_type, _ = choice.machine_for(m, accel)
     host_cpus, pinning = host_cpus_for(cfg, accel)
-    limit = boot_limit(accel)
+    limit = learned_limit(accel, machine_type, past or []) if machine_type and not fixed_limit else boot_limit(accel)
     own_cpus = set(os.sched_getaffinity(0))
     try:
         if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
@@ -97,7 +151,13 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     except (BootFailed, ProbeError, ProbeTimeout) as e:
         tail = getattr(e, "console", None)
         saved = save_console(tail or [], f"{what}: {e}") if tail is not None else None
-        raise type(e)(f"{e}" + (f"; the console's last lines are in {saved}" if saved else "")) from None
+        kvm = (f"under KVM (--accel {cfg.accel}): " if accel == "kvm" and getattr(e, "hung", False) else "")
+        err = type(e)(f"{kvm}{e}" + ("; KVM may not work for this guest here: try --accel tcg" if kvm else "")
+                      + (f"; the console's last lines are in {saved}" if saved else ""))
+        for k, v in (("hung", getattr(e, "hung", False)), ("reached_init", getattr(e, "reached_init", None)),
+                     ("accel", accel), ("machine_type", machine_type or "microvm"), ("limit", limit)):
+            setattr(err, k, v)
+        raise err from None
     finally:
         if host_cpus:
             pin_threads(own_cpus)
@@ -120,3 +180,31 @@ def _first_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, limit: float, r
     b = boot(cfg, m, cmds, machine_type="pc", boot_limit=limit, **run)
     choice.machine_found(m, accel, "pc", microvm_failed)   # pc booted: remembered
     return b, "pc"
+
+
+def retried(boot_once, booted_before: bool, on_hang) -> Boot:
+    """`boot_once()` (a supervised_boot), and when it hung before the init
+    (killed at its limit) in a session where this machine has reached the
+    init before, again, up to RETRIES times: a transient hang on a shared
+    host costs a boot, not the round. A kernel's first boot is not retried
+    (a kernel that never boots is said at once). `on_hang(error)` is told of
+    each hang that is retried (the target gives the machine type up for pc
+    there). The last retry waits the fixed limit (boot_limit): a machine
+    slowed down by other work is not taken for a kernel that hangs. The
+    boot's `retries`: each retried boot's cause, machine type and limit."""
+    retries: list[dict] = []
+    while True:
+        try:
+            b = boot_once(len(retries) == RETRIES)
+        except (BootFailed, ProbeError, ProbeTimeout) as e:
+            if not (getattr(e, "hung", False) and booted_before and len(retries) < RETRIES):
+                if retries:
+                    raise type(e)(f"{e} (after {len(retries)} retried boot(s) of this round hung the same way)") \
+                        from None
+                raise
+            retries.append({"cause": str(e), "machine": getattr(e, "machine_type", None),
+                            "accel": getattr(e, "accel", None), "limit_s": getattr(e, "limit", None),
+                            "gave_up": on_hang(e)})
+            continue
+        b.retries = retries
+        return b

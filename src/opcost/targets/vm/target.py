@@ -17,15 +17,16 @@ from ..vm_options import ACCELS, MACHINES
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES
 from .choice import Choice
-from .image import check_cmdline, check_kernel
+from .image import check_cmdline, check_fits, check_kernel
 from .initramfs import guest_files
 from .protocol import Boot, BootFailed, Command
-from .qemu import QEMU, Machine, VmConfig
+from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
 from .guest import VmGuest
 from .results import finish, pooled
-from .supervise import boot, supervised_boot
+from .supervise import boot, retried, supervised_boot
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
+MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
 
 
 class VmTarget(VmGuest):
@@ -45,6 +46,8 @@ class VmTarget(VmGuest):
         self._checks: dict[tuple, Command] = {}
         self.machines: dict[tuple, dict] = {}               # (kernel, cmdline) -> what its preflight boot saw
         self.boots: list[dict] = []                         # every boot of this run: (figures for the docs)
+        self.hangs: dict[tuple, int] = {}                   # (sha, accel, machine type) -> hung boots
+        self._fits: set[tuple] = set()                      # (kernel, cmdline) whose length was checked
         self._ksyms: dict[str, list] = {}                   # kernel sha -> its text symbols as offsets (counting)
         arch = GUEST_ARCHES[DEFAULT_ARCH]
         if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
@@ -58,6 +61,7 @@ class VmTarget(VmGuest):
             why = host.kvm_usable()
             if why:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
+        check_cpus(cfg.cpus, cfg.accel, "--vm-cpus ")
         if probe.host_arch() != arch.name:
             raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
 
@@ -75,10 +79,15 @@ class VmTarget(VmGuest):
         if kernel is None:
             if self.default is None:
                 raise UsageError("no kernel to boot: give --kernel PATH, or kernel= in the SPEC or in --a/--b")
-            m = self.default
-            return Machine(m.kernel, check_cmdline(given.get("cmdline", m.cmdline), "cmdline="))
-        return Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
-                                                                      "cmdline="))
+            m = Machine(self.default.kernel, check_cmdline(given.get("cmdline", self.default.cmdline), "cmdline="))
+        else:
+            m = Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
+                                                                       "cmdline="))
+        if (m.kernel, m.cmdline) not in self._fits:   # before any boot: the kernel would cut a longer one
+            check_fits(m.kernel, m.cmdline, len(BASE_CMDLINE) + MACHINE_PARAMS_MAX,
+                       "cmdline=" if "cmdline" in given else "--kernel-cmdline")
+            self._fits.add((m.kernel, m.cmdline))
+        return m
 
     def sha(self, kernel: Path) -> str:
         return self.choice.sha(kernel)
@@ -90,18 +99,41 @@ class VmTarget(VmGuest):
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
               files: dict[str, Path] | None = None, cfg: VmConfig | None = None) -> tuple[Boot, str, str]:
-        b, accel, machine_type = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what,
-                                                 files)
+        """A supervised boot (on `cfg`, else the target's), a hung one
+        retried (supervise.retried) once this kernel has reached the init in
+        this session."""
+        got: list = []
+
+        def once(fixed_limit: bool) -> Boot:
+            got[:] = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what, files,
+                                     self.boots, fixed_limit)
+            return got[0]
+
+        booted = any(p["kernel"] == str(m.kernel) for p in self.boots)
+        b = retried(once, booted, lambda e: self._hung(m, e))
+        _, accel, machine_type = got
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
-                           "machine": machine_type})
+                           "machine": machine_type, "retries": len(b.retries)})
         return b, accel, machine_type
+
+    def _hung(self, m: Machine, e: Exception) -> str | None:
+        """A boot of `m` hung: counted per machine type; a second hang of
+        microvm under --vm-machine auto gives it up for pc for the rest of
+        the session (and remembers it). What was given up, or None."""
+        key = (self.sha(m.kernel), getattr(e, "accel", ""), getattr(e, "machine_type", ""))
+        self.hangs[key] = self.hangs.get(key, 0) + 1
+        if key[2] == "microvm" and self.cfg.machine == "auto" and self.hangs[key] >= 2:
+            self.choice.machine_found(m, key[1], "pc", "microvm hung twice in one session")
+            return "microvm hung twice in this session: pc from now on"
+        return None
 
     def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
         return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
                 "guest": b.facts, "accel": accel, "accel_why": self.choice.accel_for(m)[1], "machine": machine_type,
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.qemu_version(),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
-                "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3),
+                "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
+                "entry": b.entry,
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
@@ -249,6 +281,16 @@ class VmTarget(VmGuest):
         raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
 
 
+def check_cpus(cpus: int, accel: str, name: str) -> None:
+    """Under TCG (asked, or auto without KVM) no more guest CPUs than opcost
+    may use: each is a host thread that must run for the guest to boot (64
+    on 2 host CPUs hang the boot). UsageError naming the option as given."""
+    host_cpus = len(os.sched_getaffinity(0))
+    if cpus > host_cpus and (accel == "tcg" or (accel == "auto" and host.kvm_usable())):
+        raise UsageError(f"{name}{cpus}: opcost may use {host_cpus} host CPU(s) here, and under TCG each guest CPU "
+                         f"is a host thread that must run for the guest to boot; give {name}{host_cpus} or fewer")
+
+
 def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
             procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
             machine: str = "auto", cpu_model: str = "") -> VmTarget:
@@ -300,6 +342,10 @@ def open_vm_spec(spec: str) -> VmTarget:
         cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
+    for key, valid_values in (("accel", ACCELS), ("machine", MACHINES)):
+        if key in q and q[key] not in valid_values:
+            raise UsageError(f"target {spec!r}: {key}={printable(q[key])}: valid: {', '.join(valid_values)}")
     check_kernel(u.path, "vm:")
+    check_cpus(cpus, q.get("accel", "auto"), f"target {spec!r}: cpus=")
     return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
                    machine=q.get("machine", "auto"))

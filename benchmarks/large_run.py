@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Import and show of one large run (issue 38, item 6): a run of 10^6
+samples (by default: 1 benchmark x 1,000 processes x 1,000 batches, every
+sample field the probe writes), written as `opcost export` writes one run
+(compact, as a line of JSON lines), then `opcost import FILE` into a
+new SQLite store and `opcost show RUN` of it, each in a fresh process as a
+user would run them. The aim: each within 10 s and 500 MiB.
+
+Each figure is the command's wall time and its peak resident memory
+(os.wait4's ru_maxrss). The reference, measured in the same run, in its own
+fresh process: `json.load` of the same file (the least any import of it
+does); ratios are to it. Prints the figures and whether the aim holds;
+never fails (a shared machine: read the figures, do not gate on them).
+`--processes` and `--samples` make it smaller. Run it `nice`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL_S = 10.0
+GOAL_MIB = 500.0
+
+
+def document(processes: int, samples: int) -> dict:
+    """A run as `opcost export` writes it: one result of `processes`
+    processes of `samples` batches each (plus one warm-up batch)."""
+    def sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
+        ns = 50.0 + ((i * 7919 + p * 104729) % 1000) / 100.0
+        wall = int(ns * 10000)
+        return {"type": "sample", "i": max(i, 0), "warmup": i < 0, "iters": 10000, "executed": 64,
+                "raw_ticks": 2 * wall + 5040, "ticks": 2 * wall, "ns": float(wall), "wall_ns": wall,
+                "start_raw_ns": 10**12 + p * 10**9 + i * wall, "ns_per_op": ns, "tsc_per_op": 2 * ns,
+                "user_ns": wall // 4, "sys_ns": wall - wall // 4, "user_ns_per_op": ns / 4,
+                "sys_ns_per_op": ns * 0.75, "nvcsw": 0, "nivcsw": i % 3, "cpu_before": 1, "cpu_after": 1,
+                "steal_ticks": 0, "run_ns": wall, "run_delay_ns": 0}
+    header = {'type': 'header',
+              'schema': 'opcost.probe/1',
+              'probe_version': '0.1.0',
+              'arch': 'x86_64',
+              'compiler': 'gcc 12.2.0',
+              'pid': 28981,
+              'bench': 'syscall.null',
+              'op': 'system call',
+              'blocks': False,
+              'params': {'via': 'libc'},
+              'cpus': [1],
+              'clock': 'fake',
+              'tsc_hz': 2000000000,
+              'tsc_hz_source': 'fake clock (2 GHz)',
+              'overhead': {'clock_ticks': 40,
+              'loop_ticks_per_iter': 0.5,
+              'clock_ns': 20,
+              'loop_ns_per_iter': 0.25,
+              'loop_subtracted': True,
+              'method': 'minimum of 2000 empty clock pairs and of 50 empty 20000-iteration loops; both subtracted from every batch'},
+              'iters': 10000,
+              'iters_source': 'calibrated to target_ms',
+              'samples': 5,
+              'warmup': 1,
+              'target_ms': 1,
+              'batch_ms': 1,
+              'run_delay': {'available': True,
+              'source': 'fake clock: every batch on the CPU throughout, no run delay'},
+              'fake_clock': True,
+              'counters': []}
+    header |= {"samples": samples}
+    procs = [{"index": p, "round": p, "seq": p, "header": header | {"pid": 1000 + p}, "samples": [sample(i, p) for i in range(samples)],
+              "warmup": [sample(-1, p)], "trailer": {"type": "trailer", "status": "ok", "samples": samples, "warmup": 1}}
+             for p in range(processes)]
+    return {"schema": "opcost.result/1", "opcost_version": "0.1.0", "run_id": 1,
+            "uuid": "6b3f1f7e-0000-4000-8000-000000000038", "created": "2026-01-01T00:00:00Z",
+            "finished": "2026-01-01T01:00:00Z", "label": "large", "labels": {"name": "large"}, "kind": "run",
+            "status": "complete", "argv": ["opcost", "run", "syscall.null"], "env": {},
+            "results": [{"bench": "syscall.null", "key": "syscall.null", "params": {"via": "libc", "cpu": "1", "arch": "x86_64"},
+                         "op": "system call", "unit": "ns", "status": "ok", "reason": None,
+                         "processes": procs, "summary": None}]}
+
+
+# Each command runs under this small wrapper, which reports the peak RSS of
+# its one child: a child forked from this process (which held the document)
+# would inherit its high-water mark.
+_WRAP = ("import resource, subprocess, sys, time; t = time.monotonic(); "
+         "cp = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+         "w = time.monotonic() - t; r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
+         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, r / 1024, cp.returncode)")
+
+
+def timed(argv: list[str], env: dict) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MiB, exit code) of one fresh process."""
+    cp = subprocess.run([sys.executable, "-c", _WRAP, *argv], env=env, capture_output=True, text=True)
+    wall, mib, code = cp.stdout.split()
+    if int(code):
+        print(f"  {' '.join(argv[2:4])}: exit {code}: {cp.stderr.strip()}", file=sys.stderr)
+    return float(wall), float(mib), int(code)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, default=1000)
+    ap.add_argument("--samples", type=int, default=1000, help="batches per process")
+    args = ap.parse_args()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    with tempfile.TemporaryDirectory(prefix="opcost-large-") as tmp:
+        path = Path(tmp) / "large.json"
+        with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
+            json.dump(document(args.processes, args.samples), f, separators=(",", ":"))
+            f.write("\n")
+        store = str(Path(tmp) / "s.db")
+        n = args.processes * args.samples
+        print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}); "
+              f"file {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
+        ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
+        print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB")
+        cli = [sys.executable, "-m", "opcost"]
+        for name, argv in (("import", [*cli, "import", str(path), "--store", store]),
+                           ("show", [*cli, "show", "large", "--store", store])):
+            wall, mib, code = timed(argv, env)
+            ok = code == 0 and wall <= GOAL_S and mib <= GOAL_MIB
+            print(f"  opcost {name:<14} {wall:6.2f} s  {mib:6.0f} MiB  ({wall / ref[0]:.1f}x the reference's "
+                  f"time, {mib / ref[1]:.1f}x its memory; aim {GOAL_S:g} s, {GOAL_MIB:g} MiB: "
+                  f"{'met' if ok else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
