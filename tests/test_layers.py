@@ -32,6 +32,32 @@ def test_no_cycle_and_at_most_10_deep():
     assert len(chain) <= MAX_DEPTH, " -> ".join(chain)
 
 
+def test_at_most_10_floors_by_rooms():
+    """As `farm-studio look src/opcost` draws the house: a package of
+    src/opcost (commands/, store/, runner/, ...) is one room, a module
+    another; a room's floor is one above the highest room it imports.
+    Issue 33 brought it from 12 floors to 10 (`session` no longer imports
+    `series`: parse_over is spec's)."""
+    import functools
+
+    g = _tool().graph(ROOT / "src", "opcost")
+
+    def room(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 and (ROOT / "src" / "opcost" / parts[1]).is_dir() else m
+
+    rooms: dict[str, set[str]] = {}
+    for a, bs in g.items():
+        rooms.setdefault(room(a), set()).update(room(b) for b in bs if room(b) not in (room(a), "opcost"))
+
+    @functools.cache
+    def floor(r: str) -> int:
+        return 1 + max((floor(x) for x in rooms.get(r, ())), default=0)
+
+    top = max(rooms, key=floor)
+    assert floor(top) <= 10, f"{floor(top)} floors from {top}"
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         p = tmp_path / "pkg" / name
@@ -65,3 +91,149 @@ def test_the_tool_finds_a_cycle(tmp_path):
     t = _tool()
     assert t.cycles(t.graph(src, "pkg")) == [["pkg.a", "pkg.b"]]
     assert t.main([str(src), "pkg"]) == 1
+
+
+# --- room sizes (issue 33): no class over ~200 lines, no function over 80 -------------------
+MAX_CLASS_LINES = 200
+MAX_FUNCTION_LINES = 80
+
+# What is still over, each in a file another engineer of this wave owned while the rest was
+# split; shrink this list as they are split (a name left here that is no longer over fails,
+# so the list cannot go stale).
+STILL_OVER = {
+    "store/sqlite.py:SqliteStore",           # issue 38 (the store)
+    "targets/transport.py:SshTransport",     # the SSH transport: not split this wave (280 lines)
+    "targets/ssh.py:SshTarget",              # the SSH target: not split this wave (279 lines)
+    "tables.py:format_comparison",           # issue 35 owns tables.py's notes this wave
+    "comparison.py:variants_document",       # issue 37 owns comparison.py's statistics this wave
+    "tables.py:format_results",              # issue 35 (tables.py's notes), over since its merge
+    "envcheck.py:checks",                    # issue 35 (env --check), new this wave
+    "targets/vm/target.py:VmTarget",         # issues 34/39 work in the vm target (219 lines after their merge)
+}
+
+
+def _sizes() -> dict[str, int]:
+    import ast
+
+    src = ROOT / "src" / "opcost"
+    out = {}
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                limit = MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else MAX_FUNCTION_LINES
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out[f"{path.relative_to(src)}:{node.name}"] = lines
+    return out
+
+
+def test_no_class_over_200_lines_and_no_function_over_80():
+    over = _sizes()
+    assert not set(over) - STILL_OVER, f"over the limit, split it: {sorted(set(over) - STILL_OVER)}"
+    assert not STILL_OVER - set(over), f"no longer over: take them off STILL_OVER: {sorted(STILL_OVER - set(over))}"
+
+
+# --- function-level imports (issue 33) ----------------------------------------------------------
+# A function-level import hides an arrow from the drawing and the contracts; it is kept only where
+# `opcost --help` must not load a module (numpy, scipy, matplotlib, or the whole engine behind a
+# command) or where an optional extra may be missing (psycopg, matplotlib). The stated count per
+# file: the test fails when a file has more (say why in a one-line comment and raise it here) or
+# fewer (lower it here). Total when stated: 317 (294 before issue 33, counted so).
+FUNCTION_LEVEL_IMPORTS = {
+    "abtest.py": 1,
+    "bisect.py": 3,
+    "changepoint.py": 1,
+    "cli.py": 9,
+    "commands/__init__.py": 1,
+    "commands/ab.py": 13,
+    "commands/compare.py": 5,
+    "commands/completion.py": 7,
+    "commands/env.py": 6,
+    "commands/export.py": 6,
+    "commands/fleet.py": 22,
+    "commands/history.py": 6,
+    "commands/import_.py": 5,
+    "commands/list_.py": 1,
+    "commands/probe.py": 1,
+    "commands/report.py": 13,
+    "commands/run.py": 4,
+    "commands/series.py": 14,
+    "commands/show.py": 12,
+    "commands/store.py": 10,
+    "commands/variants.py": 10,
+    "comparison.py": 29,
+    "counters.py": 1,
+    "docschema.py": 2,
+    "emucount.py": 5,
+    "env.py": 3,
+    "envcheck.py": 3,
+    "fleet.py": 5,
+    "formats/go.py": 1,
+    "formats/html.py": 14,
+    "formats/markdown.py": 6,
+    "formats/text.py": 5,
+    "interrupts.py": 1,
+    "model.py": 4,
+    "present.py": 5,
+    "probe.py": 6,
+    "progress.py": 2,
+    "protocol.py": 1,
+    "series.py": 1,
+    "stats.py": 1,
+    "store/base.py": 1,
+    "store/postgresql.py": 2,
+    "store/postgresql_schema.py": 3,
+    "store/sqlite_schema.py": 3,
+    "store/sqlmove.py": 2,
+    "summaries.py": 6,
+    "tables.py": 4,
+    "targets/__init__.py": 7,
+    "targets/replay.py": 1,
+    "targets/ssh.py": 6,
+    "targets/transport.py": 1,
+    "targets/vm/counting.py": 8,
+    "targets/vm/guest.py": 2,
+    "targets/vm/host.py": 1,
+    "targets/vm/image.py": 8,
+    "targets/vm/initramfs.py": 2,
+    "targets/vm/results.py": 1,
+    "targets/vm/target.py": 4,
+    "transfer.py": 9,
+    "variantcache.py": 1,
+}
+
+# Files whose every function-level import says why, on its line or the line above (a `#` comment):
+# the rest are other engineers' this wave, for the lead to go through after merging.
+REASONED = {"session.py", "series.py", "runner/__init__.py", "runner/driver.py", "runner/plan.py",
+            "runner/results.py", "spec.py", "targets/local.py", "variantbuild.py", "commands/store.py"}
+
+
+def _function_level_imports() -> dict[str, list[int]]:
+    import ast
+
+    src = ROOT / "src" / "opcost"
+    out: dict[str, list[int]] = {}
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        lines = {n.lineno for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        if lines:
+            out[str(path.relative_to(src))] = sorted(lines)
+    return out
+
+
+def test_function_level_imports_are_the_stated_ones():
+    found = {f: len(lines) for f, lines in _function_level_imports().items()}
+    assert found == FUNCTION_LEVEL_IMPORTS, {f: (found.get(f, 0), FUNCTION_LEVEL_IMPORTS.get(f, 0))
+                                             for f in set(found) | set(FUNCTION_LEVEL_IMPORTS)
+                                             if found.get(f, 0) != FUNCTION_LEVEL_IMPORTS.get(f, 0)}
+
+
+def test_each_function_level_import_of_a_reasoned_file_says_why():
+    src = ROOT / "src" / "opcost"
+    silent = []
+    for f, lines in _function_level_imports().items():
+        if f in REASONED:
+            text = (src / f).read_text().splitlines()
+            silent += [f"{f}:{n}" for n in lines if "#" not in text[n - 1] and not text[n - 2].strip().startswith("#")]
+    assert not silent, f"function-level imports without their reason: {silent}"

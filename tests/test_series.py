@@ -14,7 +14,8 @@ import pytest
 from opcost import changepoint
 from opcost.errors import UsageError
 from opcost.model import SERIES_SCHEMA
-from opcost.series import Label, document, parse_over, read_order
+from opcost.series import Label, document, read_order
+from opcost.spec import parse_over
 
 FAST = ["--fake-clock", "100", "-p", "3", "-n", "3", "-w", "1", "--target-ms", "1", "--no-progress"]
 

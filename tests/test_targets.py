@@ -122,3 +122,29 @@ def test_fleet_has_no_target_option(tmp_path, probe_bin):
     cp = subprocess.run(cli_argv("fleet", "run", "--hosts", "a", "--target", "local", "syscall.null"),
                         env=cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert cp.returncode == 2 and "--target" in cp.stderr
+
+
+def test_a_wrapped_local_target_overrides_wrap_alone(tmp_path, probe_bin, monkeypatch):
+    """A target that runs the probe here under something (nice, taskset, a
+    container) subclasses LocalTarget and overrides `wrap` only: check,
+    run_process and run_concurrent all start the probe through it."""
+    from opcost import probe
+    from opcost.protocol import Protocol
+    from opcost.targets.local import LocalTarget
+
+    monkeypatch.setenv("OPCOST_PROBE", str(probe_bin))
+    log = tmp_path / "wrapped"
+
+    class Logged(LocalTarget):
+        name = "logged"
+
+        def wrap(self, argv: list[str]) -> list[str]:
+            return ["sh", "-c", f'echo "$1" >> {log}; shift; exec "$@"', "sh", argv[-1], *argv]
+
+    t = Logged()
+    req = probe.ProbeRequest("syscall.null", {}, t.host_arch(),
+                             protocol=Protocol(samples=3, warmup=0, fake_clock=100.0), cpus=str(t.default_cpu()))
+    assert t.check(req) is None
+    assert t.run_process(req, 30).samples
+    assert all(isinstance(r, probe.ProcessResult) for r in t.run_concurrent([req, req], 30))
+    assert log.read_text().splitlines() == ["--check", *[req.argv()[-1]] * 3]   # one check, three processes

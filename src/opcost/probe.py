@@ -282,19 +282,20 @@ def _failure(rc: int, last_err: str) -> str:
     return f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
 
 
-def check(req: ProbeRequest, timeout: float = 30, launch=None) -> str | None:
+def check(req: ProbeRequest, timeout: float = 30, launch=None, wrap=None) -> str | None:
     """Preflight one variant: the probe validates parameters and CPUs and runs
     setup/teardown without measuring. None if it can run here, the reason if
     it cannot be measured on this machine; UsageError if the input is wrong.
     `launch(req, argv)`, when given, is the command line that starts the
-    probe with these arguments somewhere else (targets/ssh.py)."""
+    probe with these arguments somewhere else (targets/ssh.py); `wrap(argv)`,
+    the local command line around it (a target wrapping LocalTarget)."""
     cmd = req.command() if launch is None else launch(req, req.argv(check=True))
     exe = cmd[-1] if launch is None else "over ssh"
     # remotely, stdin stays open (a pipe nobody writes to) until the check ends: its closing is
     # what kills the remote probe
     hold_r, hold_w = os.pipe() if launch is not None else (None, None)
     try:
-        cp = subprocess.run(cmd if launch is not None else [*cmd, *req.argv(check=True)],
+        cp = subprocess.run(cmd if launch is not None else (wrap or list)([*cmd, *req.argv(check=True)]),
                             capture_output=True, text=True, timeout=timeout,
                             stdin=subprocess.DEVNULL if hold_r is None else hold_r, start_new_session=True)
     except subprocess.TimeoutExpired as e:
@@ -326,7 +327,7 @@ def pad_length(rng: random.Random) -> int:
 
 
 def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=None, launch=None,
-                on_proc=None) -> ProcessResult:
+                on_proc=None, wrap=None) -> ProcessResult:
     """Run one probe process to completion. Raises ProbeError (crash, bad
     output), ProbeTimeout, UsageError (the probe refused its input), and lets
     KeyboardInterrupt through after killing the probe's process group.
@@ -337,8 +338,9 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=Non
     would inherit the narrower affinity). `launch(req, argv)`: the command
     line that starts the probe elsewhere (targets/ssh.py); its stdin is then
     a pipe held open until the process ends (the remote side kills the probe
-    when it closes). `on_proc(proc)` is told of the process once it exists."""
-    proc, res, t0 = _start(req, launch)
+    when it closes). `on_proc(proc)` is told of the process once it exists.
+    `wrap(argv)`: the local command line around the probe's (LocalTarget.wrap)."""
+    proc, res, t0 = _start(req, launch, wrap)
     try:
         if on_proc:
             on_proc(proc)
@@ -351,7 +353,7 @@ def run_process(req: ProbeRequest, timeout: float, on_line=None, after_start=Non
 
 
 def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after_start=None, launch=None,
-                   on_proc=None) -> list:
+                   on_proc=None, wrap=None) -> list:
     """Start every request at once (one Popen after the other, no waiting in
     between) and collect them side by side, one thread per process. Returns,
     in order, a ProcessResult or the ProbeError/ProbeTimeout/UsageError of each.
@@ -365,7 +367,7 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after
     try:
         t_all = time.monotonic()
         for r in reqs:
-            procs.append(_start(r, launch))
+            procs.append(_start(r, launch, wrap))
             if on_proc:
                 on_proc(procs[-1][0])
         if after_start:
@@ -392,7 +394,7 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after
     return out
 
 
-def _start(req: ProbeRequest, launch=None):
+def _start(req: ProbeRequest, launch=None, wrap=None):
     cmd = req.command() if launch is None else []
     exe = cmd[-1] if cmd else "over ssh"
     env = dict(os.environ)
@@ -418,7 +420,7 @@ def _start(req: ProbeRequest, launch=None):
                         count_file=count_file, count_qemu=cmd[0] if count_file else "")
     t0 = time.monotonic()
     try:
-        argv = [*cmd, *req.argv()] if launch is None else launch(req, req.argv())
+        argv = (wrap or list)([*cmd, *req.argv()]) if launch is None else launch(req, req.argv())
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL if launch is None else subprocess.PIPE,
                                 env=env, start_new_session=True)

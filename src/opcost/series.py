@@ -13,14 +13,17 @@ the input is checked first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 
+from .comparison import _source, counter_median, decided_counter, deciding_on
 from .errors import UsageError
-from .model import SERIES_SCHEMA, process_medians, result_key, same_machine
+from .model import SERIES_SCHEMA, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
+from .spec import MIN_LABELS, expand, split_spec
+from .targets.vm.withhold import withhold_emulated_series
 from . import __version__
 
-MIN_LABELS = 3   # changepoint.MIN_LABELS, without importing numpy to check input
 
 
 @dataclass
@@ -53,9 +56,7 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     if len(labels) < MIN_LABELS:
         raise UsageError(f"a series needs at least {MIN_LABELS} labels with measurements, this one has "
                          f"{len(labels)} ({', '.join(printable(lb.value) for lb in labels) or 'none'})")
-    import warnings
-
-    from . import changepoint
+    from . import changepoint   # numpy, scipy, ruptures: when a series is analysed, not when one is read
 
     with warnings.catch_warnings():
         # scipy says when KS falls back from its exact distribution; the p is fine.
@@ -86,7 +87,6 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
                 "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
                 **unconfirmed(c["index"], labels, interleaved)}
 
-    from .targets.vm.withhold import withhold_emulated_series
 
     return withhold_emulated_series({"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
             "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
@@ -118,8 +118,6 @@ def unconfirmed(index: int, labels: list[Label], interleaved: bool) -> dict:
 def label_flags(res: dict, run=None) -> list[dict]:
     """A result's summary flags (contended, bimodal, unstable, ...), as the
     series carries them per label; `run`: the stored run they came from."""
-    from .model import Summary
-
     out = []
     for f in Summary.of(res).flags:
         if isinstance(f, dict) and f.get("flag"):
@@ -132,26 +130,10 @@ def label_flags(res: dict, run=None) -> list[dict]:
 
 # --- measured: `series --run SPEC --over PARAM=V1|V2|...` ---------------------------
 
-def parse_over(text: str) -> tuple[str, list[str]]:
-    """`PARAM=V1|V2|...` -> (PARAM, values); values may repeat (a label is
-    a position in the series, its value what it runs)."""
-    name, eq, values = text.partition("=")
-    vals = [v.strip() for v in values.split("|")]
-    if not eq or not name.strip() or any(not v for v in vals):
-        raise UsageError(f"--over {printable(text)}: give PARAM=V1|V2|... (e.g. --over spin=1|1|1|4|4), "
-                         "one value per label, in series order")
-    if len(vals) < MIN_LABELS:
-        raise UsageError(f"--over {printable(text)}: a series needs at least {MIN_LABELS} labels, "
-                         f"not {len(vals)}")
-    return name.strip(), vals
-
-
 def over_variants(spec: str, param: str, values: list[str], target, cpus) -> list:
     """One variant per label: SPEC with PARAM=value; a value repeated gets
     its position in its name, so each label stays its own variant."""
-    from dataclasses import replace
 
-    from .spec import expand, split_spec
 
     bench, given = split_spec(spec)
     if any(k == param for k, _ in given):
@@ -174,8 +156,6 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
                       run_id, env, allow_emulated: bool = False) -> dict:
     """The series of one `series --run` (results in label order)."""
     labels, notes = [], []
-    from .comparison import _source, counter_median, decided_counter
-    from .model import Summary, process_median
 
     on = decided_counter()   # --verdict-on: the labels' figures are that counter's, per process
     for v, r in zip(values, results):
@@ -208,8 +188,6 @@ def stored_series(doc: dict) -> dict | None:
     document every `report` format that takes a series renders. None: any
     other run, one whose plan is not known or does not match its results,
     or one with fewer than 3 labels measured."""
-    from .model import plan_of
-
     plan = plan_of(doc)
     if plan is None or plan.kind != doc.get("kind") or plan.kind != "series":
         return None
@@ -219,7 +197,6 @@ def stored_series(doc: dict) -> dict | None:
     values = plan.over["values"]
     if len(res) != len(values) or sum(1 for r in res if r.get("processes")) < MIN_LABELS:
         return None
-    from .comparison import deciding_on
 
     with deciding_on(plan.verdict_on):
         return measured_document(res, values, param=plan.over["param"], spec=plan.specs[0], delta=plan.delta,
@@ -279,27 +256,10 @@ def read_order(text: str | None, path: str | None) -> tuple[list[str] | None, st
     return vals, how
 
 
-def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force: bool) -> tuple[list[Label], list[str], list]:
-    """The labels of a stored series: every run labelled KEY=VALUE holding
-    BENCH, its one variant matching the parameters named in SPEC, runs of
-    one value pooled; in --order's order or by the time of their first run.
-    Returns (labels, notes, env differences that were forced through)."""
-    from .spec import split_spec
-
-    bench, given = split_spec(spec)
-    everything = store.find_runs(key=key)
-    if not everything:
-        keys = sorted({k for e in store.find_runs() for k in (e.get("labels") or {})})
-        raise UsageError(f"--by {printable(key)}: no stored run has a label {printable(key)}=...; "
-                         + (f"label keys in the store: {', '.join(printable(k) for k in keys)}" if keys
-                            else "no run in the store has key=value labels (opcost run --label KEY=VALUE)"))
-    entries = [e for e in everything if bench in (e.get("benches") or [])]
-    values_all = {e["labels"][key] for e in everything}
-    values = {e["labels"][key] for e in entries}
-    if not entries:
-        raise UsageError(f"no run labelled {printable(key)}=... measured {printable(bench)} (they measured: "
-                         f"{', '.join(sorted({b for e in everything for b in e.get('benches') or []})) or 'nothing'})")
-    notes: list[str] = []
+def _check_order(key: str, bench: str, order: list[str] | None, values: set, values_all: set,
+                 notes: list[str]) -> None:
+    """--order against the stored values of KEY (those that measured BENCH:
+    `values`); what is left out, said in `notes`."""
     if order is not None:
         missing = [v for v in order if v not in values_all]
         if missing:
@@ -316,20 +276,10 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
         without = sorted(values_all - values)
         if without:
             notes.append(f"runs of {', '.join(printable(v) for v in without)} did not measure {printable(bench)}: left out")
-    picked: list[tuple[dict, dict, dict | None]] = []     # (entry, run, its matching result)
-    for e in sorted(entries, key=lambda e: (e.get("created") or "", e["id"])):
-        v = e["labels"][key]
-        if order is not None and v not in order:
-            continue
-        run = store.load_run(f"id:{e['id']}")
-        found = [r for r in run["results"] if r["bench"] == bench and _matches(r.get("params") or {}, given)]
-        if len(found) > 1:
-            raise UsageError(f"run {e['id']} ({printable(key)}={printable(v)}) holds {len(found)} variants of "
-                             f"{printable(spec)} ({', '.join(result_key(r) for r in found)}); name the parameter "
-                             f"that tells them apart, e.g. {bench}:" + _tell_apart(found))
-        picked.append((e, run, found[0] if found else None))
-    forced = same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force=force,
-                          anyway="--force to walk the series anyway")
+
+
+def _pool(picked: list, key: str, spec: str, notes: list[str]) -> dict[str, Label]:
+    """The picked runs' processes pooled by their value of KEY, in order."""
     by_value: dict[str, Label] = {}
     for e, run, r in picked:
         v = e["labels"][key]
@@ -349,6 +299,44 @@ def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force:
             notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "
                          "the first run's are shown")
         lb.params = lb.params or params
+    return by_value
+
+
+def stored_labels(store, spec: str, key: str, order: list[str] | None, *, force: bool) -> tuple[list[Label], list[str], list]:
+    """The labels of a stored series: every run labelled KEY=VALUE holding
+    BENCH, its one variant matching the parameters named in SPEC, runs of
+    one value pooled; in --order's order or by the time of their first run.
+    Returns (labels, notes, env differences that were forced through)."""
+    bench, given = split_spec(spec)
+    everything = store.find_runs(key=key)
+    if not everything:
+        keys = sorted({k for e in store.find_runs() for k in (e.get("labels") or {})})
+        raise UsageError(f"--by {printable(key)}: no stored run has a label {printable(key)}=...; "
+                         + (f"label keys in the store: {', '.join(printable(k) for k in keys)}" if keys
+                            else "no run in the store has key=value labels (opcost run --label KEY=VALUE)"))
+    entries = [e for e in everything if bench in (e.get("benches") or [])]
+    values_all = {e["labels"][key] for e in everything}
+    values = {e["labels"][key] for e in entries}
+    if not entries:
+        raise UsageError(f"no run labelled {printable(key)}=... measured {printable(bench)} (they measured: "
+                         f"{', '.join(sorted({b for e in everything for b in e.get('benches') or []})) or 'nothing'})")
+    notes: list[str] = []
+    _check_order(key, bench, order, values, values_all, notes)
+    picked: list[tuple[dict, dict, dict | None]] = []     # (entry, run, its matching result)
+    for e in sorted(entries, key=lambda e: (e.get("created") or "", e["id"])):
+        v = e["labels"][key]
+        if order is not None and v not in order:
+            continue
+        run = store.load_run(f"id:{e['id']}")
+        found = [r for r in run["results"] if r["bench"] == bench and _matches(r.get("params") or {}, given)]
+        if len(found) > 1:
+            raise UsageError(f"run {e['id']} ({printable(key)}={printable(v)}) holds {len(found)} variants of "
+                             f"{printable(spec)} ({', '.join(result_key(r) for r in found)}); name the parameter "
+                             f"that tells them apart, e.g. {bench}:" + _tell_apart(found))
+        picked.append((e, run, found[0] if found else None))
+    forced = same_machine([(e["id"], run.get("env") or {}) for e, run, r in picked if r is not None], force=force,
+                          anyway="--force to walk the series anyway")
+    by_value = _pool(picked, key, spec, notes)
     if not by_value and given and not any(r is not None for _, _, r in picked):
         seen = sorted({result_key(r) for _, run, _ in picked for r in run["results"] if r["bench"] == bench})
         raise UsageError(f"no run labelled {printable(key)}=... holds a variant matching {printable(spec)}; "
@@ -375,7 +363,6 @@ def _tell_apart(found: list[dict]) -> str:
 
 def stored_document(store, spec: str, key: str, *, order: list[str] | None, order_how: str, delta: float,
                     force: bool, allow_emulated: bool = False) -> dict:
-    from .spec import split_spec
 
     labels, notes, forced = stored_labels(store, spec, key, order, force=force)
     return document(labels, kind="stored", interleaved=False, bench=split_spec(spec)[0], spec=spec, by=key,

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
+from . import counters, formats, labels, output, targets
 from .console import warn
+from .emucount import EVENTS, split
 from .errors import UsageError
 from .model import Plan
+from .pmu import SYSFS, read_sysfs
+from .probe import runs_natively
+from .progress import make_progress
 from .protocol import Protocol
-from .spec import Variant
+from .record import Recorder
+from .redact import redact_argv
+from .runner import Outcome, RunOptions, Runner
+from .spec import Variant, cpu_alternatives, expand, parse_over
+from .store import open_store
 from .targets.base import Target
-
-if TYPE_CHECKING:
-    from .record import Recorder
-    from .runner import Outcome
 
 # `opcost run` with no SPEC: one figure for each kind of cost the seeds ask
 # about, about 45 s at the default protocol. The rest of `opcost list`
@@ -61,10 +65,8 @@ class Settings:
 
     @classmethod
     def from_args(cls, args, argv: list[str], kind: str, **protocol) -> "Settings":
-        from . import labels
 
         names = labels.parse_all(args.label)
-        from .redact import redact_argv
 
         # The command line as stored and exported: a --store URL's password masked.
         proto = Protocol.from_args(args, **protocol)
@@ -84,7 +86,6 @@ class Settings:
 
     def check(self) -> None:
         """What the numeric ranges (checked at parsing) cannot say."""
-        from . import formats
 
         if self.no_store and self.store:
             raise UsageError("--store and --no-store contradict each other; give one")
@@ -98,7 +99,6 @@ def plan_of(args, kind: str) -> Plan:
              "variants": lambda: [args.source], "series": lambda: [args.run]}[kind]()
     over = None
     if getattr(args, "over", None) is not None:
-        from .series import parse_over
 
         param, values = parse_over(args.over)
         over = {"param": param, "values": values}
@@ -112,8 +112,6 @@ def plan_of(args, kind: str) -> Plan:
 def completed_plan(settings: Settings, variants: list[Variant], target: Target) -> Plan:
     """The settings' plan with what the variants and the target say: the
     sequential design, switches per operation (the probe's table), the target."""
-    from dataclasses import replace
-
     return replace(settings.plan, stages=list(settings.stages), boundary=settings.boundary, target=target.name,
                    switches={v.bench: v.switches for v in variants if v.switches})
 
@@ -122,8 +120,6 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
     """--json FILE (an alias of --export json:FILE) and every --export
     FORMAT:FILE, each checked (format known, path writable; with `document`,
     the format takes that kind of document)."""
-    from . import formats, output
-
     out = []
     if getattr(args, "json", None) is not None:
         output.check_target(args.json)
@@ -140,9 +136,7 @@ def exports_of(args, document: str | None = None) -> list[tuple[str, str]]:
 def local_target() -> Target:
     """This machine as a target (targets.local_target: one per process, so
     its probe's table and CPU placements are asked once)."""
-    from .targets import local_target
-
-    return local_target()
+    return targets.local_target()
 
 
 def target_of(args, texts: list | tuple = ()) -> Target:
@@ -150,22 +144,16 @@ def target_of(args, texts: list | tuple = ()) -> Target:
     `--target SPEC`, a virtual machine when --kernel or a kernel=/cmdline=
     among `texts` -- the SPECs, arms, --over -- asks for one, docs/kernels.md,
     else this machine); cli.main closes it on the way out."""
-    from .targets import target_of
-
-    return target_of(args, texts)
+    return targets.target_of(args, texts)
 
 
 def counter_plan(text: str | None, target: Target):
     """`--counters` -> a counters.Plan (profiles expanded), or None. Unknown
     names are usage errors; known names the target cannot count are not
     (they come back as <not supported> with the reason)."""
-    from .counters import expand
-
     if text is None:
         return None
-    from .emucount import EVENTS
-
-    return expand(text, [*target.benchmark_table()["counters"], *EVENTS], catalog=target.pmu_catalog)
+    return counters.expand(text, [*target.benchmark_table()["counters"], *EVENTS], catalog=target.pmu_catalog)
 
 
 def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | None, tuple]:
@@ -173,16 +161,11 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
     serves): emucount.split, with the plan's PMU encodings kept."""
     if plan is None:
         return None, ()
-    from .emucount import split
-
     counts_by_emulator = getattr(target, "counts_by_emulator", None)
     mode = ("user" if target.name == "local" else
             "system" if counts_by_emulator is not None and counts_by_emulator() else None)
-    from .probe import runs_natively
 
     def perf_counts() -> bool:   # a core PMU in sysfs: perf counts instructions here
-        from .pmu import SYSFS, read_sysfs
-
         return any(p.core for p in read_sysfs(os.environ.get("OPCOST_PMU_SYSFS") or SYSFS).values())
 
     _, emu = split(list(plan.events), mode=mode, target=target.name,
@@ -232,16 +215,12 @@ def check_helper_counters(plan, variants: list[Variant], target: Target) -> None
 def cpu_option(text: str | None, target: Target) -> list[str] | None:
     """--cpu: one placement `A` or `A,B`, alternatives `A|B`, ranges `A-B`:
     the list of placements (one variant each), or None when not given."""
-    from .spec import cpu_alternatives
-
     return cpu_alternatives(text, target, "--cpu") if text is not None else None
 
 
 def plan_variants(specs: list[str], cpus: list[str] | None, target: Target) -> list[Variant]:
     """Every variant the SPECs name (the default suite without one),
     checked against the target's table; a variant asked for twice is an error."""
-    from .spec import expand
-
     if not specs:
         specs = default_suite(target.benchmark_table(target.host_arch()))
     variants: list[Variant] = []
@@ -274,16 +253,10 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     With settings.stages, `look` decides after each stage whether to go on
     (runner.Runner). `warn` says what happens on the way (the fleet
     prefixes the host)."""
-    from .progress import make_progress
-    from .record import Recorder
-    from .runner import RunOptions, Runner
-
     plan = counter_plan(settings.counters, target)
     check_helper_counters(plan, variants, target)
     store = None
     if not settings.no_store:
-        from .store import open_store
-
         store = open_store(settings.store, on_wait=warn)
     p = settings.protocol
     probe_counters, emulated = counter_split(plan, variants, target)

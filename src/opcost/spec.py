@@ -17,6 +17,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from .errors import UsageError
+from .safetext import printable
 
 GENERIC_PARAMS = ("cpu", "arch", "spin")
 
@@ -241,3 +242,21 @@ def _reconcile_placement(name: str, params: dict, cpu: str, b: dict, placement_g
     if placement_given and params["placement"] != implied:
         raise UsageError(f"{name}: cpu={cpu} means placement={implied}, but placement={params['placement']} was asked")
     params["placement"] = implied
+
+
+# a series (series.py, `series --over`): changepoint.MIN_LABELS, without importing numpy to check input
+MIN_LABELS = 3
+
+
+def parse_over(text: str) -> tuple[str, list[str]]:
+    """`PARAM=V1|V2|...` -> (PARAM, values); values may repeat (a label is
+    a position in the series, its value what it runs)."""
+    name, eq, values = text.partition("=")
+    vals = [v.strip() for v in values.split("|")]
+    if not eq or not name.strip() or any(not v for v in vals):
+        raise UsageError(f"--over {printable(text)}: give PARAM=V1|V2|... (e.g. --over spin=1|1|1|4|4), "
+                         "one value per label, in series order")
+    if len(vals) < MIN_LABELS:
+        raise UsageError(f"--over {printable(text)}: a series needs at least {MIN_LABELS} labels, "
+                         f"not {len(vals)}")
+    return name.strip(), vals

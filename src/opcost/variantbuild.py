@@ -41,6 +41,7 @@ from pathlib import Path
 
 from . import variantcache, probe
 from .arches import describe_elf, elf_arch
+from .crossprobe import default_cc
 from .errors import UsageError
 from .model import REFERENCE_NAME
 from .spec import Variant
@@ -96,8 +97,6 @@ def compiler_for(cc: str | None, arch: str | None) -> list[str]:
         return check_compiler(cc)
     if arch is None:
         return check_compiler("cc")
-    from .crossprobe import default_cc
-
     try:
         words = default_cc(arch)
     except UsageError as e:
@@ -286,6 +285,140 @@ def choose_mode(mode: str, syms: dict[str, set[str]]) -> str:
     return mode
 
 
+class _Builder:
+    """One study's builds: the objects compiled (or their facts found in the
+    cache), then the programs or probes linked from them; what was taken
+    from the cache, and what to store there once the study has measured."""
+
+    def __init__(self, source: Path, cc: list[str], cflags: list[str], workdir: Path, extra_flags: dict,
+                 cache: variantcache.Cache | None, log, several: bool) -> None:
+        self.source, self.cc, self.cflags, self.workdir = source, cc, cflags, workdir
+        self.extra_flags, self.cache, self.log, self.several = extra_flags, cache, log, several
+        self.objs: dict[str, Path] = {}
+        self.syms: dict[str, set[str]] = {}
+        self.found: dict[str, tuple[str | None, str | None]] = {}   # define -> (arch, ELF description)
+        self.keys: dict[str, str] = {}
+        self.srcs: dict[str, list[Path]] = {}
+        self.cached: list[str] = []
+        # stored by Build.store_in_cache once the study has measured: bad input (a
+        # variant that does not compile, an option of the other mode, a bad store)
+        # leaves nothing in the cache
+        self.pending: list = []
+
+    def flags_of(self, d: str) -> list[str]:
+        return [*self.cflags, *self.extra_flags.get(d, [])]
+
+    def compile_obj(self, i: int, d: str) -> Path:
+        obj = self.workdir / (_file_name(d, i) + ".o")
+        argv = [*self.cc, *self.flags_of(d), f"-D{d}", "-c", str(self.source)]
+        _run_tool([*argv, "-o", str(obj)], f"variant -D{d} does not compile: {shlex.join(argv)}")
+        self.objs[d] = obj
+        return obj
+
+    def scan(self, defines: list[str]) -> None:
+        """Each variant's symbols, architecture and ELF description: from the
+        cache, or from its object compiled now."""
+        cache = self.cache
+        for i, d in enumerate(defines):
+            self.srcs[d] = variantcache.source_files(self.source, self.flags_of(d))
+            self.keys[d] = variantcache.key(what="variant", sources=self.srcs[d], cc=self.cc,
+                                            flags=[*self.flags_of(d), f"-D{d}"], probe_dir=None)
+            meta = cache.meta(self.keys[d]) if cache else None
+            if meta is not None and isinstance(meta.get("symbols"), list):
+                self.syms[d] = set(meta["symbols"])
+                self.found[d] = (meta.get("arch"), meta.get("elf"))
+                continue
+            obj = self.compile_obj(i, d)
+            self.syms[d] = _symbols(obj, self.source)
+            self.found[d] = (elf_arch(obj), describe_elf(obj))
+            if cache and self.found[d][0] is not None:
+                self.pending.append((cache.put_meta, self.keys[d], {
+                    "symbols": sorted(self.syms[d]), "arch": self.found[d][0], "elf": self.found[d][1],
+                    "define": d, "source": str(self.source)}))
+
+    def named(self, d: str, cpu: str) -> str:
+        return f"{d} cpu={cpu}" if self.several else d
+
+    def own(self, d: str) -> dict[str, str]:
+        """The variant's own params: its define, and its --cflags-for flags."""
+        extra = self.extra_flags.get(d)
+        return {"define": f"-D{d}", **({"cflags_for": shlex.join(extra)} if extra else {})}
+
+    def from_cache(self, k: str, name: str, dst: Path, what: str) -> Path | None:
+        hit = self.cache.file(k, name) if self.cache else None
+        if hit is None:
+            return None
+        self.cached.append(what)
+        self.log(f"{what}: using the cached build {hit.parent} (nothing compiled)")
+        return variantcache.link_or_copy(hit, dst)
+
+    def programs(self, defines: list[str], cpus: list[str], got: str, emu: str | None, common: dict,
+                 ops: int, guest: str | None, remote: str | None) -> list[Variant]:
+        """--mode program: each variant linked into a program of its own."""
+        # qemu-user finds no shared libraries of another architecture by itself, and
+        # a kernel that runs i386 natively may have no i386 loader and libc installed
+        foreign = got != probe.host_arch()
+        link_extra = ["-static"] if (foreign or guest or remote) and "-static" not in self.cflags else []
+        if link_extra:
+            self.log(f"linking the {got} builds -static, to run " + (
+                f"under {os.path.basename(emu)}" if emu else f"in {guest} (no libc there)" if guest
+                else f"on {remote} (their libc is unknown)" if remote else f"without {got} shared libraries here"))
+            common["link"] = "-static"
+        op = "operation (program run / --ops)" if ops else "program run"
+        exe_name = "program" + "".join(link_extra)
+        out = []
+        for i, d in enumerate(defines):
+            exe = self.workdir / _file_name(d, i)
+            if self.from_cache(self.keys[d], exe_name, exe, f"variant -D{d}") is None:
+                obj = self.objs.get(d) or self.compile_obj(i, d)
+                _run_tool([*self.cc, *self.flags_of(d), *link_extra, "-o", str(exe), str(obj)],
+                          f"variant -D{d} does not link")
+                arch_of_build(exe, f"variant -D{d}", got, self.cc)
+                self.pending.append((self.cache and self.cache.put_file, self.keys[d], exe_name, exe))
+            prog = (emu, str(exe)) if emu else (str(exe),)
+            for cpu in cpus:
+                out.append(Variant("program", {**self.own(d), **common}, cpu, got, ("define",), op,
+                                   name=self.named(f"-D{d}", cpu), program=prog, emulator=emu or "", ops=ops))
+        return out
+
+    def probes(self, defines: list[str], cpus: list[str], got: str, emu: str | None, common: dict) -> list[Variant]:
+        """--mode op: each variant's operation linked into a probe of its own,
+        and the reference probe (an empty opcost_op)."""
+        src_dir = probe_source_dir()
+        user_src = _make_safe(self.source, self.workdir)
+        iquote = [] if user_src == self.source else ["-iquote", str(self.source.parent)]
+        ref = self.workdir / "reference.c"
+        ref.write_text(REFERENCE_SOURCE)
+        jobs = [(f"-D{d}", user_src, [*self.flags_of(d), *iquote, f"-D{d}"], _file_name(d, i), self.own(d),
+                 variantcache.key(what="probe", sources=self.srcs[d], cc=self.cc, flags=[*self.flags_of(d), f"-D{d}"],
+                                  probe_dir=src_dir))
+                for i, d in enumerate(defines)]
+        jobs.append((REFERENCE_NAME, ref, list(self.cflags), "reference", {"define": "", "reference": "empty opcost_op"},
+                     variantcache.key(what="reference", sources=[], cc=self.cc, flags=list(self.cflags),
+                                      probe_dir=src_dir, extra=REFERENCE_SOURCE)))
+        out = []
+        make = None
+        for name, src, flags, fname, extra, k in jobs:
+            exe = self.workdir / f"opcost-probe-{fname}"
+            what = f"variant {name}" if name != REFERENCE_NAME else "the reference probe (empty opcost_op)"
+            if self.from_cache(k, "probe", exe, what) is None:
+                make = make or shutil.which("make")
+                if make is None:
+                    raise UsageError("--mode op links the operation into the probe with make, which is not "
+                                     "installed; install make (apt-get install make)")
+                self.log(f"building the probe with {name}")
+                _run_tool([make, "-s", "-C", str(src_dir), f"OUT={exe}", f"USER_OP={src}",
+                           f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(self.cc)}"],
+                          f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
+                          else "building the reference probe (empty opcost_op) failed")
+                arch_of_build(exe, f"variant {name}", got, self.cc)
+                self.pending.append((self.cache and self.cache.put_file, k, "probe", exe))
+            for cpu in cpus:
+                out.append(Variant("user.op", {**extra, **common}, cpu, got, ("define",), "opcost_op call",
+                                   name=self.named(name, cpu), exe=str(exe), emulator=emu or ""))
+        return out
+
+
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
           workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None,
           extra_flags: dict[str, list[str]] | None = None, cache: variantcache.Cache | None = None,
@@ -304,52 +437,16 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     what is said): never under an emulator here, and a program is linked
     -static (the hosts' libc is unknown)."""
     log = log or (lambda msg: None)
-    extra_flags = extra_flags or {}
-
-    def flags_of(d: str) -> list[str]:
-        return [*cflags, *extra_flags.get(d, [])]
-
-    objs: dict[str, Path] = {}
-    syms: dict[str, set[str]] = {}
-    found: dict[str, tuple[str | None, str | None]] = {}   # define -> (arch, ELF description)
-    keys: dict[str, str] = {}
-    srcs: dict[str, list[Path]] = {}
-    cached: list[str] = []
-    # stored by Build.store_in_cache once the study has measured: bad input (a
-    # variant that does not compile, an option of the other mode, a bad store)
-    # leaves nothing in the cache
-    pending: list = []
-
-    def compile_obj(i: int, d: str) -> Path:
-        obj = workdir / (_file_name(d, i) + ".o")
-        argv = [*cc, *flags_of(d), f"-D{d}", "-c", str(source)]
-        _run_tool([*argv, "-o", str(obj)], f"variant -D{d} does not compile: {shlex.join(argv)}")
-        objs[d] = obj
-        return obj
-
-    for i, d in enumerate(defines):
-        srcs[d] = variantcache.source_files(source, flags_of(d))
-        keys[d] = variantcache.key(what="variant", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
-                                 probe_dir=None)
-        meta = cache.meta(keys[d]) if cache else None
-        if meta is not None and isinstance(meta.get("symbols"), list):
-            syms[d] = set(meta["symbols"])
-            found[d] = (meta.get("arch"), meta.get("elf"))
-            continue
-        obj = compile_obj(i, d)
-        syms[d] = _symbols(obj, source)
-        found[d] = (elf_arch(obj), describe_elf(obj))
-        if cache and found[d][0] is not None:
-            pending.append((cache.put_meta, keys[d], {"symbols": sorted(syms[d]), "arch": found[d][0],
-                                                      "elf": found[d][1], "define": d, "source": str(source)}))
+    b = _Builder(source, cc, cflags, workdir, extra_flags or {}, cache, log, several=len(cpus) > 1)
+    b.scan(defines)
     # what the compiler builds, from the first object: refused before linking if nothing here runs it
     first = defines[0]
-    got = _check_arch(*found[first], f"variant -D{first}", arch, cc)
+    got = _check_arch(*b.found[first], f"variant -D{first}", arch, cc)
     if guest and got != "x86_64":
         raise UsageError(f"variant -D{first}: {shlex.join(cc)} builds for {got}; {guest} runs x86_64 builds only: "
                          "give an x86_64 compiler (leave --cc out) or measure here without --kernel")
     emu = None if remote else runner_for(got, f"variant -D{first}")
-    mode = choose_mode(mode, syms)
+    mode = choose_mode(mode, b.syms)
     if ops and mode != "program":
         raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "
                          "opcost_op call is the operation")
@@ -360,81 +457,9 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
             f"qemu's, not an {got} CPU's; correctness only)")
     if ops:
         common["ops"] = str(ops)
-    several = len(cpus) > 1
-
-    def named(d: str, cpu: str) -> str:
-        return f"{d} cpu={cpu}" if several else d
-
-    def own(d: str) -> dict[str, str]:
-        """The variant's own params: its define, and its --cflags-for flags."""
-        extra = extra_flags.get(d)
-        return {"define": f"-D{d}", **({"cflags_for": shlex.join(extra)} if extra else {})}
-
-    def from_cache(k: str, name: str, dst: Path, what: str) -> Path | None:
-        hit = cache.file(k, name) if cache else None
-        if hit is None:
-            return None
-        cached.append(what)
-        log(f"{what}: using the cached build {hit.parent} (nothing compiled)")
-        return variantcache.link_or_copy(hit, dst)
-
-    out = []
-    if mode == "program":
-        # qemu-user finds no shared libraries of another architecture by itself, and
-        # a kernel that runs i386 natively may have no i386 loader and libc installed
-        foreign = got != probe.host_arch()
-        link_extra = ["-static"] if (foreign or guest or remote) and "-static" not in cflags else []
-        if link_extra:
-            log(f"linking the {got} builds -static, to run " + (f"under {os.path.basename(emu)}" if emu else
-                f"in {guest} (no libc there)" if guest else f"on {remote} (their libc is unknown)" if remote
-                else f"without {got} shared libraries here"))
-            common["link"] = "-static"
-        op = "operation (program run / --ops)" if ops else "program run"
-        exe_name = "program" + "".join(link_extra)
-        for i, d in enumerate(defines):
-            exe = workdir / _file_name(d, i)
-            if from_cache(keys[d], exe_name, exe, f"variant -D{d}") is None:
-                obj = objs.get(d) or compile_obj(i, d)
-                _run_tool([*cc, *flags_of(d), *link_extra, "-o", str(exe), str(obj)], f"variant -D{d} does not link")
-                arch_of_build(exe, f"variant -D{d}", got, cc)
-                pending.append((cache and cache.put_file, keys[d], exe_name, exe))
-            prog = (emu, str(exe)) if emu else (str(exe),)
-            for cpu in cpus:
-                out.append(Variant("program", {**own(d), **common}, cpu, got, ("define",),
-                                   op, name=named(f"-D{d}", cpu), program=prog, emulator=emu or "", ops=ops))
-    else:
-        src_dir = probe_source_dir()
-        user_src = _make_safe(source, workdir)
-        iquote = [] if user_src == source else ["-iquote", str(source.parent)]
-        ref = workdir / "reference.c"
-        ref.write_text(REFERENCE_SOURCE)
-        jobs = [(f"-D{d}", user_src, [*flags_of(d), *iquote, f"-D{d}"], _file_name(d, i), own(d),
-                 variantcache.key(what="probe", sources=srcs[d], cc=cc, flags=[*flags_of(d), f"-D{d}"],
-                                probe_dir=src_dir))
-                for i, d in enumerate(defines)]
-        jobs.append((REFERENCE_NAME, ref, list(cflags), "reference", {"define": "", "reference": "empty opcost_op"},
-                     variantcache.key(what="reference", sources=[], cc=cc, flags=list(cflags), probe_dir=src_dir,
-                                    extra=REFERENCE_SOURCE)))
-        make = None
-        for name, src, flags, fname, extra, k in jobs:
-            exe = workdir / f"opcost-probe-{fname}"
-            what = f"variant {name}" if name != REFERENCE_NAME else "the reference probe (empty opcost_op)"
-            if from_cache(k, "probe", exe, what) is None:
-                make = make or shutil.which("make")
-                if make is None:
-                    raise UsageError("--mode op links the operation into the probe with make, which is not "
-                                     "installed; install make (apt-get install make)")
-                log(f"building the probe with {name}")
-                _run_tool([make, "-s", "-C", str(src_dir), f"OUT={exe}", f"USER_OP={src}",
-                           f"USER_CFLAGS={shlex.join(flags)}", f"CC={shlex.join(cc)}"],
-                          f"variant {name}: building the probe with it failed" if name != REFERENCE_NAME
-                          else "building the reference probe (empty opcost_op) failed")
-                arch_of_build(exe, f"variant {name}", got, cc)
-                pending.append((cache and cache.put_file, k, "probe", exe))
-            for cpu in cpus:
-                out.append(Variant("user.op", {**extra, **common}, cpu, got, ("define",), "opcost_op call",
-                                   name=named(name, cpu), exe=str(exe), emulator=emu or ""))
-    return Build(mode, out, cc, cflags, source, got, emu, cached, pending, cache, log)
+    out = (b.programs(defines, cpus, got, emu, common, ops, guest, remote) if mode == "program"
+           else b.probes(defines, cpus, got, emu, common))
+    return Build(mode, out, cc, cflags, source, got, emu, b.cached, b.pending, cache, log)
 
 
 def _make_safe(source: Path, workdir: Path) -> Path:

@@ -128,7 +128,8 @@ def stored(args) -> int:
 def measured(args, argv) -> int:
     from .. import session
     from ..present import present
-    from ..series import measured_document, over_variants, parse_over
+    from ..series import measured_document, over_variants
+    from ..spec import parse_over
 
     param, values = parse_over(args.over)
     settings = session.Settings.from_args(args, argv, "series")

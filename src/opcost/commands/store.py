@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
 
 
 def _check(name: str, value: str) -> None:
+    # a command's module is read by `opcost --help`: what it runs is imported when it runs (all below)
     from ..redact import redact
-    from ..safetext import printable
+    from ..safetext import printable   # --help
 
     if not value.strip():
         raise UsageError(f"{name} is empty; give a store path or URL (e.g. ~/.local/share/opcost/opcost.db "
@@ -46,30 +47,34 @@ def _check(name: str, value: str) -> None:
 
 
 def _where(url: str) -> str:
-    """What identifies a store: its file (resolved), or its URL (password masked)."""
-    from ..redact import redact
+    """What identifies a store: its file (resolved) for a backend given a path
+    (store.BACKENDS: not whole_url), or its URL (password masked)."""
+    from ..redact import redact   # --help: the store package is the engine's
+    from ..store import BACKENDS   # --help: sqlite3 and the backends
 
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() == "sqlite":
-        return "sqlite:" + os.path.realpath(os.path.expanduser(rest if sep else url))
+    backend = BACKENDS.get(scheme.lower()) if sep else BACKENDS["sqlite"]
+    if backend is not None and not backend.whole_url:
+        return f"{scheme.lower() if sep else 'sqlite'}:" + os.path.realpath(os.path.expanduser(rest if sep else url))
     return redact(url)
 
 
 def _copied(url: str, docs: list[dict], where) -> str:
     """What an interrupted copy had done, read back from DST after the
     signal (each batch is committed whole)."""
-    from ..transfer import held_after
+    from ..transfer import held_after   # --help
 
     return f"{where}: " + held_after(url, docs).replace("the store holds", "it holds")
 
 
 def run(args, argv) -> int:
+    # --help reads this module; what the copy runs is imported when it runs
     import sys
 
-    from .. import interrupts
-    from ..console import warn
-    from ..store import open_store
-    from ..transfer import load_settled
+    from .. import interrupts   # --help
+    from ..console import warn   # --help
+    from ..store import open_store   # --help
+    from ..transfer import load_settled   # --help
 
     if args.store_action is None:
         raise UsageError("give an action: `opcost store copy SRC DST [RUN...]` (opcost store --help)")

@@ -716,13 +716,9 @@ def _arm_text(arm: dict) -> str:
     return esc(t)
 
 
-def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
-    """`run`: the stored run this comparison was rebuilt from (its id,
-    label, date and status said under the title)."""
-    entries = [e for e in doc.get("comparisons") or [] if isinstance(e, dict)]
-    kind = str(doc.get("kind") or "comparison")
-    page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
-    page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
+def _comparison_lines(doc: dict, run: dict | None) -> list[str]:
+    """What a comparison page says under its title: the stored run, the
+    arms, interleaving, A/A, delta, the sequential design."""
     lines = [_stored_run_text(run)] if run is not None else []
     lines += [f"<b>A</b>: {_arm_text(doc.get('a') or {})}", f"<b>B</b>: {_arm_text(doc.get('b') or {})}"]
     if doc.get("interleaved"):
@@ -739,7 +735,55 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
         lines.append(f"sequential design: {esc(design.get('looks_done', '?'))} look(s) done of "
                      f"{len(design.get('planned') or [])}" + (f", stopped: {esc(stopped.get('reason'))}"
                                                               if stopped else ""))
-    page.add("<p class=note>" + "<br>".join(lines) + "</p>")
+    return lines
+
+
+def _comparison_notes(doc: dict, entries: list[dict]) -> list[str]:
+    """The notes under a comparison's plots: flags, inconclusive, withheld, unmatched."""
+    notes = []
+    for e in entries:
+        for f in e.get("flags") or []:
+            if isinstance(f, dict):
+                notes.append(f"{esc(e.get('key'))}: {esc(f.get('text') or f.get('detail') or f.get('flag'))}")
+        if e.get("verdict") == "inconclusive" and e.get("processes_needed"):
+            notes.append(f"{esc(e.get('key'))}: inconclusive: about {esc(e['processes_needed'])} processes per arm "
+                         "would likely decide it")
+        if e.get("withheld"):
+            notes.append(f"{esc(e.get('key'))}: no verdict: {esc(e['withheld'])}")
+    if doc.get("unmatched"):
+        notes.append("not in both runs (not compared): " + esc(", ".join(map(str, doc["unmatched"]))))
+    return notes
+
+
+def _comparison_env(page: _Page, doc: dict) -> None:
+    """A comparison's environment: the differences between A and B, then the
+    machine (one, or each arm's)."""
+    page.add("<h2>Environment</h2>")
+    if isinstance(doc.get("env_differences"), list):
+        diffs = doc["env_differences"]
+        page.add("<h3>differences between A and B</h3>")
+        page.add(_table(["field", "A", "B"], ([esc(d.get("field")), esc(_value_text(d.get("a"))),
+                                               esc(_value_text(d.get("b")))] for d in diffs if isinstance(d, dict)),
+                        cls="env") if diffs else "<p class=note>none</p>")
+    if isinstance(doc.get("env"), dict):
+        page.add(_env_table(doc["env"]))
+    elif any(isinstance(doc.get(f"env_{side}"), dict) for side in ("a", "b")):
+        for side in ("a", "b"):
+            if isinstance(doc.get(f"env_{side}"), dict):
+                page.add(f"<h3>{side.upper()}</h3>")
+                page.add(_env_table(doc[f"env_{side}"]))
+    else:
+        page.add(_env_table({}))
+
+
+def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
+    """`run`: the stored run this comparison was rebuilt from (its id,
+    label, date and status said under the title)."""
+    entries = [e for e in doc.get("comparisons") or [] if isinstance(e, dict)]
+    kind = str(doc.get("kind") or "comparison")
+    page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
+    page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
+    page.add("<p class=note>" + "<br>".join(_comparison_lines(doc, run)) + "</p>")
     page.add("<h2>Summary</h2>")
     head = ["benchmark", "op", "A", "B", "B/A", "95% CI of B/A", "p (Holm)", "delta", "verdict"]
     rows = []
@@ -767,18 +811,7 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     for e in entries:
         if isinstance(e.get("savings"), dict) and isinstance(e["savings"].get("A"), dict):
             _savings_section(page, e)
-    notes = []
-    for e in entries:
-        for f in e.get("flags") or []:
-            if isinstance(f, dict):
-                notes.append(f"{esc(e.get('key'))}: {esc(f.get('text') or f.get('detail') or f.get('flag'))}")
-        if e.get("verdict") == "inconclusive" and e.get("processes_needed"):
-            notes.append(f"{esc(e.get('key'))}: inconclusive: about {esc(e['processes_needed'])} processes per arm "
-                         "would likely decide it")
-        if e.get("withheld"):
-            notes.append(f"{esc(e.get('key'))}: no verdict: {esc(e['withheld'])}")
-    if doc.get("unmatched"):
-        notes.append("not in both runs (not compared): " + esc(", ".join(map(str, doc["unmatched"]))))
+    notes = _comparison_notes(doc, entries)
     if notes:
         page.add("<ul class=notes>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
     plotted = [e for e in entries if isinstance(e.get("ratio"), (int, float))]
@@ -792,22 +825,7 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     _counters_section(page, [(str(e.get("key") or e.get("bench")),
                               [("A", Summary.of(e.get("a")).raw),
                                ("B", Summary.of(e.get("b")).raw)]) for e in entries])
-    page.add("<h2>Environment</h2>")
-    if isinstance(doc.get("env_differences"), list):
-        diffs = doc["env_differences"]
-        page.add("<h3>differences between A and B</h3>")
-        page.add(_table(["field", "A", "B"], ([esc(d.get("field")), esc(_value_text(d.get("a"))),
-                                               esc(_value_text(d.get("b")))] for d in diffs if isinstance(d, dict)),
-                        cls="env") if diffs else "<p class=note>none</p>")
-    if isinstance(doc.get("env"), dict):
-        page.add(_env_table(doc["env"]))
-    elif any(isinstance(doc.get(f"env_{side}"), dict) for side in ("a", "b")):
-        for side in ("a", "b"):
-            if isinstance(doc.get(f"env_{side}"), dict):
-                page.add(f"<h3>{side.upper()}</h3>")
-                page.add(_env_table(doc[f"env_{side}"]))
-    else:
-        page.add(_env_table({}))
+    _comparison_env(page, doc)
 
 
 def _stored_run_text(run: dict) -> str:

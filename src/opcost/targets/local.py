@@ -18,6 +18,7 @@ import os
 from typing import Iterator
 
 from .. import probe
+from .. import pmu
 from ..env import collect
 
 
@@ -96,8 +97,6 @@ class LocalTarget:
     def pmu_catalog(self):
         """This machine's named PMU events (sysfs, perf list), read once."""
         if not hasattr(self, "_catalog"):
-            from .. import pmu
-
             self._catalog = pmu.load_local()
         return self._catalog
 
@@ -117,20 +116,27 @@ class LocalTarget:
         info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
         return collect(self.cpuid(), info)
 
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The command line that starts one local probe process, given the
+        probe's own: a target that runs the probe here under something
+        (nice, taskset, a container) subclasses LocalTarget and overrides
+        this alone; check, run_process and run_concurrent go through it."""
+        return argv
+
     def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
-        return probe.check(req, timeout)
+        return probe.check(req, timeout, wrap=self.wrap)
 
     def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
         with self._quiet([req]) as (hold, how, pin):
             res = probe.run_process(dataclasses.replace(req, hold=hold and not req.program), timeout, on_line,
-                                    after_start=pin)
+                                    after_start=pin, wrap=self.wrap)
         res.front_end = how
         return res
 
     def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
         with self._quiet(reqs) as (hold, how, pin):
             out = probe.run_concurrent([dataclasses.replace(r, hold=hold and not r.program) for r in reqs],
-                                       timeout, on_line, after_start=pin)
+                                       timeout, on_line, after_start=pin, wrap=self.wrap)
         for r in out:
             if isinstance(r, probe.ProcessResult):
                 r.front_end = how
