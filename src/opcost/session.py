@@ -70,8 +70,6 @@ class Settings:
 
         # The command line as stored and exported: a --store URL's password masked.
         proto = Protocol.from_args(args, **protocol)
-        from dataclasses import replace
-
         return cls(protocol=proto, kind=kind, argv=["opcost", *redact_argv(argv)],
                    counters=args.counters, parallel=getattr(args, "parallel", None) or 1,
                    label=names.get(labels.NAME), labels=names,
