@@ -116,6 +116,9 @@ def shape(line: str) -> str:
     s = re.sub(r"[+-]?\d[\d,]*(\.\d+)?(e[+-]?\d+)?", "#", s)
     s = re.sub(r"#\s*(ns|us|ms|s)\b", "#", s)
     s = re.sub(_VERDICT, "V", s)
+    # which min-p test a look used (paired or not, exact or sampled) follows the rounds a run
+    # reached, as its verdict does (abtest.compare_arms)
+    s = re.sub(r"p: (permutation|paired) min-p[^;]*", "p: min-p", s)
     s = re.sub(r"-{2,}", "-", s)
     return re.sub(r"\s+", " ", s).strip()
 

@@ -149,26 +149,28 @@ def _qemu_with(marker: str) -> list[int]:
 def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_pair, sig):
     from conftest import cli_argv
 
-    kernel = tmp_path / f"vmlinuz-{sig}"     # a path of its own: its QEMU is found by it
-    shutil.copyfile(kernel_pair[0], kernel)
+    # a kernel parameter of its own (ignored by the kernel): its QEMU is found by it; not the kernel's
+    # path, which QEMU does not get under TCG (the vmlinux extracted for the PVH entry)
+    kernel, marker = kernel_pair[0], f"opcosttest.run={os.getpid()}-{int(sig)}"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(kernel), *FAKE), cwd=tmp_path,
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(kernel), "--kernel-cmdline", marker,
+                                     *FAKE), cwd=tmp_path,
                             env=cli_environ(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         t0 = time.monotonic()
-        while (not _qemu_with(str(kernel)) and proc.poll() is None
+        while (not _qemu_with(marker) and proc.poll() is None
                and time.monotonic() - t0 < 120):   # (a loaded machine: opcost starts slowly)
             time.sleep(0.1)
-        qemu = _qemu_with(str(kernel))
+        qemu = _qemu_with(marker)
         assert qemu, f"QEMU did not start (opcost: {proc.poll()}, {proc.stderr.read() if proc.poll() is not None else ''})"
         time.sleep(1.0)
         proc.send_signal(sig)
         proc.wait(timeout=30)
         t0 = time.monotonic()
-        while _qemu_with(str(kernel)) and time.monotonic() - t0 < 5:
+        while _qemu_with(marker) and time.monotonic() - t0 < 5:
             time.sleep(0.1)
-        assert not _qemu_with(str(kernel)), "a QEMU outlived opcost"
+        assert not _qemu_with(marker), "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
     finally:
         if proc.poll() is None:
@@ -198,12 +200,11 @@ def test_signal_while_the_guest_measures_leaves_no_qemu_and_nothing_measured(cli
 
     from conftest import cli_argv
 
-    kernel = tmp_path / f"vmlinuz-measuring-{sig}"
-    shutil.copyfile(kernel_pair[0], kernel)
+    kernel, marker = kernel_pair[0], f"opcosttest.measuring={os.getpid()}-{int(sig)}"   # as above
     tmp, trace, out = tmp_path / "tmp", tmp_path / "trace", tmp_path / "r.json"
     tmp.mkdir()
     # a real clock and 400 batches of 20 ms: the probe measures for 8 s or more in the guest
-    argv = cli_argv("run", "syscall.null", "--kernel", str(kernel), "-p", "1", "-n", "400", "-w", "1",
+    argv = cli_argv("run", "syscall.null", "--kernel", str(kernel), "--kernel-cmdline", marker, "-p", "1", "-n", "400", "-w", "1",
                     "--target-ms", "20", "--accel", "tcg", "--vm-cpus", "1", "--vm-mem", "256", "--json", str(out))
     proc = subprocess.Popen(argv, cwd=tmp_path, env=cli_environ(TMPDIR=str(tmp), OPCOST_VM_TRACE=str(trace)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -213,15 +214,15 @@ def test_signal_while_the_guest_measures_leaves_no_qemu_and_nothing_measured(cli
             time.sleep(0.1)
         assert _measuring(trace), trace.read_text() if trace.exists() else "no boot traced"
         time.sleep(0.5)
-        qemu = _qemu_with(str(kernel))
+        qemu = _qemu_with(marker)
         assert qemu and _measuring(trace), "the guest stopped measuring before the signal"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 128 + sig, err
         t0 = time.monotonic()
-        while _qemu_with(str(kernel)) and time.monotonic() - t0 < 5:
+        while _qemu_with(marker) and time.monotonic() - t0 < 5:
             time.sleep(0.1)
-        assert not _qemu_with(str(kernel)), "a QEMU outlived opcost"
+        assert not _qemu_with(marker), "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
         assert "exit 1 " not in trace.read_text().split(" qemu ")[2]   # killed while its probe measured
         doc = json.loads(out.read_text())
@@ -238,7 +239,9 @@ def test_signal_while_the_guest_measures_leaves_no_qemu_and_nothing_measured(cli
 
 def test_a_kernel_that_panics_is_one_line_and_keeps_its_console(run_cli, tmp_path, kernel_pair):
     state = tmp_path / "state"
-    cp = run_cli("run", "syscall.null", "--kernel", str(kernel_pair[0]), "--kernel-cmdline", "rdinit=/nonexistent",
+    # too little memory for the kernel to get to its init: it panics ("System is deadlocked on memory");
+    # rdinit=/nonexistent did the same before opcost refused a parameter that replaces its init
+    cp = run_cli("run", "syscall.null", "--kernel", str(kernel_pair[0]), "--kernel-cmdline", "mem=20M",
                  *FAKE, env={"XDG_STATE_HOME": str(state)}, timeout=600)
     err = cp.stderr.strip().splitlines()
     assert cp.returncode == 2 and len(err) == 1 and "did not boot" in err[0], cp.stderr
