@@ -33,13 +33,8 @@ def run(args, argv) -> int:
         raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
         doc = store.load_run(args.run, summaries=True)
-    if args.functions is not None:
-        from ..emucount import format_functions
-
-        print(format_functions(doc, args.functions))
-        return 0
-        if doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document, rebuilt from its hosts' runs
-            from ..comparison import stored_fleet
+        if args.functions is None and doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document,
+            from ..comparison import stored_fleet                     # rebuilt from its hosts' runs
 
             fdoc = stored_fleet(store, doc)
             if fdoc is not None:
@@ -47,6 +42,11 @@ def run(args, argv) -> int:
 
                 formats.check(exports, "fleet")
                 return present(fdoc, fleet_table, exports, alone=True)
+    if args.functions is not None:
+        from ..emucount import format_functions
+
+        print(format_functions(doc, args.functions))
+        return 0
     # the document alone on stdout with `--json -`, as it always was
     return present(doc, partial(stored_table, all_notes=args.notes), exports, alone=True)
 
