@@ -47,7 +47,7 @@ class Tools:
 
     @staticmethod
     def here() -> "Tools":
-        from .targets.vm import kvm_usable
+        from .targets.vm.host import kvm_usable   # the host module alone, not the whole target
 
         def kvm() -> str | None:
             why = kvm_usable()
