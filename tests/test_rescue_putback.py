@@ -16,7 +16,6 @@ import time
 
 import pytest
 from conftest import cli_argv, cli_env
-from pgserver import postgres_server  # noqa: F401  (the session's PostgreSQL server fixture)
 from test_interrupted_copy import _interrupt_after_commit
 
 from opcost import cli, interrupts
@@ -37,7 +36,7 @@ def _processes(url: str) -> int:
 N = 300
 
 
-def test_postmaster_killed_mid_run_then_the_rescue_completes_the_run(postgres_server, tmp_path, probe_bin):  # noqa: F811
+def test_postmaster_killed_mid_run_then_the_rescue_completes_the_run(postgres_server, tmp_path, probe_bin):
     pg = postgres_server
     url = pg.url(pg.new_database("crash"))
     tmp = tmp_path / "tmp"
@@ -98,7 +97,7 @@ def test_postmaster_killed_mid_run_then_the_rescue_completes_the_run(postgres_se
     assert [r["id"] for r in json.loads(opcost("history", "--json").stdout)] == [rid, 1]
 
 
-def test_import_and_copy_interrupted_after_a_commit_read_the_store_back(postgres_server, tmp_path,  # noqa: F811
+def test_import_and_copy_interrupted_after_a_commit_read_the_store_back(postgres_server, tmp_path,
                                                                        monkeypatch, capsys, probe_bin):
     from opcost.commands import store as store_cmd
 
