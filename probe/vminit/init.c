@@ -4,8 +4,8 @@
  *
  * It mounts /proc, /sys and /dev, reads its job from /opcost/job, runs each
  * command in it (the probe, /opcost/probe, with the arguments given) one
- * after the other, and writes what they print to the data port (ttyS1 when
- * the machine has it, else the console), every line framed so that the host
+ * after the other, and writes what they print to the data port (DATA_PORT
+ * when the machine has it, else the console), every line framed so that the host
  * can tell it from kernel messages and from garbage:
  *
  *     @OPC <seq> <crc32 of payload, 8 hex> <payload>
@@ -436,11 +436,21 @@ static void run_cmd(int i, struct cmd *c)
 	framef("X %d %d", i, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
 }
 
+/* The data port, as QEMU is given it (src/opcost/targets/vm/arch.py): on
+ * x86_64 the second serial port (kernel messages stay on ttyS0); on arm64 a
+ * PCI 16550 (pci-serial), the first 8250 port there (the console is the
+ * PL011, ttyAMA0). */
+#if defined(__aarch64__)
+#define DATA_PORT "/dev/ttyS0"
+#else
+#define DATA_PORT "/dev/ttyS1"
+#endif
+
 static void data_port(void)
 {
-	/* ttyS1 when the machine has one (kernel messages stay on ttyS0), else
-	 * the console this init was given. */
-	int fd = open("/dev/ttyS1", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	/* DATA_PORT when the machine has one, else the console this init was
+	 * given. */
+	int fd = open(DATA_PORT, O_WRONLY | O_NOCTTY | O_CLOEXEC);
 	if (fd >= 0) {
 		struct termios t;
 		if (tcgetattr(fd, &t) == 0) {

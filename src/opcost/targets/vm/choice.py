@@ -11,11 +11,13 @@ from pathlib import Path
 
 from typing import Callable
 
+from ... import probe
 from ...errors import ProbeError, ProbeTimeout
 from . import host
+from .arch import DEFAULT_ARCH, GUEST_ARCHES
 from .image import sha256_of
 from .protocol import BootFailed
-from .qemu import Machine, VmConfig, qemu_version
+from .qemu import Machine, VmConfig, qemu_for, qemu_version
 
 KVM_TRIAL_S = 10.0                           # --accel auto: a KVM boot that takes longer does not work here
 MICROVM_TRIAL_S = {"tcg": 45.0, "kvm": 10.0}  # --vm-machine auto: a first microvm boot slower than this: pc
@@ -53,15 +55,17 @@ class Choice:
     def __init__(self, cfg: VmConfig, trial: Callable[[Machine, str, float], object]):
         self.cfg = cfg
         self.trial = trial   # trial(machine, accel, limit): a short boot running nothing, raising if it fails
-        self._qemu_version: str | None = None
+        self._qemu_version: dict[str, str | None] = {}   # program -> its --version
         self._sha: dict[Path, str] = {}
         self._accel: dict[str, tuple[str, str]] = {}       # sha -> (accel, why)
         self._machine: dict[tuple, tuple[str, str]] = {}   # (sha, accel) -> (machine type, why)
 
-    def qemu_version(self) -> str | None:
-        if self._qemu_version is None:
-            self._qemu_version = qemu_version(self.cfg.qemu)
-        return self._qemu_version
+    def qemu_version(self, arch: str = DEFAULT_ARCH) -> str | None:
+        """The version of the QEMU that boots `arch` guests (qemu.qemu_for)."""
+        program = qemu_for(self.cfg.qemu, arch)
+        if program not in self._qemu_version:
+            self._qemu_version[program] = qemu_version(program)
+        return self._qemu_version[program]
 
     def sha(self, kernel: Path) -> str:
         if kernel not in self._sha:
@@ -73,6 +77,8 @@ class Choice:
         (a short trial boot under KVM, remembered per image and host)."""
         if self.cfg.accel != "auto":
             return self.cfg.accel, "asked (--accel)"
+        if GUEST_ARCHES[m.arch].kvm_host != probe.host_arch():
+            return "tcg", f"an {m.arch} guest on an {probe.host_arch()} host: emulated (KVM runs its host's architecture only)"
         sha = self.sha(m.kernel)
         if sha in self._accel:
             return self._accel[sha]
@@ -99,6 +105,8 @@ class Choice:
         """(microvm|pc, why) for this kernel under `accel`: --vm-machine as
         asked, or auto's remembered answer; (None, ...) when auto has not
         tried this kernel, host and accel yet (the next boot tries microvm)."""
+        if GUEST_ARCHES[m.arch].machine:
+            return GUEST_ARCHES[m.arch].machine, f"the machine type of {m.arch} guests"
         if self.cfg.machine != "auto":
             return self.cfg.machine, "asked (--vm-machine)"
         key = (self.sha(m.kernel), accel)

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pathlib import Path
+
+from ... import probe
 from ...errors import UsageError
 from . import host
+from .arch import DEFAULT_ARCH, GUEST_ARCHES
+from .image import kernel_arch
+from .qemu import check_qemu
 
 if TYPE_CHECKING:
     from .choice import Choice
@@ -23,6 +29,7 @@ class VmGuest:
     cfg: VmConfig
     choice: Choice
     machines: dict
+    arch: str | None = None   # the guests' architecture: the first kernel image's (guest_arch_of)
     _local = None
 
     # -- what the guest is (answered from the same static probe it runs) --
@@ -34,16 +41,38 @@ class VmGuest:
             self._local = local_target()
         return self._local
 
+    def guest_arch_of(self, kernel: Path, what: str) -> str:
+        """The architecture of the guest `kernel` boots (read from the image,
+        never asked); the run's from its first kernel on. UsageError when a
+        kernel of another architecture than the run's is given (their probes,
+        and so their benchmarks, differ: one architecture a run), or when its
+        QEMU is not installed."""
+        arch = kernel_arch(kernel)
+        if self.arch is None:
+            check_qemu(self.cfg.qemu, arch)
+            if self.cfg.accel == "kvm" and GUEST_ARCHES[arch].kvm_host != probe.host_arch():
+                raise UsageError(f"--accel kvm: {what}{kernel} is an {arch} kernel and this host is "
+                                 f"{probe.host_arch()}: KVM runs its host's architecture only; use --accel tcg "
+                                 "(emulated) or --accel auto")
+            self.arch = arch
+        elif arch != self.arch:
+            raise UsageError(f"{what}{kernel} is an {arch} kernel and this run's other kernels are {self.arch}: "
+                             f"one run boots guests of one architecture; give {self.arch} kernels, or measure the "
+                             f"{arch} one in a run of its own")
+        return arch
+
     def host_arch(self) -> str:
-        return "x86_64"
+        """The guests' architecture (the probe's there): the first kernel's."""
+        return self.arch or DEFAULT_ARCH
 
     def arches(self) -> list[str]:
-        return ["x86_64"]
+        return [self.host_arch()]
 
     def benchmark_table(self, arch: str | None = None) -> dict:
-        if arch not in (None, "x86_64"):
-            raise UsageError(f"arch={arch}: the vm target runs the x86_64 probe only")
-        return self.local.benchmark_table("x86_64")
+        if arch not in (None, self.host_arch()):
+            raise UsageError(f"arch={arch}: the vm target runs the {self.host_arch()} probe only (its guests' "
+                             "architecture, read from the kernel image)")
+        return self.local.benchmark_table(self.host_arch())
 
     def placement_of(self, a: int, b: int, arch: str | None = None) -> str:
         # -smp N,sockets=1,cores=N,threads=1: distinct guest CPUs are cores of one socket
@@ -66,10 +95,10 @@ class VmGuest:
         return None
 
     def probe_version(self, arch: str | None = None) -> str | None:
-        return self.local.probe_version("x86_64")
+        return self.local.probe_version(self.host_arch())
 
     def qemu_version(self) -> str | None:
-        return self.choice.qemu_version()
+        return self.choice.qemu_version(self.host_arch())
 
     def env(self) -> dict:
         """The host's environment, the guest's CPUID/XCR0 as its first boot
@@ -84,7 +113,7 @@ class VmGuest:
             env["guest_cpuid"] = {"value": cpuid, "source": "opcost-probe cpuid in the guest (preflight boot)"}
             # compare refuses runs whose guests saw different CPU models (commands/compare.py)
             env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
-        env["vm"] = {"value": {"qemu": self.qemu_version(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
+        env["vm"] = {"value": {"qemu": self.qemu_version(), "guest_arch": self.host_arch(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
                                "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
                                "cpu_model": self.cfg.cpu_model or "default (max under TCG, host under KVM)",
                                "allow_emulated": self.cfg.allow_emulated,

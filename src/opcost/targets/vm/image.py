@@ -7,25 +7,28 @@ import hashlib
 from pathlib import Path
 
 from ...errors import UsageError
+from .arch import DEFAULT_ARCH, GUEST_ARCHES, image_arch
 
 
 def check_kernel(path: str, what: str = "--kernel") -> Path:
-    """An x86 Linux kernel image (bzImage: the boot protocol's 'HdrS' header),
-    or UsageError saying what was given and what would be right."""
+    """A Linux kernel image the vm target boots (arch.image_arch: an x86
+    bzImage, an arm64 Image), or UsageError saying what was given and what
+    would be right."""
     p = Path(path).expanduser()
-    right = "give a bzImage/vmlinuz, e.g. arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r)"
+    right = "give a kernel image: " + " or ".join(a.image for a in GUEST_ARCHES.values())
     if not p.is_file():
         raise UsageError(f"{what} {path}: no such file; {right}")
     try:
         with open(p, "rb") as f:
-            head = f.read(0x240)
+            head = f.read(4096)
     except OSError as e:
         raise UsageError(f"{what} {path}: cannot be read ({e.strerror}); {right}") from None
-    if len(head) < 0x240 or head[0x1FE:0x200] != b"\x55\xaa" or head[0x202:0x206] != b"HdrS":
-        if head[0x38:0x3C] == b"ARM\x64":
-            raise UsageError(f"{what} {path} is an arm64 kernel Image; the vm target boots x86_64 guests only "
-                             f"for now; {right}")
-        raise UsageError(f"{what} {path} is not an x86 Linux kernel image (no bzImage boot header); {right}")
+    arch = image_arch(head)
+    if arch is None:
+        raise UsageError(f"{what} {path} is not a Linux kernel image the vm target boots (neither an x86 bzImage's "
+                         f"boot header nor an arm64 Image's); {right}")
+    if arch != "x86_64":
+        return p.resolve()
     setup = (head[0x1F1] or 4) + 1
     syssize = int.from_bytes(head[0x1F4:0x1F8], "little")
     size = p.stat().st_size
@@ -35,14 +38,34 @@ def check_kernel(path: str, what: str = "--kernel") -> Path:
     return p.resolve()
 
 
+_ARCH: dict[tuple, str] = {}
+
+
+def kernel_arch(kernel: Path) -> str:
+    """The guest architecture of a checked kernel image (check_kernel), read
+    from its header once per file version; x86_64 when unreadable (an
+    extracted vmlinux, a stand-in)."""
+    try:
+        st = kernel.stat()
+        key = (str(kernel), st.st_mtime_ns, st.st_size)
+        if key not in _ARCH:
+            with open(kernel, "rb") as f:
+                _ARCH[key] = image_arch(f.read(4096)) or DEFAULT_ARCH
+        return _ARCH[key]
+    except OSError:
+        return DEFAULT_ARCH
+
+
 def cmdline_size(kernel: Path) -> int | None:
-    """The longest command line the kernel takes (boot protocol 2.06+:
-    cmdline_size at 0x238; before: 255), or None if unknown."""
+    """The longest command line the kernel takes (x86 boot protocol 2.06+:
+    cmdline_size at 0x238; before: 255; arm64: 2048), or None if unknown."""
     try:
         with open(kernel, "rb") as f:
-            head = f.read(0x23C)
+            head = f.read(4096)
     except OSError:
         return None
+    if image_arch(head) == "aarch64":
+        return 2048   # arm64's COMMAND_LINE_SIZE (arch/arm64/include/uapi/asm/setup.h): the device tree's bootargs
     if len(head) < 0x23C or head[0x202:0x206] != b"HdrS":
         return None
     version = int.from_bytes(head[0x206:0x208], "little")

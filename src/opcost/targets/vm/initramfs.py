@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from ... import probe
+from ...arches import elf_arch
 from ...errors import UsageError
 
 
@@ -47,16 +48,31 @@ def job_text(cmds: list[tuple]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def vminit_path() -> Path | None:
-    """The static init: shipped in the package beside the probe, or built in
-    the source tree (`make -C probe`)."""
-    arch = probe.host_arch()
+def vminit_path(arch: str | None = None) -> Path | None:
+    """The static init for guests of `arch` (default: this machine's):
+    shipped in the package beside the probe, or built in the source tree
+    (`make -C probe`, with CC= and OUT= for another architecture)."""
+    arch = arch or probe.host_arch()
     here = Path(__file__).resolve().parents[2]   # src/opcost
-    for p in (here / "_probe" / f"opcost-vminit-{arch}", here.parents[1] / "probe" / "opcost-probe-vminit",
+    native = [here.parents[1] / "probe" / "opcost-probe-vminit"] if arch == probe.host_arch() else []
+    for p in (here / "_probe" / f"opcost-vminit-{arch}", *native,
               here.parents[1] / "probe" / "build" / f"opcost-probe-{arch}-vminit"):
         if p.is_file():
             return p
     return None
+
+
+def guest_probe(arch: str) -> Path:
+    """The static probe that runs in a guest of `arch`: the first of the
+    probe's places (probe.candidates) that has it. Another architecture's
+    needs no qemu-user here (the guest runs it); UsageError if not built."""
+    if arch == probe.host_arch():
+        return probe.probe_path(arch)
+    for path, _ in probe.candidates(arch):
+        if path.is_file():
+            return path
+    raise UsageError(f"no {arch} probe for the {arch} guest; build one: "
+                     f"make -C probe CC={arch}-linux-gnu-gcc OUT=build/opcost-probe-{arch}")
 
 
 _STRIPPED: dict[tuple, bytes] = {}
@@ -73,7 +89,10 @@ def stripped(exe: Path) -> bytes:
     key = (str(exe), st.st_mtime_ns, st.st_size)
     if key not in _STRIPPED:
         data = exe.read_bytes()
-        tool = shutil.which("strip")
+        # another architecture's binary: its binutils' strip (the host's knows only its own)
+        arch = elf_arch(exe)
+        tool = (shutil.which(f"{arch}-linux-gnu-strip") if arch and arch != probe.host_arch() else None) \
+            or shutil.which("strip")
         if tool:
             with tempfile.TemporaryDirectory(prefix="opcost-strip-") as d:
                 out = os.path.join(d, "exe")

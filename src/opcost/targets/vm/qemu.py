@@ -3,16 +3,32 @@ and the configuration (CPUs, memory, accelerator, machine type)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import UsageError
 from .arch import DEFAULT_ARCH, GUEST_ARCHES
+from .image import kernel_arch
 
 QEMU = GUEST_ARCHES[DEFAULT_ARCH].qemu
 # cryptomgr.notests: the crypto API's self-tests skipped (a quarter of a second of a boot under TCG; the guest
 # encrypts nothing opcost measures)
 BASE_CMDLINE = f"console={GUEST_ARCHES[DEFAULT_ARCH].console} panic=-1 quiet cryptomgr.notests"
+
+
+def base_cmdline(arch: str) -> str:
+    """The kernel parameters opcost gives every guest of `arch` (its console first)."""
+    return BASE_CMDLINE.replace(f"console={GUEST_ARCHES[DEFAULT_ARCH].console}",
+                                f"console={GUEST_ARCHES[arch].console}")
+
+
+def qemu_for(cfg_qemu: str, arch: str) -> str:
+    """The system emulator that boots `arch`: its own (arch.py), unless
+    OPCOST_QEMU named another (cfg.qemu is then not the x86_64 default)."""
+    return GUEST_ARCHES[arch].qemu if cfg_qemu == QEMU else cfg_qemu
 
 
 def qemu_version(qemu: str) -> str | None:
@@ -24,11 +40,25 @@ def qemu_version(qemu: str) -> str | None:
 
 
 
+def check_qemu(cfg_qemu: str, arch: str) -> None:
+    """UsageError when the QEMU that boots `arch` guests is not installed."""
+    program = qemu_for(cfg_qemu, arch)
+    if shutil.which(program) is None and not os.path.isfile(program):
+        raise UsageError(f"{program} is not installed; install QEMU (Debian: apt-get install "
+                         f"{GUEST_ARCHES[arch].qemu_package}) to boot {arch} kernels")
+
+
 @dataclass
 class Machine:
-    """What one guest boots: its kernel and the user's kernel parameters."""
+    """What one guest boots: its kernel, the user's kernel parameters and
+    the guest's architecture (read from the kernel image, image.kernel_arch)."""
     kernel: Path
     cmdline: str = ""
+    arch: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.arch:
+            self.arch = kernel_arch(self.kernel)
 
 
 @dataclass
@@ -49,15 +79,16 @@ def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_f
               qmp_fd: int, machine_params: str = "") -> list[str]:
     """QEMU's arguments for one boot; `machine_params`: the kernel parameters
     the machine type needs (clock.machine_cmdline)."""
-    cmdline = " ".join(x for x in (BASE_CMDLINE, machine_params, m.cmdline) if x)
-    # the data port is the second serial port (ttyS1); microvm makes only the first from -serial
-    data = (["-serial", "stdio"] if machine_type != "microvm" else
+    arch = GUEST_ARCHES[m.arch]
+    cmdline = " ".join(x for x in (base_cmdline(m.arch), machine_params, m.cmdline) if x)
+    # the data port: ttyS1 on x86_64 (microvm makes only the first serial port from -serial), else the arch's device
+    data = (list(arch.data) if arch.data else ["-serial", "stdio"] if machine_type != "microvm" else
             ["-chardev", "stdio,id=data", "-device", "isa-serial,chardev=data,index=1"])
     # a counting boot runs every vCPU on one thread: the plugin's one window
     # over all vCPUs is then exact (no two vCPUs add at once)
     accel_arg = "tcg,thread=single" if cfg.plugin and accel == "tcg" else accel
-    argv = [cfg.qemu, "-machine", machine_type, "-accel", accel_arg,
-            "-cpu", cfg.cpu_model or ("host" if accel == "kvm" else "max"), "-smp", f"{cfg.cpus},sockets=1,cores={cfg.cpus},threads=1",
+    argv = [qemu_for(cfg.qemu, m.arch), "-machine", machine_type, "-accel", accel_arg,
+            "-cpu", cfg.cpu_model or arch.cpu[accel], "-smp", f"{cfg.cpus},sockets=1,cores={cfg.cpus},threads=1",
             "-kernel", str(m.kernel), "-initrd", f"/proc/self/fd/{initrd_fd}", "-append", cmdline,
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-nic", "none",
             "-serial", f"file:/proc/self/fd/{console_fd}", *data,

@@ -19,7 +19,7 @@ from .boot import run_guest
 from .choice import MICROVM_TRIAL_S, Choice, cache_dir
 from .clock import machine_cmdline
 from .image import pvh_vmlinux, sha256_of
-from .initramfs import initramfs, job_text, vminit_path
+from .initramfs import guest_probe, initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
 from .qemu import Machine, VmConfig
 from .qmp import pin_threads
@@ -53,12 +53,14 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_ty
     """Boot `m` and run `cmds` in the guest (boot.run_guest, with the
     initramfs of the init, the probe, `files` and the job, and the kernel
     parameters the machine type needs); what they did."""
-    init = vminit_path()
+    init = vminit_path(m.arch)
     if init is None:
-        raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
-    image = initramfs(job_text(cmds), init, probe.probe_path(probe.host_arch()), files)
-    kernel, entry = entry_kernel(m.kernel, accel)
-    b = run_guest(cfg, Machine(kernel, m.cmdline), image, accel=accel, machine_type=machine_type,
+        raise UsageError(f"the {m.arch} VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)"
+                         if m.arch == probe.host_arch() else f"the {m.arch} VM init is not built; run "
+                         f"`make -C probe CC={m.arch}-linux-gnu-gcc OUT=build/opcost-probe-{m.arch}`")
+    image = initramfs(job_text(cmds), init, guest_probe(m.arch), files)
+    kernel, entry = entry_kernel(m.kernel, accel) if m.arch == "x86_64" else (m.kernel, f"the {m.arch} Image")
+    b = run_guest(cfg, Machine(kernel, m.cmdline, m.arch), image, accel=accel, machine_type=machine_type,
                   boot_limit=boot_limit, timeout=timeout, machine_params=machine_cmdline(machine_type, accel),
                   host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
     b.entry = entry

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 from ... import probe
@@ -15,12 +14,11 @@ from ...errors import ProbeError, ProbeTimeout, UsageError
 from ...safetext import printable
 from ..vm_options import ACCELS, MACHINES
 from . import host
-from .arch import DEFAULT_ARCH, GUEST_ARCHES
 from .choice import Choice
 from .image import check_cmdline, check_fits, check_kernel
 from .initramfs import guest_files
 from .protocol import Boot, BootFailed, Command
-from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
+from .qemu import QEMU, Machine, VmConfig, base_cmdline, qemu_for
 from .guest import VmGuest
 from .results import finish, pooled
 from .supervise import boot, retried, supervised_boot
@@ -49,10 +47,8 @@ class VmTarget(VmGuest):
         self.hangs: dict[tuple, int] = {}                   # (sha, accel, machine type) -> hung boots
         self._fits: set[tuple] = set()                      # (kernel, cmdline) whose length was checked
         self._ksyms: dict[str, list] = {}                   # kernel sha -> its text symbols as offsets (counting)
-        arch = GUEST_ARCHES[DEFAULT_ARCH]
-        if shutil.which(cfg.qemu) is None and not os.path.isfile(cfg.qemu):
-            raise UsageError(f"{cfg.qemu} is not installed; install QEMU (Debian: apt-get install "
-                             f"{arch.qemu_package}) to boot kernels")
+        if default is not None:
+            self.guest_arch_of(default.kernel, "--kernel ")
         if cfg.accel not in ACCELS:
             raise UsageError(f"--accel {cfg.accel}: valid: {', '.join(ACCELS)}")
         if cfg.machine not in MACHINES:
@@ -62,13 +58,11 @@ class VmTarget(VmGuest):
             if why:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
         check_cpus(cfg.cpus, cfg.accel, "--vm-cpus ")
-        if probe.host_arch() != arch.name:
-            raise UsageError(f"the vm target boots {arch.name} guests; this machine is {probe.host_arch()}")
 
     def check_machine_param(self, key: str, value: str) -> None:
         """kernel=PATH or cmdline=ARGS of a variant (spec.expand): UsageError if wrong."""
         if key == "kernel":
-            check_kernel(value, "kernel=")
+            self.guest_arch_of(check_kernel(value, "kernel="), "kernel=")
         else:
             check_cmdline(value, "cmdline=")
 
@@ -84,7 +78,8 @@ class VmTarget(VmGuest):
             m = Machine(check_kernel(kernel, "kernel="), check_cmdline(given.get("cmdline", self.default_cmdline),
                                                                        "cmdline="))
         if (m.kernel, m.cmdline) not in self._fits:   # before any boot: the kernel would cut a longer one
-            check_fits(m.kernel, m.cmdline, len(BASE_CMDLINE) + MACHINE_PARAMS_MAX,
+            self.guest_arch_of(m.kernel, "kernel=" if kernel else "--kernel ")
+            check_fits(m.kernel, m.cmdline, len(base_cmdline(m.arch)) + MACHINE_PARAMS_MAX,
                        "cmdline=" if "cmdline" in given else "--kernel-cmdline")
             self._fits.add((m.kernel, m.cmdline))
         return m
@@ -94,7 +89,11 @@ class VmTarget(VmGuest):
 
     def counts_by_emulator(self) -> bool:
         """The guest's instructions are counted by QEMU's plugin: its boots run
-        under TCG (--accel tcg, or auto where KVM cannot be used)."""
+        under TCG (--accel tcg, or auto where KVM cannot be used), in an
+        x86_64 guest (the plugin knows x86 instructions and the probe's x86
+        window markers only)."""
+        if self.host_arch() != "x86_64":
+            return False
         return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
@@ -128,9 +127,9 @@ class VmTarget(VmGuest):
         return None
 
     def _record(self, m: Machine, b: Boot, accel: str, machine_type: str) -> dict:
-        return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline,
+        return {"kernel": str(m.kernel), "kernel_sha256": self.sha(m.kernel), "cmdline": m.cmdline, "arch": m.arch,
                 "guest": b.facts, "accel": accel, "accel_why": self.choice.accel_for(m)[1], "machine": machine_type,
-                "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.qemu_version(),
+                "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.choice.qemu_version(m.arch),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
                 "entry": b.entry,
@@ -267,7 +266,7 @@ class VmTarget(VmGuest):
         done: list[list] = [[] for _ in reqs]
         in_boot = []   # in the order the guest ran them
         for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
-            in_boot.append(finish(r, res, c, dict(rec, position_in_boot=k), accel, self.cfg.qemu))
+            in_boot.append(finish(r, res, c, dict(rec, position_in_boot=k), accel, qemu_for(self.cfg.qemu, m.arch)))
             done[ri].append(in_boot[-1])
         if counting:
             try:
