@@ -6,8 +6,8 @@
 # report formats, chromium for the HTML report's browser test, zsh for the
 # completion test, postgresql for
 # the PostgreSQL store's tests, openssh-server and openssh-client for the
-# fleet's tests, qemu-system-x86 and two Debian kernels (fetched, not
-# installed) for the vm target's boots), installs
+# fleet's tests, qemu-system-x86, qemu-system-arm and three Debian kernels
+# (fetched, not installed) for the vm target's boots), installs
 # opcost with its test extras, builds the probes, type-checks src/opcost
 # (mypy, configured in pyproject.toml), checks its layers (import-linter's
 # lint-imports, contracts in pyproject.toml), builds the docs (mkdocs --strict)
@@ -40,6 +40,7 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then missing+=(
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 # the vm target's tests boot Debian kernels in QEMU (tests/test_vm_boot.py)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+command -v qemu-system-aarch64 >/dev/null 2>&1 || missing+=(qemu-system-arm)   # arm64 guests (tests/test_vm_arm64.py)
 command -v lz4 >/dev/null 2>&1 || missing+=(lz4)   # Debian's kernels' payload: the vm target's PVH entry under TCG
 if ! printf 'int main(void){return 0;}\n' | cc -static -x c -o /dev/null - >/dev/null 2>&1; then
     missing+=(libc6-dev)
@@ -66,7 +67,8 @@ make -C probe -s
 make -C probe -s CC=i686-linux-gnu-gcc OUT=build/opcost-probe-i386
 make -C probe -s CC=aarch64-linux-gnu-gcc OUT=build/opcost-probe-aarch64
 make -C probe -s CC=arm-linux-gnueabihf-gcc OUT=build/opcost-probe-arm
-# The vm target's test kernels (Debian's linux-image-6.1.0-{50,56}-cloud-amd64), fetched
+# The vm target's test kernels (Debian's linux-image-6.1.0-{50,56}-cloud-amd64 and
+# linux-image-6.1.0-50-cloud-arm64:arm64, after dpkg --add-architecture arm64), fetched
 # once with apt-get download into a cache outside the repository; their boots must run here.
 python3 tests/kernels.py >/dev/null
 export OPCOST_REQUIRE_VM=1

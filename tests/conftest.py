@@ -31,7 +31,8 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / "build" / "pycache"))
 # kernel left behind, machine-wide; two TCG guests at once would also starve
 # each other). Grouped by the fixture they use, so that a new test of either
 # kind is grouped too; a module may add its own group (pytestmark).
-XDIST_GROUP_BY_FIXTURE = {"fleet": "sshd-hosts", "fleet_up": "sshd-hosts", "kernel_pair": "qemu-boots"}
+XDIST_GROUP_BY_FIXTURE = {"fleet": "sshd-hosts", "fleet_up": "sshd-hosts", "kernel_pair": "qemu-boots",
+                          "arm64_kernel": "qemu-boots"}
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's worker reads the marks

@@ -1,11 +1,13 @@
-"""The two real kernels the VM target's tests boot: Debian's cloud kernels
-6.1.0-50 (6.1.176-1) and 6.1.0-56 (6.1.192-2), fetched with `apt-get
-download` into a cache outside the repository and unpacked with `dpkg-deb
--x` (never installed as this machine's kernel, never vendored). Idempotent:
-a kernel already unpacked is not fetched again.
+"""The real kernels the VM target's tests boot: Debian's cloud kernels
+6.1.0-50 (6.1.176-1) and 6.1.0-56 (6.1.192-2) for amd64, and 6.1.0-50 for
+arm64 (tests/test_vm_arm64.py), fetched with `apt-get download` (the arm64
+one with its architecture named: `dpkg --add-architecture arm64` is done
+first when needed) into a cache outside the repository and unpacked with
+`dpkg-deb -x` (never installed as this machine's kernel, never vendored).
+Idempotent: a kernel already unpacked is not fetched again.
 
-    python3 tests/kernels.py          # fetch both (test.sh does this)
-    python3 tests/kernels.py --print  # the vmlinuz paths, one a line
+    python3 tests/kernels.py          # fetch all three (test.sh does this)
+    python3 tests/kernels.py --print  # the amd64 vmlinuz paths, one a line
 
 OPCOST_KERNEL_CACHE overrides the cache directory
 (default: ${XDG_CACHE_HOME:-~/.cache}/opcost-kernels).
@@ -22,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 PACKAGES = ("linux-image-6.1.0-50-cloud-amd64", "linux-image-6.1.0-56-cloud-amd64")
+ARM64 = "linux-image-6.1.0-50-cloud-arm64:arm64"   # apt's name: another architecture's package is named with it
 
 
 def cache_dir() -> Path:
@@ -34,7 +37,23 @@ def cache_dir() -> Path:
 
 def kernel_path(package: str) -> Path:
     """Where the unpacked vmlinuz of `package` lies (it may not exist yet)."""
-    return cache_dir() / package / "vmlinuz"
+    return cache_dir() / package.split(":")[0] / "vmlinuz"
+
+
+def arm64_kernel() -> Path | None:
+    """The arm64 kernel when it is unpacked, else None."""
+    return kernel_path(ARM64) if kernel_path(ARM64).is_file() else None
+
+
+def add_architecture(package: str) -> None:
+    """`dpkg --add-architecture` for a package named with another
+    architecture (pkg:arm64), when dpkg does not know it yet."""
+    if ":" not in package:
+        return
+    arch = package.split(":", 1)[1]
+    cp = subprocess.run(["dpkg", "--print-foreign-architectures"], capture_output=True, text=True)
+    if arch not in cp.stdout.split():
+        subprocess.run(["dpkg", "--add-architecture", arch], check=True)
 
 
 def cached() -> list[Path]:
@@ -55,6 +74,7 @@ def fetch(package: str, update: bool = True) -> Path:
 
         cp = download()
         if cp.returncode != 0 and update:
+            add_architecture(package)
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
             cp = download()
         if cp.returncode != 0:
@@ -77,7 +97,7 @@ def main(argv: list[str]) -> int:
         for p in cached():
             print(p)
         return 0
-    for pkg in PACKAGES:
+    for pkg in (*PACKAGES, ARM64):
         print(fetch(pkg))
     return 0
 

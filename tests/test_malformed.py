@@ -149,7 +149,11 @@ def template(tmp_path_factory, probe_bin) -> Path:
     (t / "trunc.bz").write_bytes(bytes(bz[:0x7F0]))   # its header says 0x800 bytes
     arm = bytearray(0x400)
     arm[0x38:0x3C] = b"ARM\x64"
-    (t / "arm.img").write_bytes(bytes(arm))
+    (t / "arm.img").write_bytes(bytes(arm))   # an arm64 Image's header (no EFI stub): recognised
+    arm[0:2], arm[0x3C:0x40], arm[0x40:0x44] = b"MZ", (0x40).to_bytes(4, "little"), b"PE\0\0"
+    arm[0x46:0x48] = (1).to_bytes(2, "little")                                  # one section, no optional header
+    arm[0x58 + 16:0x58 + 24] = (0x100000).to_bytes(4, "little") + (0x1000).to_bytes(4, "little")   # ends at 1 MiB
+    (t / "armcut.img").write_bytes(bytes(arm))   # its EFI stub's PE header says 1 MiB + 4 KiB: cut short
     (t / "subdir").mkdir()
     (t / "garbage.db").write_bytes(b"this is not a database\n" * 50)
     shutil.copy(t / "opcost" / "opcost.db", t / "damaged.db")

@@ -153,7 +153,7 @@ def test_one_build_over_kernels_is_kernel_against_kernel(run_cli, src, tmp_path,
     (["--over", "kernel=/nonexistent/bzImage"], "kernel= /nonexistent/bzImage: no such file"),
     (["--over", "kernel={k}|{k}"], "names a value twice"),
     (["--over", "kernel={k}", "--over", "kernel={k}"], "--over kernel= is given twice"),
-    (["--over", "kernel={text}"], "is not an x86 Linux kernel image"),
+    (["--over", "kernel={text}"], "is not a Linux kernel image the vm target boots"),
     (["--kernel", "{k}", "--target", "vm:{k}"], "name two targets"),
 ])
 def test_bad_input_one_line_exit_2(run_cli, src, tmp_path, env, args, want):

@@ -422,7 +422,7 @@ class _Builder:
 def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str], mode: str,
           workdir: Path, cpus: list[str], arch: str | None = None, ops: int = 0, log=None,
           extra_flags: dict[str, list[str]] | None = None, cache: variantcache.Cache | None = None,
-          guest: str | None = None, remote: str | None = None) -> Build:
+          guest: str | None = None, remote: str | None = None, guest_arch: str | None = None) -> Build:
     """Compile every variant into workdir; raise UsageError naming the first
     variant that does not compile or link, or that cannot run here, before
     anything is measured. `arch`: --arch (the builds must be for it), or None
@@ -431,8 +431,9 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     of --cflags-for, per define, after `cflags`. `cache`: builds found there
     are used as they are (nothing compiled; said on `log`), builds made are
     stored there (variantcache.py). `guest`: the builds run in this
-    virtual machine (x86_64, no libc in its initramfs): they must be for
-    x86_64, and a program is linked -static. `remote`: the builds run on
+    virtual machine (no libc in its initramfs), whose architecture is
+    `guest_arch` (x86_64 if not given): they must be for it, never run under
+    an emulator here, and a program is linked -static. `remote`: the builds run on
     other machines of their architecture (the fleet's hosts, named so in
     what is said): never under an emulator here, and a program is linked
     -static (the hosts' libc is unknown)."""
@@ -442,10 +443,11 @@ def build(*, source: Path, defines: list[str], cc: list[str], cflags: list[str],
     # what the compiler builds, from the first object: refused before linking if nothing here runs it
     first = defines[0]
     got = _check_arch(*b.found[first], f"variant -D{first}", arch, cc)
-    if guest and got != "x86_64":
-        raise UsageError(f"variant -D{first}: {shlex.join(cc)} builds for {got}; {guest} runs x86_64 builds only: "
-                         "give an x86_64 compiler (leave --cc out) or measure here without --kernel")
-    emu = None if remote else runner_for(got, f"variant -D{first}")
+    want = guest_arch or "x86_64"
+    if guest and got != want:
+        raise UsageError(f"variant -D{first}: {shlex.join(cc)} builds for {got}; {guest} runs {want} builds only: "
+                         f"give --arch {want} (or an {want} compiler with --cc) or measure here without --kernel")
+    emu = None if remote or guest else runner_for(got, f"variant -D{first}")
     mode = choose_mode(mode, b.syms)
     if ops and mode != "program":
         raise UsageError("--ops applies to --mode program (a run performs N operations); in op mode one "

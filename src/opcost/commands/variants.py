@@ -123,9 +123,12 @@ def run(args, argv) -> int:
     ops = check_ops(args)
     target = session.target_of(args, args.machines or [])
     machines = machine_list(args.machines, target)
-    if target.name == "vm" and arch not in (None, "x86_64"):
-        raise UsageError(f"--arch {arch}: the virtual machine runs x86_64 builds only (its probe and kernel are "
-                         "x86_64); build for x86_64 (leave --arch out) or measure here without --kernel")
+    if target.name == "vm" and arch is None and args.cc is None and target.host_arch() != variantbuild.probe.host_arch():
+        arch = target.host_arch()   # another architecture's guests (read from the kernel image): its compiler
+    if target.name == "vm" and arch not in (None, target.host_arch()):
+        raise UsageError(f"--arch {arch}: the virtual machine runs {target.host_arch()} builds only (its kernel "
+                         f"and probe are {target.host_arch()}); give --arch {target.host_arch()}, or a kernel of "
+                         f"{arch}, or measure here without --kernel")
     if arch is not None and target.name != "vm":
         variantbuild.runner_for(arch, f"--arch {arch}")   # before compiling: can it run here at all?
     cc = variantbuild.compiler_for(args.cc, arch)
@@ -206,7 +209,8 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
         b = variantbuild.build(source=source, defines=defines, cc=cc, cflags=cflags, mode=args.mode, workdir=Path(tmp),
                         cpus=cpus, arch=arch, ops=ops, log=warn, extra_flags=extra_flags,
                         cache=variantcache.Cache() if args.build_cache else None,
-                        guest="the virtual machine" if in_vm else None)
+                        guest="the virtual machine" if in_vm else None,
+                        guest_arch=target.host_arch() if in_vm else None)
         check_mode_options(b.mode, args, given)
         with_mode_defaults(settings, b.mode, given)
         m = session.measure(settings, on_machines(b.variants, machines), target)

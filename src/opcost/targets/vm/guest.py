@@ -115,7 +115,8 @@ class VmGuest:
             env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
         env["vm"] = {"value": {"qemu": self.qemu_version(), "guest_arch": self.host_arch(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
                                "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
-                               "cpu_model": self.cfg.cpu_model or "default (max under TCG, host under KVM)",
+                               "cpu_model": self.cfg.cpu_model or f"default ({GUEST_ARCHES[self.host_arch()].cpu['tcg']} under "
+                                                                     "TCG, host under KVM)",
                                "allow_emulated": self.cfg.allow_emulated,
                                "host_hypervisor": host.hypervisor_flag(),
                                "machines": [{"kernel": str(k[0]), "cmdline": k[1], **v}

@@ -4,6 +4,7 @@ kernel image (its boot header) and the kernel parameters."""
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 
 from ...errors import UsageError
@@ -28,6 +29,10 @@ def check_kernel(path: str, what: str = "--kernel") -> Path:
         raise UsageError(f"{what} {path} is not a Linux kernel image the vm target boots (neither an x86 bzImage's "
                          f"boot header nor an arm64 Image's); {right}")
     if arch != "x86_64":
+        end = pe_end(head)
+        if end and p.stat().st_size < end:
+            raise UsageError(f"{what} {path} is cut short: {p.stat().st_size} bytes, its PE header's sections end at "
+                             f"{end} (a partial copy or download?); {right}")
         return p.resolve()
     setup = (head[0x1F1] or 4) + 1
     syssize = int.from_bytes(head[0x1F4:0x1F8], "little")
@@ -36,6 +41,23 @@ def check_kernel(path: str, what: str = "--kernel") -> Path:
         raise UsageError(f"{what} {path} is cut short: {size} bytes, its boot header says "
                          f"{setup * 512 + syssize * 16} (a partial copy or download?); {right}")
     return p.resolve()
+
+
+def pe_end(head: bytes) -> int | None:
+    """Where the last section of an arm64 Image's PE/COFF header (its EFI
+    stub, CONFIG_EFI) ends in the file, or None without one: a complete
+    Image is at least that long."""
+    if head[:2] != b"MZ" or len(head) < 0x40:
+        return None
+    pe, = struct.unpack_from("<I", head, 0x3C)
+    if head[pe:pe + 4] != b"PE\0\0" or len(head) < pe + 24:
+        return None
+    nsec, = struct.unpack_from("<H", head, pe + 6)
+    opt, = struct.unpack_from("<H", head, pe + 20)
+    table = pe + 24 + opt
+    if len(head) < table + 40 * nsec:
+        return None
+    return max((sum(struct.unpack_from("<II", head, table + 40 * i + 16)) for i in range(nsec)), default=None)
 
 
 _ARCH: dict[tuple, str] = {}

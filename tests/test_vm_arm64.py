@@ -1,0 +1,147 @@
+"""arm64 guests: Debian's arm64 cloud kernel (6.1.0-50, fetched by
+tests/kernels.py) boots under qemu-system-aarch64 -M virt (TCG) with the
+aarch64 probe and init, the architecture read from the image. The timings
+are QEMU's: every figure asserted comes from the fake clock; the boots, the
+architecture recorded and the verdicts are what is tested. Without a boot:
+the image's recognition and QEMU's command line.
+
+Skipped when qemu-system-aarch64, the kernel or the aarch64 probe and init
+are not here, unless OPCOST_REQUIRE_VM=1 (test.sh: then they fail)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import kernels
+from test_vm_boot import _qemu_with
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1",
+        "--vm-mem", "256"]
+
+
+@pytest.fixture(scope="module")
+def arm64_kernel():
+    k = kernels.arm64_kernel()
+    built = ROOT / "probe" / "build"
+    why = (None if shutil.which("qemu-system-aarch64") else "qemu-system-aarch64 is not installed (qemu-system-arm)")
+    why = why or (None if k else "the arm64 test kernel is not fetched (python3 tests/kernels.py)")
+    why = why or (None if (built / "opcost-probe-aarch64-vminit").is_file() and (built / "opcost-probe-aarch64").is_file()
+                  else "the aarch64 probe and init are not built (make -C probe CC=aarch64-linux-gnu-gcc "
+                       "OUT=build/opcost-probe-aarch64)")
+    # the benchmark table comes from the aarch64 probe here, under qemu-user
+    why = why or (None if shutil.which("qemu-aarch64") else "qemu-aarch64 (qemu-user) is not installed")
+    if why:
+        if os.environ.get("OPCOST_REQUIRE_VM") == "1":
+            pytest.fail(why + " (OPCOST_REQUIRE_VM=1)")
+        pytest.skip(why)
+    return k
+
+
+def arm64_release() -> str:
+    return (kernels.kernel_path(kernels.ARM64).parent / "release").read_text().strip()
+
+
+# -- without a boot --
+
+def test_the_architecture_is_read_from_the_image(tmp_path):
+    from opcost.targets.vm.arch import image_arch
+    from opcost.targets.vm.image import check_kernel, kernel_arch
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    raw, gz = tmp_path / "Image", tmp_path / "Image.gz"
+    raw.write_bytes(bytes(head) + os.urandom(4096))
+    gz.write_bytes(gzip.compress(raw.read_bytes()))
+    assert image_arch(bytes(head)) == "aarch64" and kernel_arch(check_kernel(str(raw))) == "aarch64"
+    assert kernel_arch(check_kernel(str(gz))) == "aarch64"   # QEMU's -kernel decompresses an Image.gz for aarch64
+    bz = bytearray(0x240)
+    bz[0x1FE:0x200], bz[0x202:0x206] = b"\x55\xaa", b"HdrS"
+    assert image_arch(bytes(bz)) == "x86_64" and image_arch(b"\x7fELF" + bytes(0x300)) is None
+
+
+def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tmp_path):
+    from opcost.targets.vm.qemu import Machine, VmConfig, qemu_argv
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    (tmp_path / "Image").write_bytes(bytes(head))
+    m = Machine(tmp_path / "Image", "quiet")
+    assert m.arch == "aarch64"
+    argv = qemu_argv(VmConfig(), m, "tcg", "virt", 10, 11, 12)
+    assert argv[0] == "qemu-system-aarch64" and argv[argv.index("-machine") + 1] == "virt"
+    assert argv[argv.index("-cpu") + 1] == "max,pauth-impdef=on"
+    assert argv[argv.index("-append") + 1].startswith("console=ttyAMA0 ")
+    assert "pci-serial,chardev=data" in argv and "stdio,id=data" in argv
+    assert qemu_argv(VmConfig(qemu="/opt/q"), m, "tcg", "virt", 10, 11, 12)[0] == "/opt/q"   # OPCOST_QEMU wins
+
+
+# -- real boots (about 4-7 s each under TCG here) --
+
+def test_arm64_aa_across_two_boot_parameters_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path, arm64_kernel):
+    """One A/A `ab` of syscall.null and ctx.pipe across cmdline= and
+    cmdline=quiet, 5 boots per arm (the fewest with which a verdict is
+    possible): each boot of the arm64 kernel runs both benchmarks, records
+    the guest's architecture, and no verdict is slower or faster (fake
+    clock). 12 boots: two preflights and five rounds of two."""
+    out = tmp_path / "aa.json"
+    cp = run_cli("ab", "syscall.null", "ctx.pipe", "--kernel", str(arm64_kernel), "--a", "cmdline=",
+                 "--b", "cmdline=quiet", "-p", "5", *FAKE, "--allow-emulated", "--json", str(out), timeout=900)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["comparisons"]) == 2 and all(
+        e["verdict"] in ("same", "negligible", "inconclusive") for e in doc["comparisons"]), doc["comparisons"]
+    assert doc["env"]["vm"]["value"]["guest_arch"] == "aarch64"
+    run = json.loads(run_cli("export", "1").stdout)   # every process as stored, with its header
+    assert sorted(r["bench"] for r in run["results"]) == ["ctx.pipe", "ctx.pipe", "syscall.null", "syscall.null"]
+    for r in run["results"]:
+        assert r["status"] == "ok" and len(r["processes"]) == 5, r
+        for p in r["processes"]:
+            h, v = p["header"], p["header"]["vm"]
+            assert h["arch"] == "aarch64" and v["arch"] == "aarch64" and v["cpuid"]["arch"] == "aarch64"
+            assert v["machine"] == "virt" and v["accel"] == "tcg" and v["guest"]["machine"] == "aarch64"
+            assert v["guest"]["release"] == arm64_release() and v["processes_in_boot"] == 2
+            assert v["qemu_argv"][0].endswith("qemu-system-aarch64") and h["emulator"] == "qemu-system-aarch64 (TCG)"
+            assert v["cmdline"] == r["params"].get("cmdline", "") and "Image" in v["entry"]
+    assert all(e["median_a"] == pytest.approx(100, rel=0.05) for e in doc["comparisons"])   # the fake clock's cost
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_an_arm64_boot_leaves_no_qemu_and_no_temporary_file(cli_environ, tmp_path, arm64_kernel, sig):
+    from conftest import cli_argv
+
+    marker = f"opcosttest.arm64={os.getpid()}-{int(sig)}"   # its QEMU found by a kernel parameter of its own
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(arm64_kernel), "--kernel-cmdline", marker,
+                                     *FAKE), cwd=tmp_path, env=cli_environ(TMPDIR=str(tmp)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        t0 = time.monotonic()
+        while not _qemu_with(marker) and proc.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.1)
+        qemu = _qemu_with(marker)
+        assert qemu, f"QEMU did not start (opcost: {proc.poll()}, {proc.stderr.read() if proc.poll() is not None else ''})"
+        assert any(open(f"/proc/{q}/cmdline", "rb").read().split(b"\0")[0].endswith(b"qemu-system-aarch64") for q in qemu)
+        time.sleep(1.0)   # inside the boot
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + sig, err
+        t0 = time.monotonic()
+        while _qemu_with(marker) and time.monotonic() - t0 < 5:
+            time.sleep(0.1)
+        assert not _qemu_with(marker), "a QEMU outlived opcost"
+        assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
