@@ -77,7 +77,7 @@ def test_kernel_and_cmdline_checks(tmp_path):
     with pytest.raises(UsageError, match="no such file"):
         vm.check_kernel(str(tmp_path / "nope"))
     (tmp_path / "text").write_text("not a kernel\n" * 100)
-    with pytest.raises(UsageError, match="not an x86 Linux kernel image"):
+    with pytest.raises(UsageError, match="not a Linux kernel image the vm target boots"):
         vm.check_kernel(str(tmp_path / "text"))
     assert vm.check_kernel(str(fake_kernel(tmp_path / "k"))) == (tmp_path / "k").resolve()
     assert vm.check_cmdline("  mitigations=off   nosmt ") == "mitigations=off nosmt"
@@ -101,7 +101,7 @@ def test_withheld_without_allow_emulated():
 
 @pytest.mark.parametrize("args, want", [
     (["run", "syscall.null", "--kernel", "/nonexistent/bzImage"], "no such file"),
-    (["run", "syscall.null", "--kernel", "{text}"], "not an x86 Linux kernel image"),
+    (["run", "syscall.null", "--kernel", "{text}"], "not a Linux kernel image the vm target boots"),
     (["run", "syscall.null", "--kernel", "{k}", "--kernel-cmdline", 'init="/x"'], "quote"),
     (["run", "syscall.null:cmdline=a'b", "--kernel", "{k}"], "quote"),
     (["run", "syscall.null:kernel={text}"], "kernel= {text} is not a Linux kernel image the vm target boots"),

@@ -54,6 +54,9 @@ class VmGuest:
                 raise UsageError(f"--accel kvm: {what}{kernel} is an {arch} kernel and this host is "
                                  f"{probe.host_arch()}: KVM runs its host's architecture only; use --accel tcg "
                                  "(emulated) or --accel auto")
+            if GUEST_ARCHES[arch].machine and self.cfg.machine != "auto":
+                raise UsageError(f"--vm-machine {self.cfg.machine}: {what}{kernel} is an {arch} kernel, which boots "
+                                 f"on QEMU's {GUEST_ARCHES[arch].machine} machine only; leave --vm-machine out (auto)")
             self.arch = arch
         elif arch != self.arch:
             raise UsageError(f"{what}{kernel} is an {arch} kernel and this run's other kernels are {self.arch}: "
