@@ -184,7 +184,8 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
     variants = []
     for combo in itertools.product(*(lists[k] for k in keys)):
         chosen = dict(zip(keys, combo))
-        arch = chosen.pop("arch", host_arch)
+        machine = _machine_params(chosen, target)   # first: a kernel= tells the vm target its guests' architecture
+        arch = chosen.pop("arch", target.host_arch())
         table = target.benchmark_table(arch)
         benches = {b["name"]: b for b in table["benchmarks"]}
         if name not in benches:
@@ -192,7 +193,6 @@ def expand(spec: str, target, default_cpus: str | list[str] | None = None) -> li
         b = benches[name]
         declared = {p["name"]: p for p in b["params"]}
         cpu = chosen.pop("cpu", None)
-        machine = _machine_params(chosen, target)
         spin = _check_value(name, {"name": "spin", "type": "int", "min": 0, "max": table.get("spin_max", 0)},
                             chosen.pop("spin", "0"))
         for k, v in chosen.items():
