@@ -85,6 +85,29 @@ def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tm
     assert qemu_argv(VmConfig(qemu="/opt/q"), m, "tcg", "virt", 10, 11, 12)[0] == "/opt/q"   # OPCOST_QEMU wins
 
 
+def test_variants_builds_for_an_arm64_guest_with_no_emulator(tmp_path):
+    """The builds of `opcost variants` for an arm64 guest: for aarch64, run
+    in the guest (never under qemu-user here), a program linked -static."""
+    from opcost import variantbuild
+
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        if os.environ.get("OPCOST_REQUIRE_ARCHES"):
+            pytest.fail("no aarch64 cross compiler (OPCOST_REQUIRE_ARCHES)")
+        pytest.skip("no aarch64 cross compiler here")
+    src = tmp_path / "prog.c"
+    src.write_text("int main(void) { return 0; }\n")
+    (tmp_path / "w").mkdir()
+    b = variantbuild.build(source=src, defines=["A", "B"], cc=["aarch64-linux-gnu-gcc"], cflags=["-O2"],
+                           mode="program", workdir=tmp_path / "w", cpus=["0"], guest="the virtual machine",
+                           guest_arch="aarch64")
+    assert b.emulator is None and [v.arch for v in b.variants] == ["aarch64", "aarch64"]
+    assert all(len(v.program) == 1 and not v.emulator for v in b.variants)   # no qemu-aarch64 before it
+    assert all(v.params.get("link") == "-static" for v in b.variants)
+    with pytest.raises(variantbuild.UsageError, match="runs x86_64 builds only"):
+        variantbuild.build(source=src, defines=["A"], cc=["aarch64-linux-gnu-gcc"], cflags=[], mode="program",
+                           workdir=tmp_path / "w", cpus=["0"], guest="the virtual machine")
+
+
 # -- real boots (about 4-7 s each under TCG here) --
 
 def test_arm64_aa_across_two_boot_parameters_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path, arm64_kernel):
