@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .errors import UsageError
-from .model import Comparison, Summary, process_median, result_key
+from .model import Comparison, Entry, Summary, process_median, result_key
 from .safetext import printable
 
 # (column, summary key) of the measuring side's CPU time in the savings table
@@ -357,7 +357,7 @@ def finish(entries: list[dict]) -> tuple[list[dict], dict]:
 
 def document(*, kind: str, interleaved: bool, entries: list[dict], summary: dict, delta: float,
              a: dict, b: dict, aa: bool, **context) -> dict:
-    return Comparison(kind, interleaved, aa, a, b, delta, entries, summary, context).to_json()
+    return Comparison(kind, interleaved, aa, a, b, delta, [Entry(e) for e in entries], summary, context).to_json()
 
 
 def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, env,
@@ -798,8 +798,8 @@ def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str
     head: dict = {"schema": FLEET_SCHEMA, "opcost_version": __version__, "kind": plan.of or "ab", "run_id": run_id,
                   "fleet": fleet_id}
     if plan.of == "variants":   # each build against the first, by its name (-DNAME)
-        entries = [e for r in rows for e in (r["comparison"] or {}).get("comparisons", [])]
-        keys = list(dict.fromkeys(e["key"] for e in entries if "key" in e))
+        entries = [e for r in rows if r["comparison"] for e in Comparison.from_json(r["comparison"]).comparisons]
+        keys = list(dict.fromkeys(e.key for e in entries))
         baseline = next((r["comparison"]["variants"]["baseline"] for r in rows
                          if r["comparison"] and "variants" in r["comparison"]), None)
         head.update(source=plan.specs[0] if plan.specs else None, baseline=baseline)
@@ -816,19 +816,19 @@ def _across(rows: list[dict], keys: list[str], by: str, delta: float, alpha: flo
     import math
 
     from . import abtest
-    from .model import verdict_estimate
 
     out = []
     for key in keys:
         per = []
         op = bench = None
         for r in rows:
-            e = next((e for e in (r["comparison"] or {}).get("comparisons", []) if e.get(by) == key), None)
-            if e is None or "ratio" not in e or not e.get("verdict"):
+            entries = Comparison.from_json(r["comparison"]).comparisons if r["comparison"] else []
+            e = next((e for e in entries if (e.key if by == "key" else e.bench) == key), None)
+            if e is None or not e.compared or not e.verdict:
                 continue
-            op, bench = op or e.get("op"), bench or e.get("bench")
-            est, ci = verdict_estimate(e)
-            per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e["verdict"]})
+            op, bench = op or e.raw.get("op"), bench or e.bench
+            est, ci = e.verdict_ratio
+            per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e.verdict})
         counts = {v: 0 for v in abtest.VERDICTS}
         for p in per:
             counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
