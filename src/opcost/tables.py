@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import re
 
 from .safetext import printable
-from .model import Comparison, Entry, Summary, result_key
+from .model import Comparison, Entry, Series, SeriesLabel, Summary, result_key
 
 
 def fmt_ns(x: Any) -> str:
@@ -807,8 +807,9 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         out.append(f"call overhead: {REFERENCE_NAME} costs {fmt_ns(ovh['median_ns'])} per call "
                    f"({ovh['median_cycles']:.1f} cycles); net of it: {net}.\n"
                    "The comparisons below include the call.")
-    if doc["comparisons"]:
-        others = len(doc["comparisons"])
+    compared = Comparison.from_json(doc).comparisons
+    if compared:
+        others = len(compared)
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
                    + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
@@ -827,53 +828,34 @@ def _chg(c: dict | None) -> str:
     return text + (f" [{ci[0] * 100:+.1f}%, {ci[1] * 100:+.1f}%]" if ci else "")
 
 
-def format_series(doc: dict, color: bool = False) -> str:
-    """Seed 003's table: one line per label (processes, median with 95% CI,
-    change vs the previous label and vs the first), change points marked
-    `>`; then each change point with its size, CI and verdict, what was
-    rejected, the noise, and notes."""
-    out = []
-    head = f"{printable(doc['spec'])} by {printable(doc['by'])}, {len(doc['labels'])} labels"
-    if doc["interleaved"]:
-        head += ", interleaved: each round ran every label once, in a fresh random order"
-    else:
-        head += ("\nnot interleaved: the labels ran at different times, so drift between them is part of "
-                 "each change")
-    out.append(head)
-    if doc.get("differing"):
-        out.append("parameters that differ between labels:\n" + "\n".join(
-            f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in doc["differing"].items()))
-    flagged = any(lb.get("flags") for lb in doc["labels"])
-    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
-    for lb in doc["labels"]:
-        rows.append([">" if lb["change_point"] else "", _short(printable(lb["value"]), 40), str(lb["n_processes"]),
-                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])]
-                    + ([series_flags(lb)] if flagged else []))
-    out.append(_table(rows, right={2, 3, 5, 6}))
-    cps = doc["change_points"]
-    if cps:
+def _change_points_text(s: Series, color: bool) -> str:
+    """Each change point with its size, CI, verdict, segments and neighbours;
+    or why none is given (withheld), or that none was confirmed."""
+    if s.change_points:
         lines = []
-        for c in cps:
-            nb = c.get("neighbours")
+        for c in s.change_points:
+            nb = c.neighbours
             lines.append(
-                f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
-                f"{_chg(c)} {_verdict(c['verdict'], color)}" + (" unconfirmed" if c.get("unconfirmed") else "")
-                + f", p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
-                f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
-                + (f"\n    unconfirmed: {printable(c['confirm'])}" if c.get("unconfirmed") else "")
+                f"  > {_short(printable(c.label), 40)} (label {c.index + 1}, after {_short(printable(c.previous), 40)}): "
+                f"{_chg(c.raw)} {_verdict(c.verdict, color)}" + (" unconfirmed" if c.unconfirmed else "")
+                + f", p {c.p_adjusted:.2g} (Holm), delta {fmt_pct(c.delta)}\n"
+                f"    segments {_seg(c.left)} vs {_seg(c.right)}"
+                + (f"\n    unconfirmed: {printable(c.confirm or '')}" if c.unconfirmed else "")
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
-        out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
-    elif doc.get("withheld"):
-        held = doc.get("withheld_change_points") or []
-        out.append(f"change points: withheld: {printable(doc['withheld'])}"
-                   + (f"\n  ({len(held)} found, not given: " + ", ".join(
-                       f"{_short(printable(c['label']), 40)} (label {c['index'] + 1})" for c in held) + ")"
-                      if held else ""))
-    else:
-        out.append("change points: none (no step of at least "
-                   f"{fmt_pct(doc['delta_requested'])} confirmed)")
-    nz, cand = doc["noise"], doc["candidates"]
+        return (f"change points ({len(s.change_points)}; > marks the label where the new level begins):\n"
+                + "\n".join(lines))
+    if s.withheld:
+        held = s.withheld_change_points
+        return (f"change points: withheld: {printable(s.withheld)}"
+                + (f"\n  ({len(held)} found, not given: " + ", ".join(
+                    f"{_short(printable(c.label), 40)} (label {c.index + 1})" for c in held) + ")" if held else ""))
+    return f"change points: none (no step of at least {fmt_pct(s.delta_requested)} confirmed)"
+
+
+def _series_method(s: Series) -> str:
+    """How the change points were found and confirmed, and the candidates rejected."""
+    nz, cand = s.noise, s.candidates
     cal = cand.get("calibration")
     pen_from = (f"penalty {cand['penalty']:.3g}, the larger of the noise's and the one calibrated by permuting "
                 f"labels ({cal['penalty']:.3g}: {cal['method']}; p of any change {cal['p_any_change']:.3g}) "
@@ -881,27 +863,55 @@ def format_series(doc: dict, color: bool = False) -> str:
                 if cal else f"penalty {cand['penalty']:.3g} from the noise (sigma {nz['sigma'] * 100:.2f}% of log-median")
     method = (f"method: {cand['method']}, {pen_from}, {nz['method']}); each candidate compared between "
               "the segments either side ("
-              + ("Welch's t over the runs' log medians: the run is the unit" if doc.get("unit") == "run" else
+              + ("Welch's t over the runs' log medians: the run is the unit" if s.run_level else
                  "Mann-Whitney U and KS over per-process medians") + ", Holm over the candidates)")
-    if doc["rejected"]:
+    if s.rejected:
         method += "\ncandidates rejected: " + "; ".join(
-            f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
-    out.append(method)
-    flag_notes = [f"  {_short(printable(lb['value']), 40)}: {printable(f['flag'])}"
+            f"{_short(printable(r.label), 30)} ({_chg(r.raw)}: {r.why})" for r in s.rejected)
+    return method
+
+
+def format_series(doc: dict, color: bool = False) -> str:
+    """Seed 003's table: one line per label (processes, median with 95% CI,
+    change vs the previous label and vs the first), change points marked
+    `>`; then each change point with its size, CI and verdict, what was
+    rejected, the noise, and notes."""
+    s = Series.from_json(doc)
+    out = []
+    head = f"{printable(s.spec)} by {printable(s.by)}, {len(s.labels)} labels"
+    if s.interleaved:
+        head += ", interleaved: each round ran every label once, in a fresh random order"
+    else:
+        head += ("\nnot interleaved: the labels ran at different times, so drift between them is part of "
+                 "each change")
+    out.append(head)
+    if s.differing:
+        out.append("parameters that differ between labels:\n" + "\n".join(
+            f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in s.differing.items()))
+    flagged = s.flagged
+    rows = [["", printable(s.by), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
+    for lb in s.labels:
+        rows.append([">" if lb.change_point else "", _short(printable(lb.value), 40), str(lb.n_processes),
+                     fmt_ns(lb.median_ns), _ci(lb.raw), _chg(lb.vs_previous), _chg(lb.vs_first)]
+                    + ([series_flags(lb)] if flagged else []))
+    out.append(_table(rows, right={2, 3, 5, 6}))
+    out.append(_change_points_text(s, color))
+    out.append(_series_method(s))
+    flag_notes = [f"  {_short(printable(lb.value), 40)}: {printable(f['flag'])}"
                   + (f": {printable(f['detail'])}" if f.get("detail") else "")
                   + (f" (run {f['run']})" if f.get("run") is not None else "")
-                  for lb in doc["labels"] for f in lb.get("flags") or []]
+                  for lb in s.labels for f in lb.flags]
     if flag_notes:
         out.append("flags of the labels (their figures are less trustworthy; re-measure them):\n"
                    + "\n".join(flag_notes))
-    if doc.get("notes"):
-        out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in doc["notes"]))
+    if s.notes:
+        out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in s.notes))
     return "\n\n".join(out)
 
 
-def series_flags(lb: dict) -> str:
+def series_flags(lb: SeriesLabel) -> str:
     """A label's flags in the series table: their names, once each."""
-    return ",".join(dict.fromkeys(printable(f["flag"]) for f in lb.get("flags") or [] if f.get("flag")))
+    return ",".join(dict.fromkeys(printable(n) for n in lb.flag_names))
 
 
 def _seg(s: dict) -> str:
