@@ -878,7 +878,7 @@ class Comparison:
         return cls(str(d.get("kind") or ""), bool(d.get("interleaved")), bool(d.get("aa")), d.get("a") or {},
                    d.get("b") or {}, d.get("delta_requested") or 0.0,
                    [Entry(e) for e in d.get("comparisons") or [] if isinstance(e, dict)],
-                   d.get("summary") or {}, {k: v for k, v in d.items() if k not in cls._OWN},
+                   d["summary"] if isinstance(d.get("summary"), dict) else {}, {k: v for k, v in d.items() if k not in cls._OWN},
                    d.get("opcost_version", __version__))
 
     @property

@@ -4,12 +4,14 @@ codes when piped, so it can be read at a glance and diffed."""
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
-import re
 
+from .counters import CLOCK_EVENTS, display_name, split_name
+from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, result_key
 from .safetext import printable
-from .model import Comparison, Entry, Series, SeriesLabel, Summary, result_key
 
 
 def fmt_ns(x: Any) -> str:
@@ -331,8 +333,6 @@ def format_counters(name: str, s: Mapping) -> str:
     k); a cell is the per-op value, `*` marks a multiplexed (scaled) value,
     `n/s` an event this machine cannot count; reasons and derived metrics
     follow."""
-    from .counters import CLOCK_EVENTS, display_name, split_name
-
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
     sources = s.get("counter_sources", {})
@@ -692,8 +692,6 @@ def _ci_text(ci, fmt) -> str:
 def _counters_comparison(e: Entry) -> str:
     """One benchmark's counters, A against B: a row per event (`event
     (helper)` for the helper's side), unsupported ones flagged with why."""
-    from .counters import display_name
-
     rows = [["event", "A", "B", "B/A", "95% CI", "B-A", "95% CI"]]
     notes = []
     for name, c in (e.counters or {}).items():
@@ -763,8 +761,6 @@ _MODE_TEXT = {"program": "whole program, each run timed like time(1): elapsed fr
 
 
 def rel_path(p: str) -> str:
-    import os
-
     try:
         return os.path.relpath(p)
     except ValueError:
@@ -775,8 +771,6 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
                     all_notes: bool = True) -> str:
     """`opcost variants`: how the builds were made and run, their table, the
     call overhead (op mode), and each build compared with the first."""
-    from .model import REFERENCE_NAME
-
     info = doc["variants"]
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
             f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())

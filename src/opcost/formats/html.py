@@ -36,12 +36,14 @@ whether it can be.
 from __future__ import annotations
 
 import html as _html
+import importlib.util
 import io
 import json
 import math
 import re
 from typing import Any, Iterable, TypeGuard
 
+from ..counters import split_name
 from ..errors import UsageError
 from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, process_medians, result_key
 from ..tables import fmt_ns
@@ -79,7 +81,6 @@ def available() -> str | None:
     """None when a page can be drawn here, else the one line saying what to
     install. Looks for matplotlib without importing it (`--export html:`
     is checked before anything is measured)."""
-    import importlib.util
 
     try:
         found = importlib.util.find_spec("matplotlib") is not None
@@ -210,7 +211,7 @@ class _Page:
 
     def plot(self, fig: Any, caption: str = "", alt: str = "") -> None:
         """Add the figure as inline SVG under a caption (already escaped)."""
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra, and not at `opcost --help`
 
         self.n_plots += 1
         buf = io.StringIO()
@@ -230,7 +231,7 @@ class _Page:
                  + (f"<figcaption>{caption}</figcaption>" if caption else "") + "</figure>")
 
     def html(self) -> str:
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra, and not at `opcost --help`
 
         foot = (f'<p class="note">Made by opcost. Plots drawn by matplotlib {esc(matplotlib.__version__)}; '
                 "this page loads nothing from anywhere and runs no script.</p>")
@@ -244,7 +245,7 @@ class _Page:
 
 def _render(build) -> bytes:
     try:
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra (its absence is said), and not at `opcost --help`
         from matplotlib.figure import Figure  # noqa: F401  (the OO API: no pyplot, no global figures)
     except ImportError:
         raise UsageError(MISSING) from None
@@ -257,7 +258,7 @@ def _render(build) -> bytes:
 
 
 def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure   # matplotlib: the optional html extra, and not at `opcost --help`
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -414,7 +415,7 @@ def _result_notes(results: list[dict]) -> list[str]:
 
 
 def _variant_plot(page: _Page, r: dict) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     batches = _measured(r)
     meds = process_medians(r)
@@ -470,7 +471,7 @@ def _variant_plot(page: _Page, r: dict) -> None:
 
 
 def _rect(x: float, y: float, w: float, h: float):
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Rectangle   # matplotlib: the optional html extra, and not at `opcost --help`
 
     return Rectangle((x, y), w, h, facecolor="#e8e8ee", edgecolor="#555", lw=1)
 
@@ -480,8 +481,6 @@ def _rect(x: float, y: float, w: float, h: float):
 def _counters_section(page: _Page, entries: list[tuple[str, list[tuple[str, dict]]]]) -> None:
     """entries: (benchmark key, [(column prefix, summary)]): one table per
     benchmark, a row per event, a column per modifier (and per arm)."""
-    from ..counters import split_name
-
     blocks = []
     for key, sides in entries:
         events: list[str] = []
@@ -566,7 +565,7 @@ class _RunDigest:
     __slots__ = ("run_id", "label", "created", "status", "kind", "n_results", "env", "rows", "title")
 
     def __init__(self, doc: dict) -> None:
-        import numpy as np
+        import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
         self.run_id = doc.get("run_id")
         self.label = doc.get("label")
@@ -593,7 +592,7 @@ class _RunDigest:
 
 
 def _runs_page(page: _Page, digests: Iterable[_RunDigest]) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     runs = list(digests)       # each digest made as its run arrives; the run itself is gone
     page.title = f"opcost: {len(runs)} runs"
@@ -653,7 +652,7 @@ def _env_differences(envs: list[list[tuple[str, str, str]]]) -> dict[str, list[s
 
 
 def _across_plot(page: _Page, key: str, op: str, rows: list[dict], runs: list[_RunDigest]) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     n = len(runs)
     x_of = {x["run"]: j for j, x in enumerate(rows)}
@@ -889,7 +888,7 @@ def _ratio_plot(page: _Page, entries: list[Entry]) -> None:
 
 
 def _ab_plot(page: _Page, e: Entry) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     arms = []
     for side, color, s, figure in (("A", _A, e.summary_a, e.median_a), ("B", _B, e.summary_b, e.median_b)):
@@ -1067,7 +1066,7 @@ def _cp_plain(c: dict) -> str:
 
 
 def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op: Any) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     meds = [_pt(p, "median_ns", "median") for p in points]
     cis = [_pt(p, "ci95_ns", "ci") for p in points]

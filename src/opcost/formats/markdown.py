@@ -8,7 +8,9 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..model import Comparison, Entry, Series, Summary
+from ..model import Comparison, Entry, Series, Summary, result_key
+from ..safetext import printable
+from ..tables import fmt_ns, fmt_pct
 
 NAME = "markdown"
 KINDS = ("result", "comparison", "series")
@@ -23,8 +25,6 @@ _SPECIALS = "\\`*_[]|~"
 
 def escape(text) -> str:
     """Text as it reads, inside a markdown table cell or paragraph."""
-    from ..safetext import printable
-
     t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;")
     return "".join("\\" + c if c in _SPECIALS else c for c in t)
 
@@ -45,9 +45,6 @@ def _run_title(doc: dict) -> str:
 
 
 def _result(doc: dict) -> list[str]:
-    from ..model import result_key
-    from ..tables import fmt_ns, fmt_pct
-
     rows = [["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "n"]]
     notes = []
     for r in doc["results"]:
@@ -75,8 +72,6 @@ def _result(doc: dict) -> list[str]:
 
 
 def _comparison(doc: dict) -> list[str]:
-    from ..tables import fmt_ns, fmt_pct
-
     def who(x: dict) -> str:
         if doc.get("interleaved"):
             p = x.get("params")
@@ -137,8 +132,6 @@ def _comparison(doc: dict) -> list[str]:
 def _savings(e: Entry) -> list[str]:
     """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
     the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
-    from ..tables import fmt_ns, fmt_pct
-
     def fmt(col: str, x) -> str:
         if col.startswith("cycles"):
             return "-" if x is None else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
@@ -180,8 +173,6 @@ def _series(doc: dict) -> list[str]:
     """A series: one row per label (processes, median, change against the
     previous label, its flags), change points marked, each change point
     with its verdict (and `unconfirmed` at an end of the series)."""
-    from ..tables import fmt_ns
-
     s = Series.from_json(doc)
     out = [f"**{escape(s.spec)}** by {escape(s.by)}, {len(s.labels)} labels"
            + (", interleaved" if s.interleaved else " (not interleaved: drift between the runs is part of each change)"),
