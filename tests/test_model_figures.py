@@ -207,6 +207,9 @@ def test_withholding_an_emulated_verdict_goes_through_the_entries():
     assert doc["comparisons"][0]["verdict"] is None and doc["comparisons"][0]["withheld"] == WITHHELD
     assert doc["summary"]["counts"] == {"slower": 0, "same": 0}
     assert withhold_emulated(_ab_doc(), True) == _ab_doc()
+    counted = _ab_doc()   # decided on the emulator's exact counts (--verdict-on): counts are not timings, it stands
+    counted["comparisons"][0]["decided_on"] = {"counter": "instructions:k", "source": "emulator"}
+    assert withhold_emulated(counted, False)["comparisons"][0]["verdict"] == "slower"
 
 
 def _series_doc() -> dict:
