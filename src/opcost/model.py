@@ -208,6 +208,7 @@ COMPARISON_SCHEMA = "opcost.comparison/1"
 SERIES_SCHEMA = "opcost.series/1"
 FLEET_SCHEMA = "opcost.fleet/1"
 T = TypeVar("T")
+P = TypeVar("P", bound="Part")
 KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series", FLEET_SCHEMA: "fleet"}
 
 
@@ -719,7 +720,22 @@ class Field(Generic[T]):
 
 
 @dataclass
-class Entry:
+class Part:
+    """A part of a document that holds its JSON object (`raw`, in the
+    document's order) and reads its fields from it (Field): `to_json` gives
+    the object back unchanged, `from_json` takes it (not a copy)."""
+    raw: dict
+
+    def to_json(self) -> dict:
+        return self.raw
+
+    @classmethod
+    def from_json(cls: type[P], d: dict) -> P:
+        return cls(d)
+
+
+@dataclass
+class Entry(Part):
     """One benchmark of a comparison (`comparisons[]`), typed: its identity,
     its arms' summaries, the statistics and the verdict as attributes, the
     derived figures (the B/A the verdict rests on, whether the run is the
@@ -731,15 +747,6 @@ class Entry:
     documents have always had: so the entry holds its JSON object (`raw`,
     in that order) and reads every field from it; an absent field reads as
     None (or empty). `to_json` gives the object back unchanged."""
-
-    raw: dict
-
-    def to_json(self) -> dict:
-        return self.raw
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Entry":
-        return cls(d)
 
     # identity
     @property
@@ -915,20 +922,12 @@ class Comparison:
 # --- opcost.series/1 ------------------------------------------------------------
 
 @dataclass
-class SeriesLabel:
+class SeriesLabel(Part):
     """One label of a series document (`labels[]`): its value and runs, the
     statistics of changepoint.labels_table (processes, median, CI, change
     against the previous and the first label), whether the new level begins
     there, its flags. Holds its JSON object (`raw`, in the document's order),
     as Entry does."""
-    raw: dict
-
-    def to_json(self) -> dict:
-        return self.raw
-
-    @classmethod
-    def from_json(cls, d: dict) -> "SeriesLabel":
-        return cls(d)
 
     @property
     def value(self) -> str:
@@ -960,18 +959,10 @@ class SeriesLabel:
 
 
 @dataclass
-class ChangePoint:
+class ChangePoint(Part):
     """A change point of a series (`change_points[]`, `withheld_change_points[]`,
     or with `why`, `rejected[]`): where, how large, its test and verdict,
     the segments either side, the two neighbouring labels alone."""
-    raw: dict
-
-    def to_json(self) -> dict:
-        return self.raw
-
-    @classmethod
-    def from_json(cls, d: dict) -> "ChangePoint":
-        return cls(d)
 
     @property
     def index(self) -> int:
