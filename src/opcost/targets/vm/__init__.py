@@ -48,7 +48,10 @@ The package, one module per concern (docs/architecture.md):
   fallback, pinning, a failed boot's console kept);
 - guest.py: what the guest is (its tables, CPUs, the environment recorded);
 - results.py: a boot's commands as the runner's process results, pooled;
-- target.py: VmTarget (targets.base.Target) and its openers;
+- target.py: VmTarget (targets.base.Target): which machine a request boots,
+  this session's boots; and its openers;
+- preflight.py: each machine booted once before the run, the checks there;
+- batch.py: the runs: one boot runs a batch of probe processes;
 - withhold.py: no verdict on cost from TCG timings without --allow-emulated.
 """
 
