@@ -49,19 +49,24 @@ def save_console(b_console: list[str], what: str) -> Path | None:
 
 def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_type: str, boot_limit: float,
          timeout: float, host_cpus: list[int] | None = None, on_frame=None, stall_s: float = probe.STARTUP_STALL_S,
-         files: dict[str, Path] | None = None) -> Boot:
+         files: dict[str, Path] | None = None, choice: Choice | None = None) -> Boot:
     """Boot `m` and run `cmds` in the guest (boot.run_guest, with the
     initramfs of the init, the probe, `files` and the job, and the kernel
-    parameters the machine type needs); what they did."""
+    parameters the machine type needs, and what `choice` learned of this
+    kernel's earlier boots: lpj=); what they did."""
     init = vminit_path()
     if init is None:
         raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
     image = initramfs(job_text(cmds), init, probe.probe_path(probe.host_arch()), files)
     kernel, entry = entry_kernel(m.kernel, accel)
+    params = " ".join(x for x in (machine_cmdline(machine_type, accel),
+                                  choice.lpj_for(m, accel, machine_type) if choice else "") if x)
     b = run_guest(cfg, Machine(kernel, m.cmdline), image, accel=accel, machine_type=machine_type,
-                  boot_limit=boot_limit, timeout=timeout, machine_params=machine_cmdline(machine_type, accel),
+                  boot_limit=boot_limit, timeout=timeout, machine_params=params,
                   host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
     b.entry = entry
+    if choice:
+        choice.lpj_found(m, accel, machine_type, b.facts)
     return b
 
 
@@ -143,7 +148,7 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     try:
         if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
             pin_threads(own_cpus - set(host_cpus))
-        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files)
+        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files, choice=choice)
         if machine_type is None:   # auto, not tried: this boot tries microvm, briefly; else pc
             b, machine_type = _first_boot(cfg, choice, m, cmds, limit, run)
         else:

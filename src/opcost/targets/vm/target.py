@@ -24,7 +24,7 @@ from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
 from .supervise import boot, retried, supervised_boot
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
-MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
+MACHINE_PARAMS_MAX = 64   # the longest kernel parameters opcost adds to a machine (clock.machine_cmdline, lpj=), and spaces
 
 
 class VmTarget(VmPreflight, VmBatch, VmGuest):
