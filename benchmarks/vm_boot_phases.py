@@ -8,9 +8,9 @@ The ways (--ways, any of):
   issue  the bzImage, without the kernel parameters opcost added for speed
          since (as opcost booted when issue 39 was filed)
   main   the vmlinux at its PVH entry and cryptomgr.notests (issue 39's
-         first session), without lpj=
+         first session), without lpj= and initcall_blacklist=
   now    as opcost boots today: also lpj= (the value a first boot of this
-         kernel said, as Choice.lpj_for gives it back)
+         kernel said, as Choice.lpj_for gives it back) and qemu.TCG_CMDLINE
 
 Per machine type and way, two boots each round:
   opcost  opcost's init running `opcost-probe cpuid`, then the probe
@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     from opcost import probe
     from opcost.targets.vm.clock import machine_cmdline
     from opcost.targets.vm.initramfs import initramfs, job_text, vminit_path
-    from opcost.targets.vm.qemu import BASE_CMDLINE, Machine, VmConfig, qemu_argv
+    from opcost.targets.vm.qemu import BASE_CMDLINE, TCG_CMDLINE, Machine, VmConfig, qemu_argv
     from opcost.targets.vm.supervise import entry_kernel
 
     ap = argparse.ArgumentParser()
@@ -183,13 +183,13 @@ def main(argv: list[str]) -> int:
 
     def argv_of(mt: str, way: str) -> list[str]:
         k = kernel if way == "issue" else vmlinux
-        params = machine_cmdline(mt, "tcg") + (f" lpj={lpj[mt]}" if way == "now" and lpj.get(mt) else "")
+        params = machine_cmdline(mt, "tcg") + (f" {TCG_CMDLINE} lpj={lpj[mt]}" if way == "now" else "")
         av = qemu_argv(cfg, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, params.strip())
         av[av.index("-initrd") + 1] = "/proc/self/fd/INITRD"
         av[av.index("file:/proc/self/fd/0")] = "file:/proc/self/fd/CONSOLE"
         j = [n for n, x in enumerate(av) if x.startswith("socket,id=qmp")][0]   # no QMP, no -S: straight on
         av = [x for n, x in enumerate(av) if n not in (j - 1, j, j + 1, j + 2) and x != "-S"]
-        if way == "issue":
+        if way == "issue":   # nor cryptomgr.notests
             i = av.index("-append") + 1
             av[i] = " ".join(w for w in av[i].split() if w != "cryptomgr.notests")
         return av

@@ -20,6 +20,7 @@ import time
 import pytest
 
 import kernels
+from opcost.targets.vm.qemu import TCG_CMDLINE
 
 FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1",
         "--vm-mem", "256"]
@@ -76,7 +77,10 @@ def test_each_kernel_boots_and_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path,
         assert p["header"]["emulator"].endswith("(TCG)")
         # under TCG the bzImage's own vmlinux, entered at its PVH entry (no decompression in the guest)
         assert "PVH" in v["entry"] and v["qemu_argv"][v["qemu_argv"].index("-kernel") + 1].endswith(".elf")
-        assert "cryptomgr.notests" in v["qemu_argv"][v["qemu_argv"].index("-append") + 1]
+        append = v["qemu_argv"][v["qemu_argv"].index("-append") + 1].split()
+        assert "cryptomgr.notests" in append
+        # the speed parameters under TCG: initcalls skipped, and the lpj its preflight boot said
+        assert TCG_CMDLINE in append and v["guest"]["lpj"].isdigit() and f"lpj={v['guest']['lpj']}" in append
         assert any(f["flag"] == "emulated" for f in r["summary"]["flags"])
         assert r["summary"]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
         seen.setdefault(v["guest"]["release"], set()).add(r["bench"])

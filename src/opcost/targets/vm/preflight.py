@@ -80,7 +80,7 @@ class VmPreflight:
 
     def _boot_checked(self, m: Machine, cmds, what: str, files: dict[str, Path] | None = None):
         try:
-            return self._boot(m, cmds, 600.0, what=what, files=files)
+            return self._boot(m, cmds, 600.0, what=what, files=files, stage="preflight")
         except BootFailed as e:
             raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
         except (ProbeTimeout, ProbeError) as e:   # a guest that hangs or prints garbage: bad input here too

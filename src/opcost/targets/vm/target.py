@@ -21,10 +21,10 @@ from .image import check_cmdline, check_fits, check_kernel
 from .preflight import VmPreflight
 from .protocol import Boot, Command
 from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
-from .supervise import boot, retried, supervised_boot
+from .supervise import boot, retried, supervised_boot, tally
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
-MACHINE_PARAMS_MAX = 64   # the longest kernel parameters opcost adds to a machine (clock.machine_cmdline, lpj=), and spaces
+MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
 
 
 class VmTarget(VmPreflight, VmBatch, VmGuest):
@@ -100,19 +100,31 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
         return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
-              files: dict[str, Path] | None = None, cfg: VmConfig | None = None) -> tuple[Boot, str, str]:
+              files: dict[str, Path] | None = None, cfg: VmConfig | None = None,
+              stage: str = "run") -> tuple[Boot, str, str]:
         """A supervised boot (on `cfg`, else the target's), a hung one
         retried (supervise.retried) once this kernel has reached the init in
-        this session."""
+        this session; told to OPCOST_VM_TALLY (supervise.tally) with its
+        `stage` (preflight or run) and whether it ended without a boot."""
         got: list = []
+        hangs: list = []
 
         def once(fixed_limit: bool) -> Boot:
             got[:] = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what, files,
                                      self.boots, fixed_limit)
             return got[0]
 
+        def hung(e: Exception) -> str | None:
+            hangs.append(e)
+            return self._hung(m, e)
+
         booted = any(p["kernel"] == str(m.kernel) for p in self.boots)
-        b = retried(once, booted, lambda e: self._hung(m, e))
+        try:
+            b = retried(once, booted, hung)
+        except Exception as e:
+            tally((cfg or self.cfg).qemu, stage, len(hangs), e)
+            raise
+        tally((cfg or self.cfg).qemu, stage, len(hangs), None, b.boot_s)
         _, accel, machine_type = got
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
                            "machine": machine_type, "retries": len(b.retries)})
