@@ -711,6 +711,7 @@ def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypat
     assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE   # no boot said its lpj yet
     ch.lpj_found(m, "tcg", "microvm", {"lpj": "10384564"})
     ch.lpj_found(m, "tcg", "pc", {"lpj": ""})   # the log did not say: nothing remembered
+    ch.lpj_found(vm.Machine(k, "lpj=5"), "tcg", "pc", {"lpj": "5"})   # the user's own: not the kernel's
     assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE + " lpj=10384564"
     assert supervise.speed_params(m, "tcg", "pc", ch) == TCG_CMDLINE
     assert supervise.speed_params(m, "kvm", "microvm", ch) == ""

@@ -138,9 +138,10 @@ class Choice:
         return f"lpj={self._lpj[key]}" if self._lpj[key].isdigit() else ""
 
     def lpj_found(self, m: Machine, accel: str, machine_type: str, facts: dict | None) -> None:
-        """A boot's facts: its lpj remembered for the next boots (lpj_for)."""
+        """A boot's facts: its lpj remembered for the next boots (lpj_for);
+        not when the user's own lpj= set it (other arms boot without it)."""
         lpj = str((facts or {}).get("lpj") or "")
-        if accel != "tcg" or not lpj.isdigit() or int(lpj) <= 0:
+        if accel != "tcg" or not lpj.isdigit() or int(lpj) <= 0 or "lpj=" in m.cmdline:
             return
         key = self._lpj_key(m, accel, machine_type)
         if self._lpj.get(key) != lpj:
