@@ -9,8 +9,9 @@ The ways (--ways, any of):
          since (as opcost booted when issue 39 was filed)
   main   the vmlinux at its PVH entry and cryptomgr.notests (issue 39's
          first session), without lpj= and initcall_blacklist=
-  now    as opcost boots today: also lpj= (the value a first boot of this
-         kernel said, as Choice.lpj_for gives it back) and qemu.TCG_CMDLINE
+  now    as opcost boots today: also qemu.TCG_CMDLINE and, on microvm,
+         lpj= (the value a first boot of this kernel said, as
+         Choice.lpj_for gives it back)
 
 Per machine type and way, two boots each round:
   opcost  opcost's init running `opcost-probe cpuid`, then the probe
@@ -183,7 +184,8 @@ def main(argv: list[str]) -> int:
 
     def argv_of(mt: str, way: str) -> list[str]:
         k = kernel if way == "issue" else vmlinux
-        params = machine_cmdline(mt, "tcg") + (f" {TCG_CMDLINE} lpj={lpj[mt]}" if way == "now" else "")
+        params = machine_cmdline(mt, "tcg") + (f" {TCG_CMDLINE}" if way == "now" else "") \
+            + (f" lpj={lpj[mt]}" if way == "now" and mt == "microvm" and lpj.get(mt) else "")   # as Choice.lpj_for
         av = qemu_argv(cfg, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, params.strip())
         av[av.index("-initrd") + 1] = "/proc/self/fd/INITRD"
         av[av.index("file:/proc/self/fd/0")] = "file:/proc/self/fd/CONSOLE"

@@ -699,8 +699,8 @@ def test_the_boot_limit_is_learned_from_this_sessions_boots(monkeypatch):
 
 def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypatch):
     """qemu.TCG_CMDLINE and the lpj= a first boot said (Choice.lpj_for) are
-    given under TCG, remembered per kernel and machine type, never under KVM,
-    and dropped before they would cut the user's parameters (cmdline_size)."""
+    given under TCG (lpj= on microvm only), remembered per kernel, never under
+    KVM, and dropped before they would cut the user's parameters (cmdline_size)."""
     from opcost.targets.vm import choice as choice_mod, supervise
     from opcost.targets.vm.qemu import TCG_CMDLINE
 
@@ -710,8 +710,8 @@ def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypat
     m = vm.Machine(k, "")
     assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE   # no boot said its lpj yet
     ch.lpj_found(m, "tcg", "microvm", {"lpj": "10384564"})
-    ch.lpj_found(m, "tcg", "pc", {"lpj": ""})   # the log did not say: nothing remembered
-    ch.lpj_found(vm.Machine(k, "lpj=5"), "tcg", "pc", {"lpj": "5"})   # the user's own: not the kernel's
+    ch.lpj_found(m, "tcg", "pc", {"lpj": "3322800"})   # pc calibrates its TSC each boot: not given back
+    ch.lpj_found(vm.Machine(k, "lpj=5"), "tcg", "microvm", {"lpj": "5"})   # the user's own: not the kernel's
     assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE + " lpj=10384564"
     assert supervise.speed_params(m, "tcg", "pc", ch) == TCG_CMDLINE
     assert supervise.speed_params(m, "kvm", "microvm", ch) == ""
