@@ -22,7 +22,7 @@ from .clock import machine_cmdline
 from .image import cmdline_size, pvh_vmlinux, sha256_of
 from .initramfs import guest_probe, initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
-from .qemu import BASE_CMDLINE, TCG_CMDLINE, Machine, VmConfig
+from .qemu import TCG_CMDLINE, Machine, VmConfig, base_cmdline
 from .qmp import pin_threads
 
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line, before any boot reached it
