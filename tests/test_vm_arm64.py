@@ -54,8 +54,8 @@ def arm64_release() -> str:
 # -- without a boot --
 
 def test_the_architecture_is_read_from_the_image(tmp_path):
-    from opcost.targets.vm.arch import image_arch
-    from opcost.targets.vm.image import check_kernel, kernel_arch
+    from opcost.targets.vm.arch import image_arch, kernel_arch
+    from opcost.targets.vm.image import check_kernel
 
     head = bytearray(0x400)
     head[0x38:0x3C] = b"ARM\x64"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,21 @@ def image_arch(head: bytes) -> str | None:
         except zlib.error:
             return None
     return "aarch64" if head[0x38:0x3C] == ARM64_MAGIC else None
+
+
+_ARCH: dict[tuple, str] = {}
+
+
+def kernel_arch(kernel: Path) -> str:
+    """The guest architecture of a checked kernel image (image.check_kernel), read
+    from its header once per file version; x86_64 when unreadable (an
+    extracted vmlinux, a stand-in)."""
+    try:
+        st = kernel.stat()
+        key = (str(kernel), st.st_mtime_ns, st.st_size)
+        if key not in _ARCH:
+            with open(kernel, "rb") as f:
+                _ARCH[key] = image_arch(f.read(4096)) or DEFAULT_ARCH
+        return _ARCH[key]
+    except OSError:
+        return DEFAULT_ARCH

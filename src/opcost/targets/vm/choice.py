@@ -12,7 +12,6 @@ from pathlib import Path
 
 from typing import Callable
 
-from ... import probe
 from ...errors import ProbeError, ProbeTimeout
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES
@@ -79,8 +78,9 @@ class Choice:
         (a short trial boot under KVM, remembered per image and host)."""
         if self.cfg.accel != "auto":
             return self.cfg.accel, "asked (--accel)"
-        if GUEST_ARCHES[m.arch].kvm_host != probe.host_arch():
-            return "tcg", f"an {m.arch} guest on an {probe.host_arch()} host: emulated (KVM runs its host's architecture only)"
+        if GUEST_ARCHES[m.arch].kvm_host != os.uname().machine:   # the host kernel's architecture, as uname -m says
+            return "tcg", (f"an {m.arch} guest on an {os.uname().machine} host: emulated (KVM runs its host's "
+                           "architecture only)")
         sha = self.sha(m.kernel)
         if sha in self._accel:
             return self._accel[sha]

@@ -12,8 +12,7 @@ from pathlib import Path
 from ... import probe
 from ...errors import UsageError
 from . import host
-from .arch import DEFAULT_ARCH, GUEST_ARCHES
-from .image import kernel_arch
+from .arch import DEFAULT_ARCH, GUEST_ARCHES, kernel_arch
 from .qemu import check_qemu
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from ...errors import UsageError
-from .arch import DEFAULT_ARCH, GUEST_ARCHES, image_arch
+from .arch import GUEST_ARCHES, image_arch
 
 
 def check_kernel(path: str, what: str = "--kernel") -> Path:
@@ -58,24 +58,6 @@ def pe_end(head: bytes) -> int | None:
     if len(head) < table + 40 * nsec:
         return None
     return max((sum(struct.unpack_from("<II", head, table + 40 * i + 16)) for i in range(nsec)), default=None)
-
-
-_ARCH: dict[tuple, str] = {}
-
-
-def kernel_arch(kernel: Path) -> str:
-    """The guest architecture of a checked kernel image (check_kernel), read
-    from its header once per file version; x86_64 when unreadable (an
-    extracted vmlinux, a stand-in)."""
-    try:
-        st = kernel.stat()
-        key = (str(kernel), st.st_mtime_ns, st.st_size)
-        if key not in _ARCH:
-            with open(kernel, "rb") as f:
-                _ARCH[key] = image_arch(f.read(4096)) or DEFAULT_ARCH
-        return _ARCH[key]
-    except OSError:
-        return DEFAULT_ARCH
 
 
 def cmdline_size(kernel: Path) -> int | None:

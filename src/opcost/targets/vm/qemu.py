@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UsageError
-from .arch import DEFAULT_ARCH, GUEST_ARCHES
-from .image import kernel_arch
+from .arch import DEFAULT_ARCH, GUEST_ARCHES, kernel_arch
 
 QEMU = GUEST_ARCHES[DEFAULT_ARCH].qemu
 # cryptomgr.notests: the crypto API's self-tests skipped (a quarter of a second of a boot under TCG; the guest
