@@ -71,7 +71,8 @@ class Store(Protocol):
 
     def resolve(self, ref: str) -> int: ...
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]: ...
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False,
+                 table_only: bool = False) -> dict[str, Any]: ...
 
     def clean_abandoned(self) -> list[int]: ...
 
@@ -94,7 +95,8 @@ class SqlStore(RunWriting, RunReading, RunMoving):
     def _owner(self) -> dict[str, Any]:
         return owner_here()
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]:
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False,
+                 table_only: bool = False) -> dict[str, Any]:
         """The run as an `opcost.result/1` document (store/rows.py): results in
         position order, processes in idx order, samples split into measured
         and warm-up; its plan as stored (a store never migrated to schema 5:
@@ -103,7 +105,11 @@ class SqlStore(RunWriting, RunReading, RunMoving):
         over many runs needs, several times faster (benchmarks/report_scale.py).
         summaries=True: for reading (show, report, compare), a run that never
         got its summaries (killed, abandoned) gets them from its processes
-        (summaries.fill_summaries); moving runs (export, copy) leaves them as stored."""
+        (summaries.fill_summaries); moving runs (export, copy) leaves them as stored.
+        table_only=True: a plain run (kind "run") whose every result has its
+        summary stored and current comes without its samples (every process's
+        lists empty): all its results table needs (`show` of a run of 10^6
+        samples reads no sample: issue 38)."""
         run_id = self.resolve(str(ref))
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
@@ -125,7 +131,7 @@ class SqlStore(RunWriting, RunReading, RunMoving):
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
             data = "s.data" if sample_data else "s.iters, s.ns_per_op, s.tsc_per_op"
-            samples = self._run(
+            samples = [] if table_only and run[3] in (None, "run") and self._summarized(db, run_id) else self._run(
                 db, f"SELECT s.process_id, s.warmup, {data} FROM samples s"
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
@@ -133,9 +139,19 @@ class SqlStore(RunWriting, RunReading, RunMoving):
         doc = rows.run_document(run_id, run, results, processes,
                                 samples if sample_data else rows.plain_samples(samples), names,
                                 recover_plan)
-        if summaries:
+        if summaries and samples:
             from ..summaries import fill_summaries
 
             fill_summaries(doc)
         return doc
 
+    def _summarized(self, db: Any, run_id: int) -> bool:
+        """Every result of the run has the summary fill_summaries would keep:
+        stored, of as many processes as have measured samples."""
+        for summary, n in self._run(
+                db, "SELECT r.summary, (SELECT count(*) FROM processes p WHERE p.result_id = r.id AND EXISTS "
+                "(SELECT 1 FROM samples s WHERE s.process_id = p.id AND s.warmup = 0)) FROM results r "
+                "WHERE r.run_id = ?", (run_id,)).fetchall():
+            if n and (summary is None or (rows.decode(summary) or {}).get("n_processes") != n):
+                return False
+        return True
