@@ -444,14 +444,14 @@ def _odd_number(v: Any) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _process_validator() -> Any:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator    # only when a process needs the schema's words (not for --help)
 
     whole = _inlined(schema("opcost.result/1"), schema("opcost.result/1"))
     return Draft202012Validator(whole["properties"]["results"]["items"]["properties"]["processes"]["items"])
 
 
 def _process_problem(proc: Any) -> str | None:
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match    # as _process_validator
 
     error = best_match(_process_validator().iter_errors(proc))
     if error is None:

@@ -16,6 +16,7 @@ import os
 import stat
 from typing import Any
 
+from . import docschema
 from .errors import UsageError
 from .model import COMPARISON_SCHEMA, RESULT_SCHEMA
 from .safetext import printable
@@ -33,8 +34,6 @@ def read_file(path: str) -> list[dict]:
     is one UsageError naming the file and the line. Reading is bounded
     (docschema: size, nesting, numbers, text) and each document is validated
     against the schema of opcost.result/1 (`schemas/result-1.json`)."""
-    from . import docschema
-
     name = printable(path)
     try:
         with open(path, "rb") as f:
@@ -61,8 +60,6 @@ def read_file(path: str) -> list[dict]:
 
 
 def _json_lines(name: str, text: str) -> list[dict]:
-    from . import docschema
-
     docs = []
     lines = text.split("\n")
     for n, line in enumerate(lines, 1):
@@ -141,8 +138,6 @@ def check(doc: Any, where: str) -> dict:
                  f"results[{i}].processes[{j}] must have index (a number) and samples, warmup (lists of objects)")
         idx = [p["index"] for p in r.get("processes") or []]
         need(len(idx) == len(set(idx)), f"results[{i}] has two processes with the same index")
-    from . import docschema
-
     problem = docschema.problem(doc, RESULT_SCHEMA)    # every field's type, as docs/result-json.md gives it
     if problem is not None:
         raise _fail(where, f"{printable(problem)} (not a valid {RESULT_SCHEMA} document; docs/result-json.md)")
@@ -195,8 +190,6 @@ def load_settled(store, run_id: int, wait: bool, warn) -> dict:
 def streamed(path: str) -> bool:
     """Whether `import` reads this file as a stream (a regular file of more
     than docschema.STREAM_FROM bytes) rather than whole."""
-    from . import docschema
-
     try:
         st = os.stat(path)
     except OSError:
@@ -221,8 +214,6 @@ class StreamedRun:
         self._keys = keys      # the document's remaining top-level keys (docschema.Stream.members)
 
     def processes(self) -> Any:
-        from . import docschema
-
         s, doc = self.reader, dict(self.head)
         results: list = []
         try:
@@ -282,8 +273,6 @@ def stream_file(path: str, heads: list) -> Any:
     docschema.NeedsWhole before anything is read past a first document
     that cannot be stored as it is read (not an object, no uuid before its
     results)."""
-    from . import docschema
-
     name = printable(path)
     try:
         f = open(path, "rb")

@@ -33,7 +33,7 @@ def run(args, argv) -> int:
                         + " (each file is stored whole or not at all)")
     with open_store(args.store, on_wait=warn) as store:
         for path, docs in files:
-            done = store.import_runs(docs)
+            done = store.import_runs(docs or [])
             _said(path, done, getattr(store, "completed", {}), store)
     return 0
 
@@ -41,6 +41,7 @@ def run(args, argv) -> int:
 def _run_streamed(args, files) -> int:
     """Files among them over docschema.STREAM_FROM: all in one transaction
     (a bad file anywhere stores nothing), a large one read as it is stored."""
+    # a command loads what it uses when it runs, never for --help
     from .. import interrupts
     from ..console import warn
     from ..docschema import NeedsWhole
@@ -63,7 +64,7 @@ def _run_streamed(args, files) -> int:
 
 
 def _said(path: str, done: list, completed: dict, store) -> None:
-    from ..safetext import printable
+    from ..safetext import printable     # as in run: loaded when the command runs
 
     new = [str(rid) for rid, stored in done if stored and rid not in completed]
     old = [str(rid) for rid, stored in done if not stored]

@@ -9,8 +9,8 @@ load_run); `history clean` marks abandoned runs.
 responsibility: store/sql.py (every statement written with `?` placeholders,
 turned into the driver's style; transactions, waiting for another program's
 lock, migrations), store/sqlwrite.py (a run as it is measured, the owner
-rules), store/sqlread.py (listing, run references), store/sqlmove.py (import
-and copy), and loading a run here. Rows become documents in store/rows.py. A
+rules), store/sqlread.py (listing, run references), store/sqlmove.py (import,
+a large file as it is read, and copy), and loading a run here. Rows become documents in store/rows.py. A
 backend subclasses it with its dialect: the class attributes and the methods
 of store/sql.py's SqlDialect, and its schema module's MIGRATIONS and ADDED_IN
 (store/sqlite.py and store/sqlite_schema.py).
@@ -19,14 +19,14 @@ of store/sql.py's SqlDialect, and its schema module's MIGRATIONS and ADDED_IN
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER_S, RESULT_STATUSES,  # noqa: F401
                   RUN_STATUSES, OnWait, SqlConnection, Step, lock_wait_s)
 from . import rows
 from .recover import recover_plan
 from .owner import owner_here
-from .sqlmove import RunMoving, identity  # noqa: F401
+from .sqlmove import RunImporting, identity  # noqa: F401
 from .sqlread import RunReading
 from .sqlwrite import RunWriting
 
@@ -69,6 +69,8 @@ class Store(Protocol):
 
     def import_runs(self, docs: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]: ...
 
+    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]: ...
+
     def resolve(self, ref: str) -> int: ...
 
     def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False,
@@ -83,7 +85,7 @@ class Store(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-class SqlStore(RunWriting, RunReading, RunMoving):
+class SqlStore(RunWriting, RunReading, RunImporting):
     """A `Store` over one DB-API 2 connection that runs in autocommit mode:
     single statements commit on their own, multi-statement writes (a process
     and its samples, a migration step) go through `_transaction`."""

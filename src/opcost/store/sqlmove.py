@@ -1,5 +1,6 @@
 """The SQL store's moving of runs between stores: `opcost import` and
-`opcost store copy` store whole run documents as they are."""
+`opcost store copy` store whole run documents as they are; a large file is
+stored as it is read, one process at a time (RunImporting)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid as _uuid
 from typing import Any, Iterable, Sequence
 
 from .. import labels as _labels
+from ..model import Process, Result, Run
 from ..errors import StoreError
 from ..safetext import printable
 from . import rows
@@ -28,55 +30,10 @@ def identity(doc: dict[str, Any]) -> str:
 
 
 class RunMoving(SqlConnection):
-    completed: dict[int, int] = {}      # the last import_runs: run id -> processes added in place
-
-    def import_runs(self, docs: Sequence[Any]) -> list[tuple[int, bool]]:
-        """Store `opcost.result/1` documents (checked by the caller) as they are:
-        env, labels, argv, times, status, kind, results, processes and their
-        samples. All or nothing, in one transaction. A document whose identity
-        (its uuid; without one, a hash of its content, which becomes its uuid)
-        the store holds is not stored again. A run keeps its run_id when this
-        store has never given that id, else it gets the next one. A run the
-        store holds with a strict subset of the document's processes (a run
-        the store lost mid-run, its rescue file) is completed in place,
-        keeping its id: the missing processes added, its results' and its
-        own status as the document has them; a document that disagrees on
-        anything else is refused (StoreError naming the difference). Returns
-        (run id, stored now) per document, in their order; `completed` then
-        maps each run completed in place to the processes it gained.
-
-        A document may also be a streamed run (transfer.StreamedRun: `uuid`,
-        `head`, `processes()`, then `skeleton`), stored as it is read."""
-        with self._transaction("importing runs", exclusive=True) as db:
-            out, self.completed = self._import_docs(db, docs)
-        return out
-
-    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
-        """import_runs of several files' documents (or streamed runs) in one
-        transaction: a bad file anywhere stores nothing. Per file: what
-        import_runs returns, and its `completed`."""
-        with self._transaction("importing runs", exclusive=True) as db:
-            return [self._import_docs(db, docs) for docs in files]
-
-    def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
-        out: list[tuple[int, bool]] = []
-        added: dict[int, int] = {}
-        for doc in docs:
-            streamed = not isinstance(doc, dict)
-            ident = doc.uuid if streamed else identity(doc)
-            row = self._run(db, "SELECT id FROM runs WHERE uuid = ?", (ident,)).fetchone()
-            if row:
-                n = (self._complete_streamed if streamed else self._complete)(db, int(row[0]), doc)
-                if n is not None:
-                    added[int(row[0])] = n
-                out.append((int(row[0]), n is not None))
-                continue
-            out.append(((self._import_streamed if streamed else self._import_one)(db, doc, ident), True))
-        return out, added
+    """Storing run documents as they are, and completing a stored run in
+    place (RunImporting below: the import that uses them)."""
 
     def _import_one(self, db: Any, doc: dict[str, Any], ident: str) -> int:
-        from ..model import Run
-
         run = Run.from_json(doc)
         run_id = self._insert_run(db, run, doc, ident)
         for pos, res in enumerate(run.results):
@@ -125,33 +82,6 @@ class RunMoving(SqlConnection):
         return self._insert_id(db, f"INSERT INTO results ({', '.join(self._RESULT_COLS)}) VALUES "
                                f"({', '.join('?' * len(self._RESULT_COLS))})", self._result_values(run_id, pos, res))
 
-    def _import_streamed(self, db: Any, sd: Any, ident: str) -> int:
-        """A streamed run: the run's row from its head, each result's row when
-        its first process comes (its fields filled in at the end), each
-        process as it is read."""
-        from ..model import Process, Result, Run
-
-        head = {**sd.head, "results": []}
-        run_id = self._insert_run(db, Run.from_json(head), head, ident)
-        rids: dict[int, int] = {}
-        for pos, proc, plain in sd.processes():
-            if pos not in rids:
-                rids[pos] = self._insert_result(db, run_id, pos, Result("", None, {}))
-            self._put_process(db, rids[pos], Process.from_json(proc), plain)
-        doc = sd.skeleton
-        run = Run.from_json(doc)
-        cols, vals = self._run_values(run, doc, ident)
-        self._run(db, f"UPDATE runs SET {', '.join(c + ' = ?' for c in cols)} WHERE id = ?", (*vals, run_id))
-        self._run(db, "DELETE FROM run_labels WHERE run_id = ?", (run_id,))
-        self._put_labels(db, run_id, run.labels)
-        for pos, res in enumerate(run.results):
-            if pos in rids:
-                self._run(db, f"UPDATE results SET {', '.join(c + ' = ?' for c in self._RESULT_COLS)} WHERE id = ?",
-                          (*self._result_values(run_id, pos, res), rids[pos]))
-            else:
-                self._insert_result(db, run_id, pos, res)
-        return run_id
-
     def _put_process(self, db: Any, result_id: int, proc: Any, plain: bool = False) -> None:
         """One process and its samples; plain: every sample only numbers
         (docschema.plain_samples), so their JSON is encoded in one call."""
@@ -198,8 +128,6 @@ class RunMoving(SqlConnection):
         """Run `run_id`, stored, is the document's run (same identity): add the
         processes it lacks, in this transaction. Returns how many were added
         (None: nothing to do, the store holds all of it)."""
-        from ..model import Run
-
         run = Run.from_json(doc)
         stored, results, held = self._held(db, run_id)
         self._same_runs(run_id, stored, results, run)
@@ -232,11 +160,94 @@ class RunMoving(SqlConnection):
             raise StoreError(f"run {run_id} is still being measured: import this file once it has ended "
                              "(nothing was imported)")
 
+    def _settle(self, db: Any, run_id: int, results: list, run: Any) -> None:
+        """The statuses and summaries of a completed run, as its document has them."""
+        for (rid, *_), res in zip(results, run.results):
+            self._run(db, "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
+                      (res.status, res.reason, None if res.summary is None else rows.encode(res.summary), rid))
+        self._run(db, "UPDATE runs SET status = ?, finished = ?, owner = NULL WHERE id = ?",
+                  (run.status, (run.stored or {}).get("finished") or _now(), run_id))
+
+
+class RunImporting(RunMoving):
+    """`opcost import`: whole documents (`import_runs`), and several files in
+    one transaction, a large one stored as it is read (`import_files`:
+    transfer.StreamedRun)."""
+
+    completed: dict[int, int] = {}      # the last import_runs: run id -> processes added in place
+
+    def import_runs(self, docs: Sequence[Any]) -> list[tuple[int, bool]]:
+        """Store `opcost.result/1` documents (checked by the caller) as they are:
+        env, labels, argv, times, status, kind, results, processes and their
+        samples. All or nothing, in one transaction. A document whose identity
+        (its uuid; without one, a hash of its content, which becomes its uuid)
+        the store holds is not stored again. A run keeps its run_id when this
+        store has never given that id, else it gets the next one. A run the
+        store holds with a strict subset of the document's processes (a run
+        the store lost mid-run, its rescue file) is completed in place,
+        keeping its id: the missing processes added, its results' and its
+        own status as the document has them; a document that disagrees on
+        anything else is refused (StoreError naming the difference). Returns
+        (run id, stored now) per document, in their order; `completed` then
+        maps each run completed in place to the processes it gained.
+
+        A document may also be a streamed run (transfer.StreamedRun: `uuid`,
+        `head`, `processes()`, then `skeleton`), stored as it is read."""
+        with self._transaction("importing runs", exclusive=True) as db:
+            out, self.completed = self._import_docs(db, docs)
+        return out
+
+    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
+        """import_runs of several files' documents (or streamed runs) in one
+        transaction: a bad file anywhere stores nothing. Per file: what
+        import_runs returns, and its `completed`."""
+        with self._transaction("importing runs", exclusive=True) as db:
+            return [self._import_docs(db, docs) for docs in files]
+
+    def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
+        out: list[tuple[int, bool]] = []
+        added: dict[int, int] = {}
+        for doc in docs:
+            streamed = not isinstance(doc, dict)
+            ident = doc.uuid if streamed else identity(doc)
+            row = self._run(db, "SELECT id FROM runs WHERE uuid = ?", (ident,)).fetchone()
+            if row:
+                n = (self._complete_streamed if streamed else self._complete)(db, int(row[0]), doc)
+                if n is not None:
+                    added[int(row[0])] = n
+                out.append((int(row[0]), n is not None))
+                continue
+            out.append(((self._import_streamed if streamed else self._import_one)(db, doc, ident), True))
+        return out, added
+
+    def _import_streamed(self, db: Any, sd: Any, ident: str) -> int:
+        """A streamed run: the run's row from its head, each result's row when
+        its first process comes (its fields filled in at the end), each
+        process as it is read."""
+        head = {**sd.head, "results": []}
+        run_id = self._insert_run(db, Run.from_json(head), head, ident)
+        rids: dict[int, int] = {}
+        for pos, proc, plain in sd.processes():
+            if pos not in rids:
+                rids[pos] = self._insert_result(db, run_id, pos, Result("", None, {}))
+            self._put_process(db, rids[pos], Process.from_json(proc), plain)
+        doc = sd.skeleton
+        run = Run.from_json(doc)
+        cols, vals = self._run_values(run, doc, ident)
+        self._run(db, f"UPDATE runs SET {', '.join(c + ' = ?' for c in cols)} WHERE id = ?", (*vals, run_id))
+        self._run(db, "DELETE FROM run_labels WHERE run_id = ?", (run_id,))
+        self._put_labels(db, run_id, run.labels)
+        for pos, res in enumerate(run.results):
+            if pos in rids:
+                self._run(db, f"UPDATE results SET {', '.join(c + ' = ?' for c in self._RESULT_COLS)} WHERE id = ?",
+                          (*self._result_values(run_id, pos, res), rids[pos]))
+            else:
+                self._insert_result(db, run_id, pos, res)
+        return run_id
+
     def _complete_streamed(self, db: Any, run_id: int, sd: Any) -> int | None:
         """_complete of a streamed run: each process compared with the stored
         one or added as it is read; the rest compared at the end."""
-        from ..model import Process, Run
-
         stored, results, held = self._held(db, run_id)
         seen: set[tuple[int, int]] = set()
         added = 0
@@ -262,14 +273,6 @@ class RunMoving(SqlConnection):
             return self._settle_unchanged(db, run_id, stored[2], results, run)
         self._settle(db, run_id, results, run)
         return added
-
-    def _settle(self, db: Any, run_id: int, results: list, run: Any) -> None:
-        """The statuses and summaries of a completed run, as its document has them."""
-        for (rid, *_), res in zip(results, run.results):
-            self._run(db, "UPDATE results SET status = ?, reason = ?, summary = ? WHERE id = ?",
-                      (res.status, res.reason, None if res.summary is None else rows.encode(res.summary), rid))
-        self._run(db, "UPDATE runs SET status = ?, finished = ?, owner = NULL WHERE id = ?",
-                  (run.status, (run.stored or {}).get("finished") or _now(), run_id))
 
 
 def _same(run_id: int, what: str, there: Any, here: Any) -> None:
