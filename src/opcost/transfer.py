@@ -242,7 +242,7 @@ class StreamedRun:
             raise _fail(self.where, f"{printable(str(e))} (not a valid {RESULT_SCHEMA} document; "
                         "docs/result-json.md)") from None
         except docschema.DocumentProblem as e:
-            raise _fail(self._line(e.line), printable(str(e))) from None
+            raise _fail(self.where if e.line is None else self._line(e.line), printable(str(e))) from None
         for k in ("uuid", "run_id"):
             if doc.get(k) != self.head.get(k):
                 raise _fail(self.where, f"{k} after the results: a file over {docschema.STREAM_FROM // 2**20} MiB "
