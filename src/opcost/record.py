@@ -256,6 +256,8 @@ class Recorder:
             try:
                 self._lost_store.lock_wait = 0
                 self._lost_store.finish_run(self.run_id, "failed")
+                # and what it misses, where that is: history and show say it
+                self._lost_store.record_missed(self.run_id, self.store_missed, self.full_copy)
             except (OpcostError, AttributeError):
                 pass
         self._write(final=True, force=True)

@@ -167,6 +167,8 @@ class RunMoving(SqlConnection):
                       (res.status, res.reason, None if res.summary is None else rows.encode(res.summary), rid))
         self._run(db, "UPDATE runs SET status = ?, finished = ?, owner = NULL WHERE id = ?",
                   (run.status, (run.stored or {}).get("finished") or _now(), run_id))
+        self._run(db, "DELETE FROM run_labels WHERE run_id = ? AND key IN (?, ?)",     # it misses nothing now
+                  (run_id, _labels.MISSED_LABEL, _labels.RESCUE_LABEL))
 
 
 class RunImporting(RunMoving):
