@@ -10,7 +10,9 @@ def add_parser(sub) -> None:
     s = sub.add_parser("import", help="store runs from files of `opcost export` (or `run --json`)",
                        description="Stores each run as it was measured: env, labels, command line, times, "
                        "status, every process and its raw samples. A file holds one opcost.result/1 "
-                       "document or JSON lines (one per line), of at most 256 MiB. Every file is checked "
+                       "document or JSON lines (one per line); a file over 64 MiB is read as it is stored, one "
+                       "process at a time (its runs' uuid and run_id before their results, as export writes "
+                       "them), every file then in one transaction; others up to 256 MiB. Every file is checked "
                        "(each document against the JSON Schema of opcost.result/1 that opcost ships: "
                        "docs/result-json.md) before anything is stored, and each is stored in one "
                        "transaction. A run the store holds already (the same uuid) is not stored again. "
