@@ -225,3 +225,17 @@ def test_show_reads_no_sample_when_the_summaries_are_stored(tmp_path, capsys, mo
     assert any(t and '"ns_per_op"' in t for t in decoded_samples)         # no summary: from the samples
     # the same table either way: the stored summary is the one the samples give
     assert table.split("\n", 1)[1] == computed.split("\n", 1)[1]
+
+
+def test_streamed_import_on_each_backend_exports_what_was_given(store_url, tmp_path, capsys, monkeypatch):
+    """SQLite and PostgreSQL: a streamed import, exported again, is the
+    whole reading's export (into SQLite) byte for byte."""
+    f = write(tmp_path / "run.json", doc(5, 8))
+    ref = str(tmp_path / "ref.db")
+    assert opcost(capsys, "import", f, "--store", ref)[0] == 0
+    monkeypatch.setattr(docschema, "STREAM_FROM", 2048)
+    code, out, _ = opcost(capsys, "import", f, "--store", store_url)
+    assert code == 0 and "imported 1 run(s) (1)" in out, out
+    for name, store in (("ref", ref), ("got", store_url)):
+        assert opcost(capsys, "export", "1", "--store", store, "-o", str(tmp_path / f"{name}.out"))[0] == 0
+    assert (tmp_path / "ref.out").read_text() == (tmp_path / "got.out").read_text()
