@@ -269,9 +269,9 @@ def plain_samples(samples: Any) -> bool:
         if ints and (set(map(type, ints)) != {int} or min(ints) < 0 and k in _PLAIN_COUNTS
                      or max(ints) > _COUNT_MAX or min(ints) < -_COUNT_MAX):
             return False
-    nums = list(compress(vals, map({int, float}.__contains__, types)))
-    try:
-        return not nums or (math.isfinite(math.fsum(nums)) and max(map(abs, nums)) < 1e39)
+    nums = vals if kinds <= {int, float} else list(compress(vals, map({int, float}.__contains__, types)))
+    try:    # fsum: inf, nan (and an integer beyond a double) make it not finite; then the bounds
+        return not nums or (math.isfinite(math.fsum(nums)) and -1e39 < min(nums) and max(nums) < 1e39)
     except OverflowError:
         return False
 
