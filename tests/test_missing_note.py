@@ -55,3 +55,38 @@ def test_without_a_record_an_abandoned_run_names_the_places_of_a_rescue_file(tmp
     assert code == 0 and "it may lack processes: if its store was lost mid-run" in out and places in out, out
     code, out, _ = opcost(capsys, "show", "1", "--store", store)
     assert code == 0 and out.split("\n")[1].startswith("run 1 is abandoned: it may lack processes") and places in out
+
+
+def test_a_run_that_gets_its_store_back_records_what_it_missed(run_cli, tmp_path, probe_bin):
+    """SQLite: the store locked past the wait mid-run (the run goes on into a
+    rescue file), then released before the run ends: its end marks the run
+    failed and records what the store missed and where it is."""
+    import json
+    import subprocess
+    import time
+
+    from conftest import cli_argv, cli_env
+    from test_store_lock import FAST, _lock_after_first_processes
+
+    assert run_cli("run", "syscall.null", *FAST, "-p", "1").returncode == 0
+    db = tmp_path / "opcost" / "opcost.db"
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", *FAST, "-p", "200"), cwd=tmp_path,
+                            env=cli_env(tmp_path, OPCOST_STORE_WAIT="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    conn = _lock_after_first_processes(db, proc)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "opcost").glob("opcost-unsaved-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    conn.execute("ROLLBACK")         # the store is back before the run ends
+    conn.close()
+    assert proc.poll() is None, "the run ended before its store came back"
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    rescue = list((tmp_path / "opcost").glob("opcost-unsaved-*.json"))
+    assert len(rescue) == 1
+    doc = json.loads(rescue[0].read_text())
+    missed = doc["store_missed"]["processes"]
+    history = run_cli("history").stdout
+    assert f"run {doc['run_id']} lacks {missed} process(es) its store missed mid-run: {rescue[0]} holds" in history
+    assert run_cli("import", str(rescue[0])).returncode == 0
+    assert "lacks" not in run_cli("history").stdout
