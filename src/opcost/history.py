@@ -47,8 +47,8 @@ def _others(run: dict) -> dict:
 
 def rescue_places() -> str:
     """Where a rescue file goes (record.rescue_folders), as words."""
-    import tempfile     # as record's: only when a note names the places
-
+    # only when a note names the places: history's table needs neither
+    import tempfile
     from .record import state_dir
 
     return (f"beside the store (or the --json file), {tempfile.gettempdir()}, the working directory it ran "
