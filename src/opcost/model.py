@@ -812,3 +812,17 @@ def methods_text(entries) -> str:
     if not est and not tests:
         return ""
     return f"B/A: {'; '.join(est)}; p: {'; '.join(tests)}"
+
+
+def geomean_text(s: Mapping, entries) -> str:
+    """A comparison's summary line: how many benchmarks got each verdict
+    and, over several, the geometric mean of their ratios, named for what
+    it is (of medians, where the table's B/A is each one's Hodges-Lehmann
+    estimate: two figures for one ratio must not stand unlabelled side by
+    side); over one benchmark no second figure beside the table's."""
+    counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items() if v) or "no verdict"
+    if s.get("n") == 1:
+        return f"1 benchmark ({counts}); its B/A is the table's"
+    estimated = any(isinstance(e, Mapping) and "estimate" in e for e in entries)
+    what = "geometric mean of the ratios of medians B/A" if estimated else "geometric mean of B/A"
+    return f"{what}: {s['geomean_ratio']:.4f} over {s.get('n')} benchmarks ({counts})"

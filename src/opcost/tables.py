@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 import re
 
 from .safetext import printable
-from .model import Summary, methods_text, result_key, verdict_estimate
+from .guests import header_lines
+from .model import Summary, geomean_text, methods_text, result_key, verdict_estimate
 
 
 def fmt_ns(x: Any) -> str:
@@ -483,6 +484,7 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
                    f"A: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}")
         if doc.get("aa"):
             out[-1] += "\nA/A run: A and B are identical, so any difference below is noise."
+        out[-1] += "".join("\n" + line for line in header_lines(doc))   # the vm target's kernels, emulation
     else:
         def name(r):
             return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
@@ -545,10 +547,9 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         out.append(_design_text(doc))
     s = doc["summary"]
     if s.get("geomean_ratio") is not None:
-        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         how = methods_text(doc["comparisons"])
         runs = any(e.get("unit") == "run" for e in doc["comparisons"])
-        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
+        out.append(geomean_text(s, doc["comparisons"]) + "\n"
                    + ("verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across "
                       "benchmarks; B/A: the geometric means of the runs' medians" if runs else
                       f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
@@ -764,7 +765,8 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         others = len(doc["comparisons"])
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
-                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
+                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else "")
+                   + "".join("\n" + line for line in header_lines(doc, ("A (baseline)", "B"))))
         out.append(format_comparison(doc, color=color, width=width).split("\n\n", 1)[1])
     else:
         out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")

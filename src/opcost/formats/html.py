@@ -43,7 +43,8 @@ import re
 from typing import Any, Iterable, TypeGuard
 
 from ..errors import UsageError
-from ..model import SERIES_SCHEMA, Summary, methods_text, process_medians, result_key, verdict_estimate
+from ..guests import header_lines
+from ..model import SERIES_SCHEMA, Summary, geomean_text, methods_text, process_medians, result_key, verdict_estimate
 from ..tables import fmt_ns
 from ..safetext import printable
 
@@ -727,6 +728,7 @@ def _comparison_lines(doc: dict, run: dict | None) -> list[str]:
         lines.append("not interleaved: A and B ran at different times, so drift between them is part of the difference")
     if doc.get("aa"):
         lines.append("A/A: A and B are identical, so any difference is noise")
+    lines += [esc(line) for line in header_lines(doc)]   # the vm target's kernels and emulation
     if isinstance(doc.get("delta_requested"), (int, float)):
         lines.append(f"smallest difference that matters (delta): {_pct(doc['delta_requested'])}")
     design = doc.get("design") or {}
@@ -800,14 +802,13 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if isinstance(s.get("geomean_ratio"), (int, float)):
-        counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
-        page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
-                 f"benchmark(s) ({counts or 'no verdict'}). Verdicts are B relative to A; p: "
-                 + ("Welch's t over the runs' log medians (the run is the unit)"
+        how = methods_text(entries)   # the test each entry used: said once, never beside another's
+        page.add(f"<p class=note>{esc(geomean_text(s, entries))}. Verdicts are B relative to A; "
+                 + ("p: Welch's t over the runs' log medians (the run is the unit)"
                     if any(e.get("unit") == "run" for e in entries) else
-                    "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
-                 + ", Holm-adjusted across benchmarks."
-                 + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
+                    f"{esc(how)} over per-process medians" if how else
+                    "p: Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
+                 + ", Holm-adjusted across benchmarks.</p>")
     for e in entries:
         if isinstance(e.get("savings"), dict) and isinstance(e["savings"].get("A"), dict):
             _savings_section(page, e)

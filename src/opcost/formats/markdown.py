@@ -8,7 +8,8 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..model import Summary, methods_text, verdict_estimate
+from ..guests import header_lines
+from ..model import Summary, geomean_text, methods_text, verdict_estimate
 
 NAME = "markdown"
 KINDS = ("result", "comparison", "series")
@@ -89,6 +90,9 @@ def _comparison(doc: dict) -> list[str]:
     out = [f"**A**: {who(doc['a'])}, **B**: {who(doc['b'])}"
            + ("" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of the difference)"),
            ""]
+    guests = header_lines(doc)   # the vm target's kernels and emulation, said in the header
+    if guests:
+        out += [f"- {escape(line)}" for line in guests] + [""]
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
     withheld: dict[str, list[str]] = {}
@@ -113,10 +117,9 @@ def _comparison(doc: dict) -> list[str]:
     out += table(rows, {2, 3, 4, 6, 7})
     s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
     if s.get("geomean_ratio") is not None:
-        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
         runs = any(e.get("unit") == "run" for e in doc["comparisons"])
-        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) "
-                f"({counts or 'no verdict'}). Verdicts are B relative to A; p over "
+        said = geomean_text(s, doc["comparisons"])
+        out += ["", said[0].upper() + said[1:] + ". Verdicts are B relative to A; p over "
                 + ("the runs' medians (the run is the unit)" if runs else "per-process medians")
                 + ", Holm-adjusted across benchmarks."
                 + (f" {escape(methods_text(doc['comparisons']))}." if methods_text(doc["comparisons"]) else "")]

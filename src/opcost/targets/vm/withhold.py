@@ -19,6 +19,9 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
     --verdict-on, stands: counts are not timings): each such comparison keeps its figures, its verdict
     becomes None with the reason under `withheld`, and the summary's counts
     leave it out (its geometric mean still covers every ratio)."""
+    emulated = [e.get("key") for e in doc.get("comparisons") or [] if tcg_emulated(e.get("flags"))]
+    if emulated:   # said once in the header (guests.emulated_line), not only per row
+        doc["emulated"] = {"benchmarks": emulated, "allow_emulated": bool(allow)}
     if allow:
         return doc
     changed = False
