@@ -27,13 +27,14 @@ def guest_of(res: dict) -> dict | None:
         vm = (p.get("header") or {}).get("vm")
         if not isinstance(vm, dict):
             continue
-        g = vm.get("guest") if isinstance(vm.get("guest"), dict) else {}
+        g: dict = vm["guest"] if isinstance(vm.get("guest"), dict) else {}
         argv = [str(a) for a in vm.get("qemu_argv") or []]
         cpu = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-cpu"), None)
         boot = g.get("boot_mitigations")
+        cpuid: dict = vm["cpuid"] if isinstance(vm.get("cpuid"), dict) else {}
         return {"kernel": vm.get("kernel"), "release": g.get("release"), "cmdline": vm.get("cmdline") or "",
                 "machine": vm.get("machine"), "accel": vm.get("accel"), "cpu_model": cpu,
-                "cpu_brand": (vm.get("cpuid") or {}).get("brand") if isinstance(vm.get("cpuid"), dict) else None,
+                "cpu_brand": cpuid.get("brand"),
                 "boot_mitigations": [str(x) for x in boot] if isinstance(boot, list) else None}
     return None
 
