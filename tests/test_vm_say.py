@@ -19,6 +19,7 @@ import pytest
 
 from opcost import abtest, guests
 from opcost.model import geomean_text
+from opcost.tables import _mitigations_note
 from opcost.targets.vm import kvmsay
 from opcost.targets.vm.withhold import withhold_emulated
 
@@ -141,3 +142,13 @@ def test_variants_says_before_measuring_that_p3_cannot_show_a_difference(run_cli
     assert cp.returncode != 0, cp.stdout
     assert err[0].startswith("opcost: -p 3: the smallest p 3 processes per arm can give is 0.1"), err
     assert len(err) >= 2 and "-p 4 or more can show one" in err[0]
+
+
+def test_sysfs_the_same_but_boot_logs_differing_is_said_beside_the_row():
+    same = {"meltdown": "Not affected"}
+    e = {"mitigations": {"a": same, "b": same, "differ": []},
+         "guests": {"boot_mitigations_differ": {"only_a": [], "only_b": [PTI]}}}
+    assert _mitigations_note(e) == ("guest mitigations (/sys/devices/system/cpu/vulnerabilities): the same in A and "
+                                    "B, but the kernels' boot logs differ (see above)")
+    e["guests"]["boot_mitigations_differ"]["only_b"] = []
+    assert _mitigations_note(e).endswith("the same in A and B")

@@ -475,6 +475,20 @@ def _system_wide_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def _mitigations_note(e: dict) -> str:
+    """What the guests' sysfs said of their mitigations, A against B; where
+    sysfs is the same but the kernels' boot logs are not (pti=on on a CPU
+    model that claims not to need it), it says so (the header lists them)."""
+    mit = e["mitigations"]
+    boot = (e.get("guests") or {}).get("boot_mitigations_differ") or {}
+    if mit["differ"]:
+        said = "; ".join(f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])
+    else:
+        said = "the same in A and B" + (", but the kernels' boot logs differ (see above)"
+                                        if boot.get("only_a") or boot.get("only_b") else "")
+    return "guest mitigations (/sys/devices/system/cpu/vulnerabilities): " + said
+
+
 def format_comparison(doc: dict, color: bool = False, width: int | None = None) -> str:
     """One line per benchmark with its verdict, the geometric mean, then per
     benchmark seed 000's savings table, then notes and environment changes."""
@@ -513,11 +527,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
         rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
                      f"({cell})" if held and ci else cell, f"({pc})" if held else pc,
                      fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
-        mit = e.get("mitigations")
-        if mit:
-            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
-                         + ("the same in A and B" if not mit["differ"] else "; ".join(
-                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+        if e.get("mitigations"):
+            notes.append(f"  {e['key']}: " + _mitigations_note(e))
         if on:
             d, dci = on["difference"], on.get("ci95_difference")
             notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
