@@ -89,7 +89,9 @@ def test_the_first_line_says_kvm_is_not_used_and_why(study):
     ("tcg", "no permission to open /dev/kvm: add this user to its group (sudo usermod -aG kvm $USER, then log in "
             "again)", "vm: KVM is not used: no permission to open /dev/kvm: add this user to its group"),
     ("tcg", "a trial boot under KVM failed (QEMU did not start: error: failed to set MSR 0x10a) (remembered)",
-     "delete "),
+     "failed (QEMU did not start: error: failed to set MSR 0x10a); remembered from an earlier run of this kernel on "
+     "this host: delete "),
+    ("tcg", "a trial boot under KVM failed (timeout)", "failed (timeout); remembered for the next runs"),
 ])
 def test_the_kvm_line_for_each_answer(accel, why, want):
     line = kvmsay.accel_line({("k", ""): {"kernel": "k", "accel": accel, "accel_why": why}}, False)

@@ -24,8 +24,11 @@ def accel_line(machines: dict, allow_emulated: bool) -> str | None:
                 text = ("KVM is not used: --accel tcg asked for emulation "
                         "(--accel auto, the default, uses KVM where it works)")
             elif why.startswith("a trial boot"):
-                text = (f"KVM is not used: {why}; the answer is remembered per kernel and host: delete "
-                        f"{cache_dir() / 'vm-accel.json'} to try KVM again, or give --accel kvm to insist")
+                old = why.endswith(" (remembered)")
+                text = (f"KVM is not used: {why.removesuffix(' (remembered)')}; "
+                        + ("remembered from an earlier run" if old else "remembered for the next runs")
+                        + f" of this kernel on this host: delete {cache_dir() / 'vm-accel.json'} to try KVM again, "
+                        "or give --accel kvm to insist")
             else:   # host.kvm_usable(): why not and what to do
                 text = f"KVM is not used: {why}"
         if len(machines) > 1 and len({(r.get('accel'), r.get('accel_why')) for r in machines.values()}) > 1:
