@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from opcost import abtest, guests
+from opcost.commands.variants import compared
 from opcost.model import geomean_text
 from opcost.tables import _mitigations_note
 from opcost.targets.vm import kvmsay
@@ -154,3 +155,19 @@ def test_sysfs_the_same_but_boot_logs_differing_is_said_beside_the_row():
                                     "B, but the kernels' boot logs differ (see above)")
     e["guests"]["boot_mitigations_differ"]["only_b"] = []
     assert _mitigations_note(e).endswith("the same in A and B")
+
+
+def test_variants_counts_its_comparisons_as_its_document_makes_them():
+    class V:   # what compared() reads of a spec.Variant
+        def __init__(self, define, machine=(), cpu="0", reference=False):
+            self.params = {"define": define, **({"reference": "empty opcost_op"} if reference else {})}
+            self.machine, self.cpu = machine, cpu
+
+        def all_params(self):
+            return {**self.params, "cpu": self.cpu}
+
+    k1, k2 = (("kernel", "k1"),), (("kernel", "k2"),)
+    assert compared([V("-DA")]) == 0                                    # one build: nothing compared, nothing said
+    assert compared([V("-DA"), V("-DB"), V("", reference=True)]) == 1
+    assert compared([V("-DA", k1), V("-DB", k1), V("-DA", k2), V("-DB", k2)]) == 2   # within each machine
+    assert compared([V("-DA", k1), V("-DA", k2)]) == 1                  # one -D: kernel against kernel
