@@ -171,3 +171,16 @@ def test_variants_counts_its_comparisons_as_its_document_makes_them():
     assert compared([V("-DA"), V("-DB"), V("", reference=True)]) == 1
     assert compared([V("-DA", k1), V("-DB", k1), V("-DA", k2), V("-DB", k2)]) == 2   # within each machine
     assert compared([V("-DA", k1), V("-DA", k2)]) == 1                  # one -D: kernel against kernel
+
+
+def test_typed_entries_holding_their_json_are_read_alike():
+    class Part:   # an entry typed as a part holding its JSON object (`raw`)
+        def __init__(self, raw):
+            self.raw = raw
+
+    g = {"kernel": "/k", "release": "6.1", "cmdline": "", "machine": "pc", "accel": "tcg", "cpu_model": "max",
+         "boot_mitigations": []}
+    doc = {"comparisons": [Part({"key": "x", "guests": {"a": g, "b": g}})]}
+    assert guests.header_lines(doc)[0].startswith("A ran on: kernel 6.1 (/k)")
+    s = {"geomean_ratio": 2.0, "n": 2, "counts": {}}
+    assert geomean_text(s, [Part({"estimate": 2.0})]).startswith("geometric mean of the ratios of medians")

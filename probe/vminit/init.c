@@ -201,11 +201,6 @@ static const char *slurp(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The kernel log's lines about speculative-execution mitigations (what the
  * kernel enabled at boot: "Kernel/User page tables isolation: enabled",
  * "Spectre V2 : Mitigation: Retpolines", ...), as a JSON array: sysfs's
@@ -267,6 +262,11 @@ static void boot_mitigations(struct jbuf *j)
 	}
 	free(log);
 	jput(j, "]", 1);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void facts(void)

@@ -74,6 +74,7 @@ def header_lines(doc: dict, arms: tuple[str, str] = ("A", "B")) -> list[str]:
     only: dict[str, list[str]] = {"a": [], "b": []}
     read = False
     for e in doc.get("comparisons") or []:
+        e = getattr(e, "raw", e)   # an entry's JSON object, also when typed (a part holding it as `raw`)
         g = e.get("guests") if isinstance(e, dict) else None
         if not isinstance(g, dict):
             continue

@@ -823,6 +823,7 @@ def geomean_text(s: Mapping, entries) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items() if v) or "no verdict"
     if s.get("n") == 1:
         return f"1 benchmark ({counts}); its B/A is the table's"
-    estimated = any(isinstance(e, Mapping) and "estimate" in e for e in entries)
+    raws = [getattr(e, "raw", e) for e in entries]   # JSON objects, also of typed entries (`raw`)
+    estimated = any(isinstance(e, Mapping) and "estimate" in e for e in raws)
     what = "geometric mean of the ratios of medians B/A" if estimated else "geometric mean of B/A"
     return f"{what}: {s['geomean_ratio']:.4f} over {s.get('n')} benchmarks ({counts})"

@@ -19,7 +19,6 @@ from .arch import DEFAULT_ARCH, GUEST_ARCHES
 from .choice import Choice
 from .image import check_cmdline, check_fits, check_kernel
 from .initramfs import guest_files
-from .kvmsay import accel_line
 from .protocol import Boot, BootFailed, Command
 from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
 from .guest import VmGuest
@@ -89,10 +88,6 @@ class VmTarget(VmGuest):
                        "cmdline=" if "cmdline" in given else "--kernel-cmdline")
             self._fits.add((m.kernel, m.cmdline))
         return m
-
-    def accel_line(self) -> str | None:
-        """Whether KVM is used, and if not why (kvmsay.py): the run's first line, after the preflight."""
-        return accel_line(self.machines, self.cfg.allow_emulated)
 
     def sha(self, kernel: Path) -> str:
         return self.choice.sha(kernel)
