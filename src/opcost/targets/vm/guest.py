@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import UsageError
-from . import host
 from .kvmsay import accel_line
+from . import host
 
 if TYPE_CHECKING:
     from .choice import Choice
