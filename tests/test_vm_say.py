@@ -19,7 +19,7 @@ import pytest
 
 from opcost import abtest, guests
 from opcost.commands.variants import compared
-from opcost.model import geomean_text
+from opcost.model import Comparison, Entry, geomean_text
 from opcost.tables import _mitigations_note
 from opcost.targets.vm import kvmsay
 from opcost.targets.vm.withhold import withhold_emulated
@@ -73,7 +73,8 @@ def test_without_allow_emulated_the_header_says_no_verdict(study):
     doc = withhold_emulated(copy.deepcopy(study[1]), allow=False)
     assert doc["emulated"] == {"benchmarks": ["syscall.null"], "allow_emulated": False}
     assert doc["comparisons"][0]["verdict"] is None
-    assert guests.header_lines(doc)[-1] == ("emulated (QEMU TCG): the timings are the emulator's, not this CPU's; "
+    cmp = Comparison.from_json(doc)
+    assert guests.header_lines(cmp.comparisons, cmp.context["emulated"])[-1] == ("emulated (QEMU TCG): the timings are the emulator's, not this CPU's; "
                                             "no verdict on cost (--allow-emulated gives one)")
 
 
@@ -104,12 +105,12 @@ def test_the_kvm_line_for_each_answer(accel, why, want):
 def test_a_run_from_before_says_its_boot_logs_were_not_read():
     g = {"kernel": "/k", "release": "6.1", "cmdline": "", "machine": "pc", "accel": "tcg", "cpu_model": "max",
          "cpu_brand": None, "boot_mitigations": None}
-    doc = {"comparisons": [{"key": "x", "guests": {"a": g, "b": dict(g, cmdline="pti=on")}}]}
-    lines = guests.header_lines(doc)
+    entries = [Entry({"key": "x", "guests": {"a": g, "b": dict(g, cmdline="pti=on")}})]
+    lines = guests.header_lines(entries, None)
     assert lines == ["A ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max",
                      "B ran on: kernel 6.1 (/k), cmdline 'pti=on', machine pc, TCG (emulated), CPU max",
                      "kernel boot logs: not read (a run from before opcost read them)"]
-    assert guests.header_lines({"comparisons": [{"key": "x"}]}) == []   # not a guest: nothing said
+    assert guests.header_lines([Entry({"key": "x"})], None) == []   # not a guest: nothing said
 
 
 def test_one_benchmark_has_one_b_over_a_and_several_are_labelled():
@@ -173,14 +174,12 @@ def test_variants_counts_its_comparisons_as_its_document_makes_them():
     assert compared([V("-DA", k1), V("-DA", k2)]) == 1                  # one -D: kernel against kernel
 
 
-def test_typed_entries_holding_their_json_are_read_alike():
-    class Part:   # an entry typed as a part holding its JSON object (`raw`)
-        def __init__(self, raw):
-            self.raw = raw
-
+def test_typed_entries_are_read_alike():
     g = {"kernel": "/k", "release": "6.1", "cmdline": "", "machine": "pc", "accel": "tcg", "cpu_model": "max",
          "boot_mitigations": []}
-    doc = {"comparisons": [Part({"key": "x", "guests": {"a": g, "b": g}})]}
-    assert guests.header_lines(doc)[0].startswith("A ran on: kernel 6.1 (/k)")
+    e = Entry({"key": "x", "estimate": 2.0, "guests": {"a": g, "b": g, "boot_mitigations_differ": {}}})
+    assert guests.header_lines([e], None)[0].startswith("A ran on: kernel 6.1 (/k)")
+    assert guests.header_lines([e], None)[-1] == "kernel boot logs: the same mitigations in A and B"
     s = {"geomean_ratio": 2.0, "n": 2, "counts": {}}
-    assert geomean_text(s, [Part({"estimate": 2.0})]).startswith("geometric mean of the ratios of medians")
+    assert geomean_text(s, [e, e]).startswith("geometric mean of the ratios of medians")
+    assert geomean_text(s, [{"estimate": 2.0}]).startswith("geometric mean of the ratios of medians")

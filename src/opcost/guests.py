@@ -65,17 +65,18 @@ def describe(g: dict) -> str:
             f"{ACCEL_NAMES.get(str(g.get('accel')), str(g.get('accel')))}, CPU {cpu}")
 
 
-def header_lines(doc: dict, arms: tuple[str, str] = ("A", "B")) -> list[str]:
+def header_lines(entries: list, emulated: dict | None, arms: tuple[str, str] = ("A", "B")) -> list[str]:
     """The lines a comparison's header says about its guests (none when it
     did not run in any): each arm's guests (each distinct one once), the
     boot-log mitigations that differ between the arms (or that none do),
-    and whether the timings are emulated and the verdicts given anyway."""
+    and whether the timings are emulated and the verdicts given anyway.
+    `entries`: the comparison's typed entries (model.Entry: `guests`);
+    `emulated`: the document's `emulated` (targets/vm/withhold.py)."""
     seen: dict[str, list[str]] = {"a": [], "b": []}
     only: dict[str, list[str]] = {"a": [], "b": []}
     read = False
-    for e in doc.get("comparisons") or []:
-        e = getattr(e, "raw", e)   # an entry's JSON object, also when typed (a part holding it as `raw`)
-        g = e.get("guests") if isinstance(e, dict) else None
+    for e in entries:
+        g = getattr(e, "guests", None)
         if not isinstance(g, dict):
             continue
         for side in ("a", "b"):
@@ -99,20 +100,20 @@ def header_lines(doc: dict, arms: tuple[str, str] = ("A", "B")) -> list[str]:
             lines.append("kernel boot logs: the same mitigations in A and B")
     elif any(seen.values()):
         lines.append("kernel boot logs: not read (a run from before opcost read them)")
-    emu = emulated_line(doc)
+    emu = emulated_line(emulated, len(entries))
     if emu:
         lines.append(emu)
     return lines
 
 
-def emulated_line(doc: dict) -> str | None:
+def emulated_line(emu: dict | None, n: int) -> str | None:
     """Whether the timings are an emulator's and what that did to the
-    verdicts (the document's `emulated`, targets/vm/withhold.py), or None."""
-    emu = doc.get("emulated")
+    verdicts (the document's `emulated`, targets/vm/withhold.py, over its
+    `n` entries), or None."""
     if not isinstance(emu, dict):
         return None
     which = emu.get("benchmarks") or []
-    some = "" if len(which) == len(doc.get("comparisons") or []) else f" ({', '.join(map(str, which))})"
+    some = "" if len(which) == n else f" ({', '.join(map(str, which))})"
     if emu.get("allow_emulated"):
         return (f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; verdicts are given "
                 "only because --allow-emulated asked for them")

@@ -841,6 +841,7 @@ class Entry(Part):
     # what the entry carries beside (each a dict, or None)
     decided_on = Field[dict | None]()  # --verdict-on: the counter decided on
     mitigations = Field[dict | None]()  # the vm guests' mitigations, A and B
+    guests = Field[dict | None]()       # what each arm's guest ran: kernel, machine, CPU, boot log (guests.py)
     counters = Field[dict | None]()      # per counter, B against A (issue 17)
     savings = Field[dict | None]()        # seed 000's savings
     sequential = Field[dict | None]()  # the looks of a sequential design

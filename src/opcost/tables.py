@@ -622,7 +622,7 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     table, notes = _comparison_table(cmp, color, width)
     out = [_comparison_head(cmp), table]
     if cmp.interleaved:   # the vm target's kernels and emulation, in the header
-        out[0] += "".join("\n" + line for line in header_lines(doc))
+        out[0] += "".join("\n" + line for line in header_lines(cmp.comparisons, cmp.context.get("emulated")))
     if cmp.sequential:
         out.append(_design_text(cmp))
     if cmp.geomean_ratio is not None:
@@ -819,7 +819,8 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
                    + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else "")
-                   + "".join("\n" + line for line in header_lines(doc, ("A (baseline)", "B"))))
+                   + "".join("\n" + line for line in header_lines(compared, doc.get("emulated"),
+                                                                  ("A (baseline)", "B"))))
         out.append(format_comparison(doc, color=color, width=width).split("\n\n", 1)[1])
     else:
         out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")

@@ -727,7 +727,8 @@ def _comparison_lines(doc: dict, run: dict | None) -> list[str]:
         lines.append("not interleaved: A and B ran at different times, so drift between them is part of the difference")
     if doc.get("aa"):
         lines.append("A/A: A and B are identical, so any difference is noise")
-    lines += [esc(line) for line in header_lines(doc)]   # the vm target's kernels and emulation
+    cmp = Comparison.from_json(doc)   # the vm target's kernels and emulation
+    lines += [esc(line) for line in header_lines(cmp.comparisons, cmp.context.get("emulated"))]
     if isinstance(doc.get("delta_requested"), (int, float)):
         lines.append(f"smallest difference that matters (delta): {_pct(doc['delta_requested'])}")
     design = doc.get("design") or {}

@@ -85,13 +85,13 @@ def _comparison(doc: dict) -> list[str]:
     out = [f"**A**: {who(doc['a'])}, **B**: {who(doc['b'])}"
            + ("" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of the difference)"),
            ""]
-    guests = header_lines(doc)   # the vm target's kernels and emulation, said in the header
-    if guests:
-        out += [f"- {escape(line)}" for line in guests] + [""]
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
     withheld: dict[str, list[str]] = {}
     cmp = Comparison.from_json(doc)
+    guests = header_lines(cmp.comparisons, cmp.context.get("emulated"))   # the vm target's kernels, emulation
+    if guests:
+        out += [f"- {escape(line)}" for line in guests] + [""]
     for e in cmp.comparisons:
         key = escape(e.key)
         if not e.compared:
