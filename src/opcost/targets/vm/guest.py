@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ... import probe
 from ...errors import UsageError
+from .kvmsay import accel_line
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES, kernel_arch
 from .qemu import check_qemu
@@ -98,6 +99,10 @@ class VmGuest:
 
     def probe_version(self, arch: str | None = None) -> str | None:
         return self.local.probe_version(self.host_arch())
+
+    def accel_line(self) -> str | None:
+        """Whether KVM is used, and if not why (kvmsay.py): the run's first line, after the preflight."""
+        return accel_line(self.machines, self.cfg.allow_emulated)
 
     def qemu_version(self) -> str | None:
         return self.choice.qemu_version(self.host_arch())
