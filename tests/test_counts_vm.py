@@ -48,3 +48,24 @@ def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tm
     assert changed and set(changed) <= {"entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe",
                                         "entry_SYSCALL_64_safe_stack", "syscall_return_via_sysret",
                                         "entry_SYSRETQ_unsafe_stack", "entry_SYSRETQ_end"}, fn.stdout
+
+
+def test_spin_adds_an_exact_linear_count_in_a_guest(run_cli, tmp_path, kernel_pair):
+    """The must-hold inside a guest: spin=11 against spin=1 adds 10 steps of
+    the probe's chain, 3 user instructions each (add, dec, jnz: the same
+    figure qemu-user gives, test_counts.py), within 0.01 instructions/op,
+    though the window now holds every vCPU and the kernel's entry and exit.
+    Two processes per arm (one boot each, 1 ms batches): enough for the
+    difference, which is exact; the p-value at that size cannot decide, so
+    the verdict is not asserted."""
+    out = tmp_path / "ab.json"
+    cp = run_cli("ab", "syscall.null", "--kernel", str(kernel_pair[0]), "--accel", "tcg", "--a", "spin=1",
+                 "--b", "spin=11", "--counters", "instructions:u", "--verdict-on", "instructions:u",
+                 "-p", "2", "--samples", "11", "--warmup", "1", "--target-ms", "1", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    on = e["decided_on"]
+    assert on["counter"] == "instructions:u" and on["source"] == "emulator" and "withheld" not in e, e
+    assert abs(on["difference"] - 30.0) < 0.01, on
+    assert all(abs(x - 30.0) < 0.01 for x in on["ci95_difference"]), on
+    assert "B-A +30.000 instructions/op" in cp.stdout, cp.stdout
