@@ -69,3 +69,55 @@ def test_spin_adds_an_exact_linear_count_in_a_guest(run_cli, tmp_path, kernel_pa
     assert abs(on["difference"] - 30.0) < 0.01, on
     assert all(abs(x - 30.0) < 0.01 for x in on["ci95_difference"]), on
     assert "B-A +30.000 instructions/op" in cp.stdout, cp.stdout
+
+
+def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, kernel_pair):
+    """The must-hold's bisect under TCG: a 12-commit repository whose file
+    holds B's kernel command line, `pti=on` from commit 8 (the known-good
+    A is the same kernel with none); every step of `git bisect run` runs
+    `ab ... --counters instructions:k --verdict-on instructions:k --bisect`
+    on real boots. Exact counts settle each step at its only look (4
+    processes per arm, the fewest whose p can fall under 0.05), so bisect
+    names commit 8 and no step is skipped (125 never returned). Some 4
+    steps of 8-10 boots: the slowest test of this file (see its duration)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    commits = []
+    for n in range(1, 13):
+        (repo / "cmdline").write_text("pti=on\n" if n >= 8 else "\n")
+        (repo / "log").write_text(f"commit {n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"commit {n}")
+        commits.append(git("rev-parse", "HEAD").strip())
+    codes = tmp_path / "codes"
+    script = tmp_path / "step.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'{sys.executable} -m opcost ab syscall.null --kernel {kernel_pair[0]} --accel tcg --a cmdline= '
+        '--b "cmdline=$(cat cmdline)" --counters instructions:k --verdict-on instructions:k '
+        "-p 4 --samples 11 --warmup 1 --target-ms 1 --no-store --no-progress --bisect\n"
+        f'rc=$?; echo "$(cat log) $rc" >> {codes}; exit $rc\n')
+    script.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    git("bisect", "start", commits[-1], commits[0])
+    cp = subprocess.run(["git", "-C", str(repo), "bisect", "run", str(script)], capture_output=True, text=True,
+                        env=env, timeout=1200)
+    steps = codes.read_text().splitlines()
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"{commits[7]} is the first bad commit" in cp.stdout, (steps, cp.stdout)
+    assert steps and all(s.split()[-1] in ("0", "1") for s in steps), steps
+    # each step's code is the commit's truth: good before commit 8, bad from it
+    assert all((int(s.split()[1]) >= 8) == (s.split()[-1] == "1") for s in steps), steps
