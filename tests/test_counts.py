@@ -182,7 +182,7 @@ def test_a_prepared_benchmark_counts_its_calls_own_instructions(run_cli, tmp_pat
     instructions, not a call's 4): the count was 29 short per iteration and
     the harness's call site stayed in."""
     need("qemu-x86_64")
-    from elftools.elf.elffile import ELFFile
+    from elftools.elf.elffile import ELFFile   # here, as src/opcost/emucount.py does: pyelftools only where symbols are read
 
     _, doc = _json(run_cli, tmp_path, "run", "msg.hackbench:groups=1,fds=2,loops=1,workers_on=pinned",
                    "--counters", "instructions:u", "-p", "1", "--samples", "2", "--warmup", "0", "--no-store")

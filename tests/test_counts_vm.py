@@ -12,6 +12,11 @@ rounds. Skipped without QEMU or the kernels unless OPCOST_REQUIRE_VM=1."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
 
 # the kernels, or skip (fail under OPCOST_REQUIRE_VM=1); its name puts these tests in the
 # qemu-boots xdist group (conftest.py)
@@ -78,14 +83,10 @@ def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, k
     `ab ... --counters instructions:k --verdict-on instructions:k --bisect`
     on real boots. Exact counts settle each step at its only look (4
     processes per arm, the fewest whose p can fall under 0.05), so bisect
-    names commit 8 and no step is skipped (125 never returned). Some 4
-    steps of 8-10 boots: the slowest test of this file (see its duration)."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
+    names commit 8 and no step is skipped (125 never returned). 3-4 steps of
+    a preflight and 8 boots each: 276 s at load 10 on the 2-core VM, over
+    the ~120 s a test should take; it runs in the qemu-boots xdist group
+    (one worker, one boot at a time), skipped without the kernels."""
     repo = tmp_path / "repo"
     repo.mkdir()
 
