@@ -83,7 +83,11 @@ def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, k
     `ab ... --counters instructions:k --verdict-on instructions:k --bisect`
     on real boots. Exact counts settle each step at its only look (4
     processes per arm, the fewest whose p can fall under 0.05), so bisect
-    names commit 8 and no step is skipped (125 never returned). 3-4 steps of
+    names commit 8 and no step is skipped (125 never returned). 41 batches
+    of 1 ms per process: under load TCG runs slower and a timer tick falls
+    in most windows; with 11, a process had none clean often enough that a
+    step (PTI's +8 of 321, 2.5% against delta 2%) came out inconclusive,
+    125. 3-4 steps of
     a preflight and 8 boots each: 276 s at load 10 on the 2-core VM, over
     the ~120 s a test should take; it runs in the qemu-boots xdist group
     (one worker, one boot at a time), skipped without the kernels."""
@@ -109,7 +113,7 @@ def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, k
         "#!/bin/sh\n"
         f'{sys.executable} -m opcost ab syscall.null --kernel {kernel_pair[0]} --accel tcg --a cmdline= '
         '--b "cmdline=$(cat cmdline)" --counters instructions:k --verdict-on instructions:k '
-        "-p 4 --samples 11 --warmup 1 --target-ms 1 --no-store --no-progress --bisect\n"
+        "-p 4 --samples 41 --warmup 1 --target-ms 1 --no-store --no-progress --bisect\n"
         f'rc=$?; echo "$(cat log) $rc" >> {codes}; exit $rc\n')
     script.chmod(0o755)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_DATA_HOME": str(tmp_path / "data")}
