@@ -12,6 +12,9 @@
  *
  * where seq counts framed lines from 0 and payload is one of
  *     B <facts JSON>               once, before the first command: the guest
+ *                                  (uname, /proc/cmdline, the clocksource, sysfs's
+ *                                  vulnerabilities, and boot_mitigations: the
+ *                                  kernel log's lines on what it enabled)
  *     C <i> start                  command i begins
  *     O <i> <line>                 a line command i printed on stdout
  *     E <i> <line>                 a line command i printed on stderr
@@ -48,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/klog.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
@@ -197,9 +201,104 @@ static const char *slurp(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
+/* The kernel log's lines about speculative-execution mitigations (what the
+ * kernel enabled at boot: "Kernel/User page tables isolation: enabled",
+ * "Spectre V2 : Mitigation: Retpolines", ...), as a JSON array: sysfs's
+ * vulnerabilities say what the CPU model claims, these what this boot did.
+ * Read with klogctl (the whole ring buffer, whatever the console's
+ * loglevel: `quiet` does not hide them), the "<level>[time] " prefix
+ * dropped; at most MITIGATION_LINES lines of at most 200 bytes. */
+#define MITIGATION_LINES 48
+static const char *const mitigation_words[] = {
+	"mitigation", "isolation", "spectre", "meltdown", "vulnerab", "speculat", "retbleed",
+	"srbds", "l1tf", "mds:", "taa:", "mmio stale", "gds:", "srso", "ibpb", "ibrs", NULL,
+};
+
+static int mitigation_line(const char *s)
+{
+	char low[256];
+	size_t n = 0;
+	for (; s[n] && n + 1 < sizeof(low); n++)
+		low[n] = (char)((s[n] >= 'A' && s[n] <= 'Z') ? s[n] + 32 : s[n]);
+	low[n] = 0;
+	for (int i = 0; mitigation_words[i]; i++)
+		if (strstr(low, mitigation_words[i]))
+			return 1;
+	return 0;
+}
+
+static void boot_mitigations(struct jbuf *j)
+{
+	jput(j, "[", 1);
+	int size = klogctl(10, NULL, 0); /* SYSLOG_ACTION_SIZE_BUFFER */
+	char *log = size > 0 ? malloc((size_t)size + 1) : NULL;
+	int n = log ? klogctl(3, log, size) : -1; /* SYSLOG_ACTION_READ_ALL */
+	int kept = 0;
+	if (n > 0) {
+		log[n] = 0;
+		for (char *line = log, *next; line && *line && kept < MITIGATION_LINES; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = 0;
+			char *msg = line;
+			if (*msg == '<') { /* <level> */
+				char *e = strchr(msg, '>');
+				msg = e ? e + 1 : msg;
+			}
+			if (*msg == '[') { /* [    0.123456] with printk.time */
+				char *e = strchr(msg, ']');
+				msg = e ? e + 1 : msg;
+				while (*msg == ' ')
+					msg++;
+			}
+			if (!mitigation_line(msg))
+				continue;
+			if (strlen(msg) > 200)
+				msg[200] = 0;
+			if (kept++)
+				jput(j, ",", 1);
+			jstr(j, msg);
+		}
+	}
+	free(log);
+	jput(j, "]", 1);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The boot CPU's loops_per_jiffy as the kernel's log says it ("Calibrating
+ * delay loop ... (lpj=N)"), read with one syslog(2) READ_ALL: opcost passes
+ * it back as lpj= on the next boots of this kernel, which then skip
+ * calibrating the delay loop on every other CPU (a fifth of a second of a
+ * boot under TCG). "" when the log does not say. */
+static void lpj_of_log(char *out, size_t cap)
+{
+	out[0] = 0;
+	int size = klogctl(10, NULL, 0);   /* SYSLOG_ACTION_SIZE_BUFFER */
+	if (size <= 0)
+		return;
+	char *log = malloc((size_t)size + 1);
+	if (!log)
+		return;
+	int n = klogctl(3, log, size);     /* SYSLOG_ACTION_READ_ALL */
+	if (n > 0) {
+		log[n] = 0;
+		char *cal = strstr(log, "Calibrating delay loop");
+		char *at = cal ? strstr(cal, "(lpj=") : NULL;
+		if (at) {
+			at += 5;
+			size_t k = 0;
+			while (k + 1 < cap && at[k] >= '0' && at[k] <= '9') {
+				out[k] = at[k];
+				k++;
+			}
+			out[k] = 0;
+		}
+	}
+	free(log);
 }
 
 static void facts(void)
@@ -220,6 +319,9 @@ static void facts(void)
 	jstr(&j, slurp("/proc/cmdline", buf, sizeof(buf)));
 	jkey(&j, "clocksource");
 	jstr(&j, slurp("/sys/devices/system/clocksource/clocksource0/current_clocksource", buf, sizeof(buf)));
+	jkey(&j, "lpj");
+	lpj_of_log(buf, 24);
+	jstr(&j, buf);
 	jkey(&j, "cpus_online");
 	jstr(&j, slurp("/sys/devices/system/cpu/online", buf, sizeof(buf)));
 	jkey(&j, "vulnerabilities");
@@ -243,7 +345,10 @@ static void facts(void)
 			free(names[i]);
 		}
 	}
-	jput(&j, "}}", 2);
+	jput(&j, "}", 1);
+	jkey(&j, "boot_mitigations");
+	boot_mitigations(&j);
+	jput(&j, "}", 1);
 	if (j.p) {
 		char *line = malloc(j.n + 3);
 		if (line) {
