@@ -107,7 +107,6 @@ STILL_OVER = {
     "tables.py:format_comparison",           # issue 35 owns tables.py's notes this wave
     "comparison.py:variants_document",       # issue 37 owns comparison.py's statistics this wave
     "tables.py:format_results",              # issue 35 (tables.py's notes), over since its merge
-    "envcheck.py:checks",                    # issue 35 (env --check), new this wave
     "targets/vm/target.py:VmTarget",         # issues 34/39 work in the vm target (219 lines after their merge)
 }
 
