@@ -405,9 +405,9 @@ def _target(fleet, host="fleet1"):
 
 def test_upload_checked_without_sha256sum(fleet_up, monkeypatch):
     """A host without sha256sum: the upload is read back whole and checked here."""
-    from opcost.targets import ssh
+    from opcost.targets import ssh_upload
 
-    monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+    monkeypatch.setattr(ssh_upload, "_SUM", "echo no-sha256sum")
     t = _target(fleet_up)
     try:
         t.connect()
@@ -421,11 +421,11 @@ def test_upload_checked_without_sha256sum(fleet_up, monkeypatch):
 @pytest.mark.parametrize("summer", ["sha256sum", "readback"])
 def test_damaged_upload_is_refused(fleet_up, monkeypatch, summer):
     from opcost.errors import HostLost
-    from opcost.targets import ssh
+    from opcost.targets import ssh_upload
 
-    monkeypatch.setattr(ssh, "_UPLOAD", 'umask 077\nhead -c 4096 > "$1"; cat >/dev/null; chmod 700 "$1"')
+    monkeypatch.setattr(ssh_upload, "_UPLOAD", 'umask 077\nhead -c 4096 > "$1"; cat >/dev/null; chmod 700 "$1"')
     if summer == "readback":
-        monkeypatch.setattr(ssh, "_SUM", "echo no-sha256sum")
+        monkeypatch.setattr(ssh_upload, "_SUM", "echo no-sha256sum")
     t = _target(fleet_up)
     try:
         with pytest.raises(HostLost, match=r"sha256 .* \(transfer damaged\); not run"):
