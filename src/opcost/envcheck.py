@@ -14,6 +14,7 @@ the cross compilers and qemu-user, as the probe looks them up).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Callable
 
 from . import env as envmod
 from .errors import UsageError
+from .tables import _table
 
 OK, WARN = "ok", "warn"
 
@@ -47,7 +49,7 @@ class Tools:
 
     @staticmethod
     def here() -> "Tools":
-        from .targets.vm.host import kvm_usable   # the host module alone, not the whole target
+        from .targets.vm.host import kvm_usable   # the vm package (~0.25 s): only --check asks it
 
         def kvm() -> str | None:
             why = kvm_usable()
@@ -281,8 +283,6 @@ def run_check(root: str | None = None, tools: Tools | None = None, interval: flo
 
 
 def format_rows(rows: list[Row], cpu: int) -> str:
-    from .tables import _table
-
     table = _table([["check", "status", "here"]] + [[r.check, r.status, r.here] for r in rows], right=set())
     bad = [r for r in rows if r.status == WARN]
     return (f"what this machine offers a measurement on cpu{cpu} (the default measuring CPU: the last allowed)\n\n"
@@ -331,7 +331,6 @@ def _current(text: str) -> str:
 def apply(root: str = "/") -> list[str]:
     """Set each knob present that is not as a measurement wants it; the old
     values go to state_path() for reset(). The lines to print."""
-    import glob
 
     _need_root("--apply")
     base = root.rstrip("/")

@@ -3,6 +3,9 @@ into the store, each once."""
 
 from __future__ import annotations
 
+from .. import interrupts
+from ..console import warn
+from ..safetext import printable
 from . import add_store_option
 
 
@@ -20,11 +23,8 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import interrupts
-    from ..console import warn
-    from ..store import open_store
-    from ..safetext import printable
-    from ..transfer import held_after, read_file
+    from ..store import open_store   # --help must not load it
+    from ..transfer import held_after, read_file   # --help must not load it
 
     files = [(path, read_file(path)) for path in args.files]   # all checked before storing any
     interrupts.say_done(lambda: held_after(args.store, [d for _, docs in files for d in docs])

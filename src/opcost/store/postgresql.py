@@ -46,7 +46,7 @@ _REACH_HINT = "check the host, the port and that the server runs, or give anothe
 def driver() -> ModuleType:
     """psycopg, or one StoreError naming the extra that brings it."""
     try:
-        import psycopg
+        import psycopg   # the optional extra `postgresql`: only when such a store is opened
         import psycopg.conninfo  # noqa: F401
     except ImportError:
         raise StoreError(f"PostgreSQL stores need psycopg 3: pip install '{EXTRA}' "

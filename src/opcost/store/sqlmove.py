@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from .. import labels as _labels
 from ..errors import StoreError
+from ..model import Run
 from ..safetext import printable
 from . import rows
 from .owner import owner_alive
@@ -61,8 +62,6 @@ class RunMoving(SqlConnection):
         return out
 
     def _import_one(self, db: Any, doc: dict[str, Any], ident: str) -> int:
-        from ..model import Run
-
         run = Run.from_json(doc)
         for k in run.labels:
             _labels.check_key(k)
@@ -116,7 +115,6 @@ class RunMoving(SqlConnection):
         """Run `run_id`, stored, is the document's run (same identity): add the
         processes it lacks, in this transaction. Returns how many were added
         (None: nothing to do, the store holds all of it)."""
-        from ..model import Run
 
         run = Run.from_json(doc)
         label, kind, status, owner = self._run(

@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import probe
 from ..arches import arch_of_machine, elf_arch
 from ..errors import HostLost, OpcostError, ProbeError, ProbeTimeout, UsageError
+from ..pmu import Catalog
 from . import ssh_probe
 from .ssh_probe import WRAPPER, HostFacts
 from .ssh_upload import UploadDir
@@ -160,8 +161,6 @@ class SshTarget:
         return self.allowed_cpus()[-1]
 
     def pmu_catalog(self):
-        from ..pmu import Catalog
-
         return Catalog(notes=[f"named PMU events are not read from {self.host} over ssh: give perf's generic "
                               "names (cycles, instructions...) or raw rNNNN events"])
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import HostLost, UsageError
+from ..interrupts import Interrupted
 from ..safetext import printable
 
 CONNECT_TIMEOUT_S = 20.0      # the master's connection and authentication
@@ -346,8 +347,6 @@ class SshTransport:
 
     def check_cancel(self) -> None:
         if self.cancelled is not None:
-            from ..interrupts import Interrupted
-
             raise Interrupted(self.cancelled)
 
     def alive(self) -> bool:
