@@ -33,6 +33,7 @@ from functools import lru_cache
 from itertools import combinations
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
+from .model import Entry
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from .protocol import PAIRED_EXACT_MAX, PAIRED_MIN, PAIRED_SAMPLES, SCHEDULE
 
@@ -775,7 +776,7 @@ def decide(comparisons: list[dict], alpha: float = ALPHA) -> list[dict]:
     out = []
     for c, pa in zip(comparisons, padj):
         c = dict(c, p_adjusted=pa)
-        est, ci = c.get("estimate", c["ratio"]), c.get("ci95_estimate", c["ci95_ratio"])
+        est, ci = Entry(c).verdict_ratio
         c["verdict"] = verdict(est, ci, pa, c["delta"], alpha)
         if c["verdict"] in ("slower", "faster"):
             c["beyond_delta"] = beyond_delta(ci, c["delta"])
@@ -796,7 +797,7 @@ _RESOLVE = (1.959963984540054 + 0.8416212335729143) / 1.959963984540054
 def half_width(c: dict) -> float | None:
     """The half-width, on the log scale, of the CI the verdict uses (the
     estimate's, else the ratio's); None without one."""
-    ci = c.get("ci95_estimate") if "estimate" in c else c.get("ci95_ratio")
+    ci = Entry(c).verdict_ratio[1]
     if not ci or ci[0] <= 0 or ci[1] <= 0:
         return None
     return (math.log(ci[1]) - math.log(ci[0])) / 2
@@ -840,7 +841,7 @@ def advice(c: dict, alpha: float = ALPHA) -> dict:
     checks the sizing on the rule itself). Without a CI (too few processes
     for one), the normal sizing formula over the robust CV."""
     d = c["delta"]
-    est = c.get("estimate", c["ratio"])
+    est = Entry(c).verdict_ratio[0]
     ch = abs(math.log(est)) if est and est > 0 else abs(c["change"])
     n = max(c["n_a"], c["n_b"])
     hw = half_width(c)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from .model import Comparison
 from .redact import redact
 
 GOOD, BAD, SKIP = 0, 1, 125
@@ -17,7 +18,7 @@ GOOD, BAD, SKIP = 0, 1, 125
 def exit_code(doc: dict, run_code: int) -> int:
     if run_code >= 128:       # interrupted: git bisect run stops, as the user asked
         return run_code
-    verdicts = [e.get("verdict") for e in doc.get("comparisons") or []]
+    verdicts = [e.verdict for e in Comparison.from_json(doc).comparisons]
     if run_code != 0 or not verdicts:
         return SKIP
     if "slower" in verdicts:

@@ -6,12 +6,20 @@ and check their input first."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import UsageError
-from .model import Comparison, Summary, process_median, result_key
+from . import __version__
+from .counters import is_helper
+from .env import differences
+from .errors import UnknownRun, UsageError
+from .model import (FLEET_SCHEMA, Comparison, Entry, Summary, plan_of, process_median, result_key, same_machine,
+                    switches_of)
+from .probe import host_arch
 from .safetext import printable
+from .targets.vm.withhold import withhold_emulated
 
 # (column, summary key) of the measuring side's CPU time in the savings table
 _CPU_PARTS = (("user", "user_ns_per_op"), ("system", "sys_ns_per_op"))
@@ -26,7 +34,7 @@ def _process_columns(procs: list[dict]) -> dict[str, list]:
     operation: user, system, user+system, elapsed (its median batch), cycles,
     and the whole system (both sides' user+system) where a helper takes part;
     a process without one is left out of that column."""
-    from .stats import process_stats
+    from .stats import process_stats   # numpy (stats): only when it compares
 
     cols: dict[str, list] = {k: [] for k in ("user", "system", "user+system", "elapsed", "cycles", "whole system")}
     for p in procs:
@@ -64,7 +72,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
     per_process = bool(ca["elapsed"] and cb["elapsed"])
 
     def row(s: dict, cols: dict) -> dict:
-        from .stats import median
+        from .stats import median   # numpy (stats): only when it compares
 
         if per_process:
             r = {k: (median(v) if v else None) for k, v in cols.items()}
@@ -88,7 +96,7 @@ def savings(sa: dict, sb: dict, switches: int, procs_a: list[dict] | None = None
     out: dict = {"A": a, "B": b, "difference": diff, "improvement": pct}
     if not per_process:
         return out
-    from . import abtest
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     ci_d: dict = {}
     ci_i: dict = {}
@@ -135,7 +143,7 @@ def system_wide(triples: list[tuple[dict, dict, dict]], switches: dict[str, int]
     share of B's user+system over both (the seed's 5.8%: 5.52 s / 95.24 s)
     and of A's, each with its bootstrap CI over the four arms' processes.
     triples: (entry, result A, result B) of the compared benchmarks."""
-    from . import abtest
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     groups: dict[tuple, dict] = {}
     for e, ra, rb in triples:
@@ -215,8 +223,6 @@ def counter_median(p: dict, counter: str) -> float | None:
     window, a timer interrupt above all, only adds instructions: the
     smallest window is the operation's own count, exact when one window in
     the process was clean). None when not counted."""
-    import statistics
-
     vals = [(s.get("counters") or {}).get(counter) for s in p.get("samples") or []]
     nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not nums or len(nums) != len(vals):
@@ -251,7 +257,7 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
                for arm, r, m in (("A", res_a, ma), ("B", res_b, mb)) if len(m) < 2]
         e.update(verdict=None, status="not compared: fewer than 2 processes in " + "; ".join(why))
         return e
-    from . import abtest
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     e.update(abtest.compare_arms(ma, mb, delta=delta, rounds=rounds_of(res_a, res_b, ma, mb) if interleaved else None))
     if on is not None:
@@ -297,9 +303,8 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
     (abtest.counter_ratio: the resampling of the time ratio's CI); an
     event this machine could not count says so (status unsupported or not
     counted, with the probe's reason). {} when no counters were asked for."""
-    from . import abtest
-    from .counters import is_helper
-    from .stats import process_stats
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
+    from .stats import process_stats   # numpy (stats): only when it compares
 
     sa, sb = Summary.of(res_a), Summary.of(res_b)
     ca, cb = sa.get("counters") or {}, sb.get("counters") or {}
@@ -345,7 +350,7 @@ def counters_compared(res_a: dict, res_b: dict) -> dict:
 
 def finish(entries: list[dict]) -> tuple[list[dict], dict]:
     """Holm across the compared benchmarks, verdicts, and the report summary."""
-    from . import abtest
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     idx = [i for i, e in enumerate(entries) if "ratio" in e]
     decided = abtest.decide([entries[i] for i in idx]) if idx else []
@@ -357,7 +362,7 @@ def finish(entries: list[dict]) -> tuple[list[dict], dict]:
 
 def document(*, kind: str, interleaved: bool, entries: list[dict], summary: dict, delta: float,
              a: dict, b: dict, aa: bool, **context) -> dict:
-    return Comparison(kind, interleaved, aa, a, b, delta, entries, summary, context).to_json()
+    return Comparison(kind, interleaved, aa, a, b, delta, [Entry(e) for e in entries], summary, context).to_json()
 
 
 def ab_document(results: list[dict], *, a: str, b: str, delta: float, run_id, env,
@@ -419,7 +424,7 @@ def settled_after(pairs: list[tuple[list[dict], list[dict]]], *, delta: float, r
     (its A and B processes), whether it is settled (the same replay as the
     final document's, so the two agree). One that cannot be compared (an
     arm failed or is unsupported) is settled: more rounds would not help."""
-    from . import sequential
+    from . import sequential   # numpy, scipy: only when it compares; commands pair and check their input first
 
     got = [arms(pa, pb) for pa, pb in pairs]
     decided, _ = sequential.decide([g if min(len(g[1]), len(g[3])) >= 2 else None for g in got],
@@ -435,7 +440,7 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
     look that settled it (in a run that measured it no more after that,
     which is how `ab` runs, the same processes as its summaries). Returns
     the entries, the summary and the design record."""
-    from . import abtest, sequential
+    from . import abtest, sequential   # numpy, scipy: only when it compares; commands pair and check their input first
 
     got = [arms(ra.get("processes") or [], rb.get("processes") or []) if "ratio" in e else None
            for e, (ra, rb) in zip(entries, pairs)]
@@ -456,44 +461,22 @@ def finish_sequential(entries: list[dict], pairs: list[tuple[dict, dict]], delta
 
 
 def _host_arch() -> str:
-    from .probe import host_arch
-
     return host_arch()
 
 
-def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
-    """The `opcost.comparison/1` document of a variants run from its results:
-    the builds in -D order, then (op mode) the empty-opcost_op reference, as
-    `opcost variants` measures and stores them (so `show` rebuilds it). With
-    several CPUs (--cpu 0-1) every build runs on each: each CPU's builds are
-    compared with that CPU's first build, and net of that CPU's reference.
-    With several machines (--over kernel=K1|K2, cmdline=...: the vm target)
-    likewise per machine, except with one -D: then the build on each machine
-    is compared with it on the first (kernel against kernel, as `ab`)."""
-    def machine(r: dict) -> tuple:
-        return (r["params"].get("kernel"), r["params"].get("cmdline"))
+def _machine(r: dict) -> tuple:
+    """The machine a variants result ran on (the vm target's --over kernel=, cmdline=)."""
+    return (r["params"].get("kernel"), r["params"].get("cmdline"))
 
-    mine = [r for r in res if not r["params"].get("reference")]
-    refs: dict = {}
-    for r in res:
-        if r["params"].get("reference"):
-            refs.setdefault((r["params"].get("cpu"), machine(r)), r)
-    cpus = list(dict.fromkeys(r["params"].get("cpu") for r in mine))
-    machines = list(dict.fromkeys(machine(r) for r in mine))
-    across = len(machines) > 1 and len({r["params"].get("define") for r in mine}) == 1
 
-    def group(r: dict) -> tuple:
-        return (r["params"].get("cpu"),) if across else (r["params"].get("cpu"), machine(r))
+def _ref_ns(refs: dict, r: dict) -> float | None:
+    """The median of the empty-opcost_op reference measured beside `r` (its CPU and machine)."""
+    ref = refs.get((r["params"].get("cpu"), _machine(r)))
+    return Summary.of(ref).median_ns if ref else None
 
-    keys = list(dict.fromkeys(group(r) for r in mine))
-    groups = [[r for r in mine if group(r) == k] for k in keys]
-    entries = [entry(g[0], r, delta=delta, key=r["key"], interleaved=True) for g in groups for r in g[1:]]
-    entries, summary = finish(entries)
 
-    def ref_ns(r: dict):
-        ref = refs.get((r["params"].get("cpu"), machine(r)))
-        return Summary.of(ref).median_ns if ref else None
-
+def _builds(mine: list[dict], refs: dict, cpus: list, machines: list) -> list[dict]:
+    """The builds' row of a variants document: median, cycles, and net of the call's reference."""
     builds = []
     for r in mine:
         s = Summary.of(r)
@@ -502,21 +485,26 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
         if len(cpus) > 1:
             d["cpu"] = r["params"].get("cpu")
         if len(machines) > 1:
-            d.update({k: v for k, v in zip(("kernel", "cmdline"), machine(r)) if v is not None})
+            d.update({k: v for k, v in zip(("kernel", "cmdline"), _machine(r)) if v is not None})
         if r["params"].get("cflags_for"):
             d["cflags_for"] = r["params"]["cflags_for"]   # its own flags, after cflags (--cflags-for)
-        rn = ref_ns(r)
+        rn = _ref_ns(refs, r)
         if rn is not None and s.get("median_ns") is not None:
             d["net_median_ns"] = s["median_ns"] - rn
         builds.append(d)
+    return builds
+
+
+def _variants_info(mine: list[dict], refs: dict, cpus: list, machines: list, across: bool) -> dict:
+    """A variants document's `variants`: what was built how, the builds, the call's overhead, where it ran."""
     p = mine[0]["params"]
-    ref0 = refs.get((p.get("cpu"), machine(mine[0])))
+    ref0 = refs.get((p.get("cpu"), _machine(mine[0])))
     info = {"source": p["source"], "mode": p["mode"], "cc": p["cc"], "cflags": p["cflags"],
-            "baseline": mine[0]["key"], "builds": builds,
+            "baseline": mine[0]["key"], "builds": _builds(mine, refs, cpus, machines),
             "call_overhead": None if ref0 is None else {
                 "what": "an empty opcost_op (return x) built with the same compiler and flags, measured "
                         "interleaved; comparisons and medians include it, net_median_ns does not",
-                "median_ns": ref_ns(mine[0]), "median_cycles": Summary.of(ref0).get("median_cycles")}}
+                "median_ns": _ref_ns(refs, mine[0]), "median_cycles": Summary.of(ref0).get("median_cycles")}}
     if len(cpus) > 1:
         info["cpus"] = cpus
         if refs:
@@ -533,6 +521,36 @@ def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
                                     "emulation): the timings are the emulator's, not the CPU's cost; correctness only"}
     if p.get("ops"):
         info["ops"] = int(p["ops"])
+    return info
+
+
+def variants_document(res: list[dict], *, delta: float, run_id, env) -> dict:
+    """The `opcost.comparison/1` document of a variants run from its results:
+    the builds in -D order, then (op mode) the empty-opcost_op reference, as
+    `opcost variants` measures and stores them (so `show` rebuilds it). With
+    several CPUs (--cpu 0-1) every build runs on each: each CPU's builds are
+    compared with that CPU's first build, and net of that CPU's reference.
+    With several machines (--over kernel=K1|K2, cmdline=...: the vm target)
+    likewise per machine, except with one -D: then the build on each machine
+    is compared with it on the first (kernel against kernel, as `ab`)."""
+    mine = [r for r in res if not r["params"].get("reference")]
+    refs: dict = {}
+    for r in res:
+        if r["params"].get("reference"):
+            refs.setdefault((r["params"].get("cpu"), _machine(r)), r)
+    cpus = list(dict.fromkeys(r["params"].get("cpu") for r in mine))
+    machines = list(dict.fromkeys(_machine(r) for r in mine))
+    across = len(machines) > 1 and len({r["params"].get("define") for r in mine}) == 1
+
+    def group(r: dict) -> tuple:
+        return (r["params"].get("cpu"),) if across else (r["params"].get("cpu"), _machine(r))
+
+    keys = list(dict.fromkeys(group(r) for r in mine))
+    groups = [[r for r in mine if group(r) == k] for k in keys]
+    entries = [entry(g[0], r, delta=delta, key=r["key"], interleaved=True) for g in groups for r in g[1:]]
+    entries, summary = finish(entries)
+    info = _variants_info(mine, refs, cpus, machines, across)
+    p = mine[0]["params"]
     if len(keys) == 1:
         base = mine[0]["key"]
     elif across:
@@ -611,7 +629,7 @@ def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float
         e = entry(a, b, delta=delta, key=k, switches=switches.get(a["bench"], 0))
         if "ratio" in e and max(len(rs[0]), len(rs[1])) > 1 and min(len(rs[0]), len(rs[1])) >= 1:
             # 1 against k (issue 37): every run's processes, not the first run's alone
-            from . import abtest
+            from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
             pooled = [[m for _, d in side for m in Summary.of(d).process_medians] for side in rs]
             e.update(abtest.compare_arms(pooled[0], pooled[1], delta=delta))
@@ -638,7 +656,7 @@ def stored_runs_document(runs_a: list[dict], runs_b: list[dict], *, delta: float
 def _runs_entry(key: str, res: dict, ra: list[tuple], rb: list[tuple], *, delta: float) -> dict:
     """One benchmark variant compared run against run (replicates.compare_runs):
     `ra`, `rb` its (run id, result) on each side."""
-    from . import replicates
+    from . import replicates   # numpy, scipy: only when it compares; commands pair and check their input first
 
     def side(rs: list[tuple]) -> dict:
         sums = [Summary.of(r) for _, r in rs]
@@ -665,13 +683,13 @@ def _runs_entry(key: str, res: dict, ra: list[tuple], rb: list[tuple], *, delta:
 def _finish_stored(entries: list[dict]) -> list[dict]:
     """Verdicts of a stored comparison: the run-level entries by
     replicates.decide (Holm over them), the one-run-a-side ones withheld."""
-    from . import replicates
+    from . import replicates   # numpy, scipy: only when it compares; commands pair and check their input first
 
     out = list(entries)
-    runs = [i for i, e in enumerate(out) if e.get("unit") == replicates.UNIT]
+    runs = [i for i, e in enumerate(out) if Entry(e).run_level]
     for i, d in zip(runs, replicates.decide([out[i] for i in runs]) if runs else []):
         out[i] = d
-    procs = [i for i, e in enumerate(out) if "ratio" in e and e.get("unit") != replicates.UNIT]
+    procs = [i for i, e in enumerate(out) if Entry(e).compared and not Entry(e).run_level]
     if procs:
         done, _ = finish([out[i] for i in procs])
         for i, d in zip(procs, done):
@@ -684,7 +702,7 @@ def _finish_stored(entries: list[dict]) -> list[dict]:
 
 def _counted(entries: list[dict]) -> dict:
     """abtest.summary over the compared entries, counting only those with a verdict."""
-    from . import abtest
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     s = abtest.summary([e for e in entries if "ratio" in e])
     s["counts"] = {v: sum(1 for e in entries if e.get("verdict") == v) for v in abtest.VERDICTS}
@@ -694,7 +712,6 @@ def _counted(entries: list[dict]) -> dict:
 def resolve_side(store, ref: str) -> list[int]:
     """One side of `compare`: a run reference, or several joined by commas
     (12,13,14); a reference that names a run as a whole wins."""
-    from .errors import UnknownRun
 
     try:
         return [store.resolve(ref)]
@@ -713,9 +730,6 @@ def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag
     by commas, or a list of them; refused when a run is on both sides, or
     runs whose machines differ unless `force` (the option that says so:
     `force_flag`). Switches per operation come from the runs' plans (A's first)."""
-    from .env import differences
-    from .model import plan_of, same_machine, switches_of
-
     sides = []
     for ref in (ref_a, ref_b):
         refs = [ref] if isinstance(ref, str) else list(ref)
@@ -748,22 +762,18 @@ def stored_comparison(doc: dict) -> dict | None:
     per operation, --allow-emulated): the opcost.comparison/1 document `show`
     and every `report` format render. None: any other run, or one whose plan
     is not known (or does not match its results)."""
-    from .model import plan_of
-
     plan = plan_of(doc)
     if plan is None or plan.kind != doc.get("kind"):
         return None
     res = doc["results"]
     if (plan.kind == "ab" and plan.a is not None and plan.b is not None and plan.delta is not None
             and len(res) == 2 * len(plan.specs)):
-        from .targets.vm.withhold import withhold_emulated
 
         with deciding_on(plan.verdict_on):
             cdoc = ab_document(res, a=plan.a, b=plan.b, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"),
                                switches=plan.switches)
         return withhold_emulated(cdoc, plan.allow_emulated)
     if plan.kind == "variants" and plan.delta is not None and res:
-        from .targets.vm.withhold import withhold_emulated
 
         with deciding_on(plan.verdict_on):
             cdoc = variants_document(res, delta=plan.delta, run_id=doc["run_id"], env=doc.get("env"))
@@ -785,9 +795,6 @@ def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str
     of the record gives the same); across hosts, per benchmark (per
     compared build), the host is the unit (abtest.across_hosts over the log
     of each host's verdict estimate)."""
-    from . import __version__
-    from .model import FLEET_SCHEMA
-
     rows = []
     for h in hosts:
         doc = h.get("document")
@@ -798,8 +805,8 @@ def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str
     head: dict = {"schema": FLEET_SCHEMA, "opcost_version": __version__, "kind": plan.of or "ab", "run_id": run_id,
                   "fleet": fleet_id}
     if plan.of == "variants":   # each build against the first, by its name (-DNAME)
-        entries = [e for r in rows for e in (r["comparison"] or {}).get("comparisons", [])]
-        keys = list(dict.fromkeys(e["key"] for e in entries if "key" in e))
+        entries = [e for r in rows if r["comparison"] for e in Comparison.from_json(r["comparison"]).comparisons]
+        keys = list(dict.fromkeys(e.key for e in entries))
         baseline = next((r["comparison"]["variants"]["baseline"] for r in rows
                          if r["comparison"] and "variants" in r["comparison"]), None)
         head.update(source=plan.specs[0] if plan.specs else None, baseline=baseline)
@@ -813,22 +820,21 @@ def fleet_document(hosts: list[dict], *, plan, run_id: int | None, fleet_id: str
 def _across(rows: list[dict], keys: list[str], by: str, delta: float, alpha: float) -> list[dict]:
     """Per key (a benchmark of ab: by="bench"; a compared build of variants:
     by="key"), each host's figure and the hosts' together."""
-    import math
 
-    from . import abtest
-    from .model import verdict_estimate
+    from . import abtest   # numpy, scipy: only when it compares; commands pair and check their input first
 
     out = []
     for key in keys:
         per = []
         op = bench = None
         for r in rows:
-            e = next((e for e in (r["comparison"] or {}).get("comparisons", []) if e.get(by) == key), None)
-            if e is None or "ratio" not in e or not e.get("verdict"):
+            entries = Comparison.from_json(r["comparison"]).comparisons if r["comparison"] else []
+            e = next((e for e in entries if (e.key if by == "key" else e.bench) == key), None)
+            if e is None or not e.compared or not e.verdict:
                 continue
-            op, bench = op or e.get("op"), bench or e.get("bench")
-            est, ci = verdict_estimate(e)
-            per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e["verdict"]})
+            op, bench = op or e.raw.get("op"), bench or e.bench
+            est, ci = e.verdict_ratio
+            per.append({"host": r["host"], "ratio": est, "ci95": ci, "verdict": e.verdict})
         counts = {v: 0 for v in abtest.VERDICTS}
         for p in per:
             counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
@@ -847,8 +853,6 @@ def stored_fleet(store, doc: dict) -> dict | None:
     (`fleet variants`) printed it: its hosts' runs (label fleet=ID, host=NAME) loaded and put
     together by fleet_document. None: not a fleet record (or its plan is
     not known)."""
-    from .model import plan_of
-
     plan = plan_of(doc)
     fleet_id = (doc.get("labels") or {}).get("fleet")
     if plan is None or plan.kind != "fleet" or doc.get("kind") != "fleet" or not fleet_id:

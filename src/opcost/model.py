@@ -199,7 +199,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from . import __version__
 from .errors import UsageError
@@ -208,6 +208,8 @@ RESULT_SCHEMA = "opcost.result/1"
 COMPARISON_SCHEMA = "opcost.comparison/1"
 SERIES_SCHEMA = "opcost.series/1"
 FLEET_SCHEMA = "opcost.fleet/1"
+T = TypeVar("T")
+P = TypeVar("P", bound="Part")
 KINDS = {RESULT_SCHEMA: "result", COMPARISON_SCHEMA: "comparison", SERIES_SCHEMA: "series", FLEET_SCHEMA: "fleet"}
 
 
@@ -689,28 +691,387 @@ class Run:
 REFERENCE_NAME = "(empty opcost_op)"
 
 
+class Field(Generic[T]):
+    """A field of a document part that holds its JSON object (`raw`): read
+    from it (absent: the default), written to it. `ratio = Field[float | None]()`."""
+
+    def __init__(self, default: Any = None):
+        self.default = default
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> "Field[T]": ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        v = obj.raw.get(self.name)
+        if v is None:   # a fresh empty list or dict each time, never one shared
+            return type(self.default)() if isinstance(self.default, (list, dict)) else self.default
+        return v
+
+    def __set__(self, obj: Any, value: T) -> None:
+        obj.raw[self.name] = value
+
+
+@dataclass
+class Part:
+    """A part of a document that holds its JSON object (`raw`, in the
+    document's order) and reads its fields from it (Field): `to_json` gives
+    the object back unchanged, `from_json` takes it (not a copy)."""
+    raw: dict
+
+    def to_json(self) -> dict:
+        return self.raw
+
+    @classmethod
+    def from_json(cls: type[P], d: dict) -> P:
+        return cls(d)
+
+
+@dataclass
+class Entry(Part):
+    """One benchmark of a comparison (`comparisons[]`), typed: its identity,
+    its arms' summaries, the statistics and the verdict as attributes, the
+    derived figures (the B/A the verdict rests on, whether the run is the
+    unit, whether it was compared) as properties defined here only.
+
+    Its fields vary with the kind and the design (fixed or sequential ab,
+    stored runs, counters, savings: 40 and growing, see the history above),
+    and abtest.py, replicates.py and sequential.py add them in the order the
+    documents have always had: so the entry holds its JSON object (`raw`,
+    in that order) and reads every field from it; an absent field reads as
+    None (or empty). `to_json` gives the object back unchanged."""
+
+    # identity
+    @property
+    def bench(self) -> str:
+        return str(self.raw["bench"])
+
+    @property
+    def key(self) -> str:
+        return str(self.raw.get("key") or self.raw["bench"])
+
+    @property
+    def op(self) -> str:
+        return str(self.raw.get("op") or "")
+
+    status = Field[str | None]()   # why an arm has no data (not compared)
+
+    @property
+    def summary_a(self) -> Summary:
+        return Summary.of(self.raw.get("a"))
+
+    @property
+    def summary_b(self) -> Summary:
+        return Summary.of(self.raw.get("b"))
+
+    @property
+    def params_a(self) -> dict:
+        return dict((self.raw.get("a") or {}).get("params") or {})
+
+    @property
+    def params_b(self) -> dict:
+        return dict((self.raw.get("b") or {}).get("params") or {})
+
+    # the statistics (abtest.compare_arms, replicates.compare_runs)
+    @property
+    def compared(self) -> bool:
+        """Both arms had data: the entry has its statistics (else only `status`)."""
+        return "ratio" in self.raw
+
+    @property
+    def run_level(self) -> bool:
+        """The run is the unit (a stored compare of 2+ runs a side: replicates.py)."""
+        return self.raw.get("unit") == "run"
+
+    @property
+    def verdict_ratio(self) -> tuple[Any, Any]:
+        """The B/A the verdict rests on and its 95% CI: the `estimate`
+        (issue 25: Hodges-Lehmann, paired or not) when the entry has one, else
+        (a document from before) the ratio of medians."""
+        if "estimate" in self.raw:
+            return self.raw.get("estimate"), self.raw.get("ci95_estimate")
+        return self.raw.get("ratio"), self.raw.get("ci95_ratio")
+
+    @property
+    def verdict(self) -> str | None:
+        return self.raw.get("verdict")
+
+    @verdict.setter
+    def verdict(self, v: str | None) -> None:
+        self.raw["verdict"] = v
+
+    @property
+    def withheld(self) -> str | None:
+        """Why the entry has no verdict although it was compared (emulated, one run a side)."""
+        return self.raw.get("withheld")
+
+    @withheld.setter
+    def withheld(self, why: str) -> None:
+        self.raw["withheld"] = why
+
+    @property
+    def flags(self) -> list[dict]:
+        return [f for f in self.raw.get("flags") or [] if isinstance(f, dict)]
+
+    ratio = Field[float | None]()
+    ci95_ratio = Field[list | None]()
+    median_a = Field[float | None]()
+    median_b = Field[float | None]()
+    p_value = Field[float | None]()
+    p_adjusted = Field[float | None]()
+    p_floor = Field[float](0.0)   # the smallest p these sizes can give
+    delta = Field[float | None]()
+    n_a = Field[int | None]()
+    n_b = Field[int | None]()
+    unit = Field[str | None]()
+    estimator = Field[str | None]()
+    test = Field[str | None]()
+    ci_scope = Field[str | None]()       # its CI and p are within the runs (issue 37)
+    processes_needed = Field[int | None]()
+    schedule = Field[int | None]()
+    schedule_note = Field[str | None]()
+    runs_needed = Field[int | None]()
+    # what the entry carries beside (each a dict, or None)
+    decided_on = Field[dict | None]()  # --verdict-on: the counter decided on
+    mitigations = Field[dict | None]()  # the vm guests' mitigations, A and B
+    counters = Field[dict | None]()      # per counter, B against A (issue 17)
+    savings = Field[dict | None]()        # seed 000's savings
+    sequential = Field[dict | None]()  # the looks of a sequential design
+
+    @property
+    def inconclusive_for_now(self) -> bool:
+        """Inconclusive with an estimate of the processes that would decide it."""
+        return self.raw.get("verdict") == "inconclusive" and "processes_needed" in self.raw
+
+
 @dataclass
 class Comparison:
     """What `ab`, `compare` and `variants` decided: one entry per benchmark
     (statistics from abtest.py), the summary over them, and what was
     compared with what. `context` holds the kind's own fields (env, or
-    env_a/env_b/env_differences/unmatched, variants), in their order."""
+    env_a/env_b/env_differences/unmatched, variants, design, system_wide), in
+    their order."""
     kind: str
     interleaved: bool
     aa: bool
     a: dict
     b: dict
     delta_requested: float
-    comparisons: list[dict]
+    comparisons: list[Entry]
     summary: dict
     context: dict = field(default_factory=dict)
     opcost_version: str = __version__
 
+    _OWN = ("schema", "opcost_version", "kind", "interleaved", "aa", "a", "b", "delta_requested", "comparisons",
+            "summary")
+
     def to_json(self) -> dict:
         return {"schema": COMPARISON_SCHEMA, "opcost_version": self.opcost_version, "kind": self.kind,
                 "interleaved": self.interleaved, "aa": self.aa, "a": self.a, "b": self.b,
-                "delta_requested": self.delta_requested, **self.context, "comparisons": self.comparisons,
-                "summary": self.summary}
+                "delta_requested": self.delta_requested, **self.context,
+                "comparisons": [e.to_json() for e in self.comparisons], "summary": self.summary}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Comparison":
+        """A comparison document read back; its entries share the document's
+        objects (a change through an Entry is a change of the document)."""
+        return cls(str(d.get("kind") or ""), bool(d.get("interleaved")), bool(d.get("aa")), d.get("a") or {},
+                   d.get("b") or {}, d.get("delta_requested") or 0.0,
+                   [Entry(e) for e in d.get("comparisons") or [] if isinstance(e, dict)],
+                   d["summary"] if isinstance(d.get("summary"), dict) else {}, {k: v for k, v in d.items() if k not in cls._OWN},
+                   d.get("opcost_version", __version__))
+
+    @property
+    def run_level(self) -> bool:
+        """Some entry has the run as its unit (a stored compare of 2+ runs a side)."""
+        return any(e.run_level for e in self.comparisons)
+
+    @property
+    def methods(self) -> str:
+        """What the B/A and p of the comparison's table are: each estimator and
+        test its entries used, once ("" for a document from before)."""
+        est = list(dict.fromkeys(e.estimator for e in self.comparisons if isinstance(e.estimator, str)))
+        tests = list(dict.fromkeys(e.test for e in self.comparisons if isinstance(e.test, str)))
+        if not est and not tests:
+            return ""
+        return f"B/A: {'; '.join(est)}; p: {'; '.join(tests)}"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The summary's count of each verdict."""
+        c = self.summary.get("counts")
+        return dict(c) if isinstance(c, dict) else {}
+
+    @property
+    def geomean_ratio(self) -> float | None:
+        return self.summary.get("geomean_ratio")
+
+    @property
+    def sequential(self) -> bool:
+        """An `ab` of the sequential design (its looks in context["design"])."""
+        return (self.context.get("design") or {}).get("kind") == "sequential"
+
+
+# --- opcost.series/1 ------------------------------------------------------------
+
+@dataclass
+class SeriesLabel(Part):
+    """One label of a series document (`labels[]`): its value and runs, the
+    statistics of changepoint.labels_table (processes, median, CI, change
+    against the previous and the first label), whether the new level begins
+    there, its flags. Holds its JSON object (`raw`, in the document's order),
+    as Entry does."""
+
+    @property
+    def value(self) -> str:
+        return str(self.raw.get("value"))
+
+    @property
+    def flags(self) -> list[dict]:
+        return [f for f in self.raw.get("flags") or [] if isinstance(f, dict)]
+
+    @property
+    def flag_names(self) -> list[str]:
+        """Its flags' names, once each, in order."""
+        return list(dict.fromkeys(str(f["flag"]) for f in self.flags if f.get("flag")))
+
+    @property
+    def process_medians(self) -> list[float]:
+        return Summary({"process_medians_ns": self.raw.get("process_medians_ns")}).process_medians
+
+    runs = Field[list]([])
+    params = Field[dict]({})
+    n_processes = Field[int](0)
+    median_ns = Field[float | None]()
+    ci95_ns = Field[list | None]()
+    vs_previous = Field[dict | None]()   # {change, ci95_change}, None for the first label
+    vs_first = Field[dict | None]()
+    change_point = Field[bool](False)    # the new level begins here
+    emulated = Field[bool](False)        # its figures came from a QEMU TCG guest (issue 27)
+    boots = Field[dict | None]()         # --vm-procs N > 1: within- against between-boot spread
+
+
+@dataclass
+class ChangePoint(Part):
+    """A change point of a series (`change_points[]`, `withheld_change_points[]`,
+    or with `why`, `rejected[]`): where, how large, its test and verdict,
+    the segments either side, the two neighbouring labels alone."""
+
+    @property
+    def index(self) -> int:
+        return int(self.raw["index"])
+
+    @property
+    def label(self) -> str:
+        return str(self.raw.get("label"))
+
+    @property
+    def previous(self) -> str:
+        return str(self.raw.get("previous"))
+
+    change = Field[float]()
+    ci95_change = Field[list | None]()
+    ratio = Field[float]()
+    ci95_ratio = Field[list | None]()
+    p_value = Field[float | None]()
+    p_adjusted = Field[float | None]()
+    delta = Field[float | None]()
+    verdict = Field[str | None]()
+    left = Field[dict]({})          # {first, last, n_labels, n_processes}
+    right = Field[dict]({})
+    neighbours = Field[dict | None]()   # {ratio, ci95_ratio, p_value, verdict} of the two labels alone
+    unconfirmed = Field[bool](False)    # at an end of the series: rests on one label
+    confirm = Field[str | None]()       # how to confirm it, when unconfirmed
+    why = Field[str | None]()           # a rejected candidate's reason
+
+
+@dataclass
+class Series:
+    """An `opcost.series/1` document (series.py builds it): the labels in
+    order, the noise and the candidates of the change-point search, the
+    change points confirmed and the candidates rejected. `context` holds
+    what follows `notes`, in its order: run_id and env (measured) or
+    env_differences (stored), allow_emulated, withheld and
+    withheld_change_points (targets.vm.withhold), decided_on (--verdict-on)."""
+    kind: str
+    interleaved: bool
+    bench: str
+    spec: str
+    by: str
+    order: str
+    differing: dict
+    labels: list[SeriesLabel]
+    noise: dict
+    candidates: dict
+    unit: str
+    change_points: list[ChangePoint]
+    rejected: list[ChangePoint]
+    delta_requested: float
+    alpha: float
+    notes: list[str]
+    context: dict = field(default_factory=dict)
+    opcost_version: str = __version__
+
+    _OWN = ("schema", "opcost_version", "kind", "interleaved", "bench", "spec", "by", "order", "differing", "labels",
+            "noise", "candidates", "unit", "change_points", "rejected", "delta_requested", "alpha", "notes")
+
+    def to_json(self) -> dict:
+        return {"schema": SERIES_SCHEMA, "opcost_version": self.opcost_version, "kind": self.kind,
+                "interleaved": self.interleaved, "bench": self.bench, "spec": self.spec, "by": self.by,
+                "order": self.order, "differing": self.differing, "labels": [lb.to_json() for lb in self.labels],
+                "noise": self.noise, "candidates": self.candidates, "unit": self.unit,
+                "change_points": [c.to_json() for c in self.change_points],
+                "rejected": [c.to_json() for c in self.rejected], "delta_requested": self.delta_requested,
+                "alpha": self.alpha, "notes": self.notes, **self.context}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Series":
+        """A series document read back (its labels and points share the document's objects)."""
+        def points(k: str) -> list[ChangePoint]:
+            return [ChangePoint(c) for c in d.get(k) or [] if isinstance(c, dict)]
+
+        return cls(str(d.get("kind") or ""), bool(d.get("interleaved")), str(d.get("bench") or ""),
+                   str(d.get("spec") or d.get("bench") or ""), str(d.get("by") or ""), str(d.get("order") or ""),
+                   d.get("differing") or {}, [SeriesLabel(lb) for lb in d.get("labels") or [] if isinstance(lb, dict)],
+                   d.get("noise") or {}, d.get("candidates") or {}, str(d.get("unit") or "process"),
+                   points("change_points"), points("rejected"), d.get("delta_requested") or 0.0,
+                   d.get("alpha") or 0.0, list(d.get("notes") or []),
+                   {k: v for k, v in d.items() if k not in cls._OWN}, d.get("opcost_version", __version__))
+
+    @property
+    def withheld(self) -> str | None:
+        """Why no change point is given (labels emulated, without --allow-emulated)."""
+        return self.context.get("withheld")
+
+    @property
+    def withheld_change_points(self) -> list[ChangePoint]:
+        return [ChangePoint(c) for c in self.context.get("withheld_change_points") or [] if isinstance(c, dict)]
+
+    @property
+    def run_level(self) -> bool:
+        """The run is the unit (a stored series: Welch's t over the runs' figures)."""
+        return self.unit == "run"
+
+    @property
+    def flagged(self) -> bool:
+        """Some label carries flags."""
+        return any(lb.flags for lb in self.labels)
+
+    def withhold(self, why: str) -> None:
+        """No change point given (figures kept): they move to
+        withheld_change_points, no label is marked, `withheld` says why."""
+        self.context["withheld"] = why
+        self.context["withheld_change_points"] = [c.to_json() for c in self.change_points]
+        self.change_points = []
+        for lb in self.labels:
+            lb.change_point = False
 
 
 # --- the facts of the processes a summary covers --------------------------------
@@ -793,22 +1154,3 @@ def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
             out[k] = v
     out["flags"] = flags
     return out
-
-
-def verdict_estimate(e: Mapping) -> tuple[Any, Any]:
-    """The B/A a comparison entry's verdict rests on and its 95% CI: the
-    `estimate` (issue 25: Hodges-Lehmann, paired or not) when the entry has
-    one, else (a document from before) the ratio of medians."""
-    if "estimate" in e:
-        return e.get("estimate"), e.get("ci95_estimate")
-    return e.get("ratio"), e.get("ci95_ratio")
-
-
-def methods_text(entries) -> str:
-    """What the B/A and p of a comparison's table are: each estimator and
-    test its entries used, once ("" for a document from before)."""
-    est = list(dict.fromkeys(e["estimator"] for e in entries if isinstance(e.get("estimator"), str)))
-    tests = list(dict.fromkeys(e["test"] for e in entries if isinstance(e.get("test"), str)))
-    if not est and not tests:
-        return ""
-    return f"B/A: {'; '.join(est)}; p: {'; '.join(tests)}"

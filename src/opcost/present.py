@@ -24,9 +24,12 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import interrupts
+from . import formats, interrupts
 from .console import emit, table_stream, terminal_width, use_color
 from .errors import EXIT_BENCH_FAILED
+from .redact import redact
+from .store import default_store_path
+from .tables import format_results
 
 if TYPE_CHECKING:
     from .session import Measured, Settings
@@ -42,8 +45,6 @@ def present(doc: Any, formatter: Formatter, exports: list[tuple[str, str]], *, m
     code. `doc` None: nothing to export or print (a measured series too
     short to analyse), only the end of the run. `alone`: when an export goes
     to standard output, the document is the whole answer (no table)."""
-    from . import formats
-
     if doc is not None:
         written = measured.recorder.exports if measured is not None else []
         todo = [e for e in exports if e not in written]
@@ -98,7 +99,6 @@ def present_fleet(f, settings: Settings, formatter: Formatter, *, doc: dict | No
     store did not take its end)."""
     out = table_stream(settings.exports)
     if doc is not None:
-        from . import formats
 
         formats.write(settings.exports, doc)
         emit([formatter(doc, color=use_color(out), width=terminal_width(out))], out)
@@ -134,9 +134,6 @@ def present_fleet(f, settings: Settings, formatter: Formatter, *, doc: dict | No
 
 def store_name(url: str | None) -> str:
     """The store as a user would type it: ~ for the home directory, a URL's password masked."""
-    from .redact import redact
-    from .store import default_store_path
-
     text = str(default_store_path()) if url is None else redact(url)
     home = os.path.expanduser("~")
     return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + "/") else text
@@ -145,6 +142,4 @@ def store_name(url: str | None) -> str:
 def results_table(results: list[dict], *, color: bool, width: int | None, all_notes: bool = False) -> str:
     """The results table of `run` and of each host of `fleet run` (no colour
     in it): its notes one line per kind, or all of them (--notes)."""
-    from .tables import format_results
-
     return format_results(results, width=width, all_notes=all_notes)

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from .comparison import _source, counter_median, decided_counter, deciding_on
 from .errors import UsageError
-from .model import SERIES_SCHEMA, Summary, plan_of, process_median, process_medians, result_key, same_machine
+from .model import ChangePoint, Series, SeriesLabel, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
 from .spec import MIN_LABELS, expand, split_spec
 from .targets.vm.withhold import withhold_emulated_series
-from . import __version__
 
 
 
@@ -67,34 +66,31 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     cps = {c["index"] for c in a["change_points"]}
     rows = []
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
-        rows.append({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
-                     **row, "change_point": i in cps, "flags": lb.flags,
-                     "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {})})
+        rows.append(SeriesLabel({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
+                                 **row, "change_point": i in cps, "flags": lb.flags,
+                                 "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {})}))
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
         return {"first": labels[lo].value, "last": labels[hi - 1].value, "n_labels": hi - lo,
                 "n_processes": sum(len(lb.medians) for lb in labels[lo:hi])}
 
-    def point(c: dict) -> dict:
+    def point(c: dict) -> ChangePoint:
         ci = c.get("ci95_ratio")
         nb = c.get("neighbours")
-        return {"index": c["index"], "label": labels[c["index"]].value, "previous": labels[c["index"] - 1].value,
-                "change": c["ratio"] - 1, "ci95_change": None if ci is None else [ci[0] - 1, ci[1] - 1],
-                "ratio": c["ratio"], "ci95_ratio": ci, "p_value": c["p_value"],
-                "p_adjusted": c.get("p_adjusted"), "delta": c["delta"], "verdict": c.get("verdict"),
-                "left": side(c["left"]), "right": side(c["right"]),
-                "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
-                **unconfirmed(c["index"], labels, interleaved)}
+        return ChangePoint({
+            "index": c["index"], "label": labels[c["index"]].value, "previous": labels[c["index"] - 1].value,
+            "change": c["ratio"] - 1, "ci95_change": None if ci is None else [ci[0] - 1, ci[1] - 1],
+            "ratio": c["ratio"], "ci95_ratio": ci, "p_value": c["p_value"],
+            "p_adjusted": c.get("p_adjusted"), "delta": c["delta"], "verdict": c.get("verdict"),
+            "left": side(c["left"]), "right": side(c["right"]),
+            "neighbours": None if not nb else {k: nb[k] for k in ("ratio", "ci95_ratio", "p_value", "verdict")},
+            **unconfirmed(c["index"], labels, interleaved), **({"why": c["why"]} if "why" in c else {})})
 
-
-    return withhold_emulated_series({"schema": SERIES_SCHEMA, "opcost_version": __version__, "kind": kind, "interleaved": interleaved,
-            "bench": bench, "spec": spec, "by": by, "order": order, "differing": differing(labels),
-            "labels": rows, "noise": a["noise"], "candidates": a["candidates"],
-            "unit": "process" if interleaved else "run",
-            "change_points": [point(c) for c in a["change_points"]],
-            "rejected": [dict(point(c), why=c["why"]) for c in a["rejected"]],
-            "delta_requested": delta, "alpha": a["alpha"], "notes": notes, **context}, allow_emulated)
+    series = Series(kind, interleaved, bench, spec, by, order, differing(labels), rows, a["noise"], a["candidates"],
+                    "process" if interleaved else "run", [point(c) for c in a["change_points"]],
+                    [point(c) for c in a["rejected"]], delta, a["alpha"], notes, context)
+    return withhold_emulated_series(series, allow_emulated).to_json()
 
 
 def unconfirmed(index: int, labels: list[Label], interleaved: bool) -> dict:

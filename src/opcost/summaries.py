@@ -8,7 +8,9 @@ store's readers when a stored run is behind (`load_run(..., summaries=True)`).
 from __future__ import annotations
 
 from .budget import summary_of as budget_summary
+from .counters import _names, evaluate
 from .model import Summary, with_facts
+from .parallel import LOW_OVERLAP, overlap, rate
 
 
 def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
@@ -55,8 +57,7 @@ def derive(processes: list[dict], derived: list) -> dict:
     """summary["derived"]: per metric, the median over processes of the
     metric computed from that process's per-op counter medians (and its median
     ns per op). A metric whose inputs were not counted says which ones."""
-    from .counters import _names, evaluate
-    from .stats import median, process_stats
+    from .stats import median, process_stats   # numpy (stats): when a summary is computed, not when this module loads
 
     per_proc = []
     for p in processes:
@@ -89,7 +90,7 @@ def derive(processes: list[dict], derived: list) -> dict:
 def running_fractions(processes: list[dict]) -> dict:
     """summary["counters_running"]: for each counter that was multiplexed in
     any measured batch, the median share of the batch it was counting."""
-    from .stats import median
+    from .stats import median   # numpy (stats): when a summary is computed, not when this module loads
 
     acc: dict[str, list[float]] = {}
     for p in processes:
@@ -101,8 +102,7 @@ def running_fractions(processes: list[dict]) -> dict:
 
 def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dict:
     """summary["parallel"] (and result["parallel"]) of opcost.result/1."""
-    from .parallel import LOW_OVERLAP, overlap, rate
-    from .stats import median
+    from .stats import median   # numpy (stats): when a summary is computed, not when this module loads
 
     single_rate = {p["index"]: rate(p["samples"], p.get("header")) for p in processes if p.get("samples")}
     out_rounds = []

@@ -4,12 +4,14 @@ codes when piped, so it can be read at a glance and diffed."""
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
-import re
 
+from .counters import CLOCK_EVENTS, display_name, split_name
+from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, result_key
 from .safetext import printable
-from .model import Summary, methods_text, result_key, verdict_estimate
 
 
 def fmt_ns(x: Any) -> str:
@@ -96,12 +98,7 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
     counters, parallel = [], []
     disturbed, measured = disturbed_rounds(results)
     if disturbed:
-        counts = set(disturbed.values())
-        which = (f"{'rounds' if len(disturbed) > 1 else 'round'} {', '.join(str(r + 1) for r in disturbed)} "
-                 f"{'were' if len(disturbed) > 1 else 'was'} an outlier in {counts.pop()}" if len(counts) == 1 else
-                 "rounds " + ", ".join(f"{r + 1} ({n})" for r, n in disturbed.items()) + " were outliers in that many")
-        notes.append(Note("disturbed", "", f"{which} of {measured} benchmarks: the machine was disturbed then, "
-                          "not one benchmark"))
+        notes.append(_disturbed_note(disturbed, measured))
     for r in results:
         s = Summary.of(r)
         name = printable(result_key(r))
@@ -123,41 +120,7 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
         rows.append([name, r.get("op", ""), fmt_ns(s.get("median_ns")), _ci(s), fmt_ns(s.get("min_ns")), fmt_ns(s.get("p90_ns")),
                      fmt_pct(s.get("cv")), "-" if cyc is None else f"{cyc:.0f}", user_s, sys_s, _cpus(r),
                      str(s["n_processes"])])
-        if s.get("ops_per_iter"):
-            notes.append(Note("iteration", name, f"{name}: one iteration ({s.get('iteration') or 'several operations'}) = "
-                              f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration"))
-        xs = next((h["xstate"] for p in r.get("processes") or []
-                   if isinstance(h := p.get("header"), dict) and isinstance(h.get("xstate"), dict)), None)
-        if xs:   # xstate.*: which components were asked for, and the area (docs/instructions.md)
-            notes.append(Note("xstate", name, f"{name}: {xs.get('format')} area of {xs.get('area_bytes')} bytes, "
-                              f"{xs.get('touched_bytes')} touched"
-                              + (f"; RFBM {xs['rfbm']} (XCR0 {xs.get('xcr0')}"
-                                 + (f", XFD-capable {xs['xfd_capable']}"
-                                    if xs.get("xfd_capable") not in (None, "0x0") else "")
-                                 + ")" if xs.get("rfbm") else "")))
-        if s.get("nominal_ns") is not None:
-            notes.append(Note("requested", name, f"{name}: requested {fmt_ns(s['nominal_ns'])}, overshoot "
-                              f"{fmt_ns(s['overshoot_ns'])} per op"))
-        wall = s.get("median_wall_ns")
-        if s.get("figure") not in (None, "wall") and wall and s.get("median_ns") and abs(wall / s["median_ns"] - 1) >= 0.01:
-            notes.append(Note("wall time", name, f"{name}: wall time {fmt_ns(wall)} ({wall / s['median_ns'] - 1:+.1%}): the median is "
-                              + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
-                                 if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
-                              + "; waiting for the CPU is in wall time only (docs/statistics.md)",
-                              wall / s["median_ns"] - 1))
-        bt = s.get("boots")
-        if bt:
-            share = bt.get("between_share")
-            notes.append(Note("boots", name, f"{name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
-                              f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
-                              f"{fmt_pct(bt['between_boot_mad'])}; "
-                              + ("-" if share is None else f"{share:.0%}") + " of the variance between boots", share))
-        for f in s.get("flags", []):
-            if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
-                continue   # said once above, for the whole run
-            notes.append(Note(f["flag"], name, f"{name}: {f['flag']}: {f['detail']}", _flag_value(f, s)))
-        if status == "failed":
-            notes.append(Note("failed", name, f"{name}: failed after {s['n_processes']} process(es): {reason}"))
+        notes += _result_notes(r, s, name, disturbed)
         if s.get("counters"):
             counters.append(format_counters(name, s))
         par = r.get("parallel") or s.get("parallel")
@@ -179,6 +142,51 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
     elif notes:
         out.append(group_notes(notes, measured))
     return "\n\n".join(out)
+
+
+def _result_notes(r: dict, s: Summary, name: str, disturbed: dict[int, int]) -> list[Note]:
+    """The notes on one measured result: an iteration of several operations,
+    the xstate area, a requested cost, wall time apart from the figure, the
+    boots' spread, its flags (an outliers flag said once for the run when its
+    rounds were disturbed), a failure part way."""
+    out: list[Note] = []
+    status, reason = r.get("status"), r.get("reason")
+    if s.get("ops_per_iter"):
+        out.append(Note("iteration", name, f"{name}: one iteration ({s.get('iteration') or 'several operations'}) = "
+                        f"{s['ops_per_iter']:.0f} ops: {fmt_ns(s['median_ns_per_iter'])} per iteration"))
+    xs = next((h["xstate"] for p in r.get("processes") or []
+               if isinstance(h := p.get("header"), dict) and isinstance(h.get("xstate"), dict)), None)
+    if xs:   # xstate.*: which components were asked for, and the area (docs/instructions.md)
+        out.append(Note("xstate", name, f"{name}: {xs.get('format')} area of {xs.get('area_bytes')} bytes, "
+                        f"{xs.get('touched_bytes')} touched"
+                        + (f"; RFBM {xs['rfbm']} (XCR0 {xs.get('xcr0')}"
+                           + (f", XFD-capable {xs['xfd_capable']}"
+                              if xs.get("xfd_capable") not in (None, "0x0") else "")
+                           + ")" if xs.get("rfbm") else "")))
+    if s.get("nominal_ns") is not None:
+        out.append(Note("requested", name, f"{name}: requested {fmt_ns(s['nominal_ns'])}, overshoot "
+                        f"{fmt_ns(s['overshoot_ns'])} per op"))
+    wall = s.get("median_wall_ns")
+    if s.get("figure") not in (None, "wall") and wall and s.get("median_ns") and abs(wall / s["median_ns"] - 1) >= 0.01:
+        out.append(Note("wall time", name, f"{name}: wall time {fmt_ns(wall)} ({wall / s['median_ns'] - 1:+.1%}): the median is "
+                        + ("time on the CPU" if s["figure"] == "cpu" else "wall time less the waiting for a CPU"
+                           if s["figure"] == "wall-less-waiting" else "time on the CPU or less the waiting")
+                        + "; waiting for the CPU is in wall time only (docs/statistics.md)",
+                        wall / s["median_ns"] - 1))
+    bt = s.get("boots")
+    if bt:
+        share = bt.get("between_share")
+        out.append(Note("boots", name, f"{name}: {bt['n_boots']} boots of {'/'.join(map(str, bt['processes_per_boot']))} "
+                        f"processes: spread (MAD) within a boot {fmt_pct(bt['within_boot_mad'])}, between boots "
+                        f"{fmt_pct(bt['between_boot_mad'])}; "
+                        + ("-" if share is None else f"{share:.0%}") + " of the variance between boots", share))
+    for f in s.get("flags", []):
+        if f["flag"] == "outliers" and f.get("rounds") and set(f["rounds"]) <= set(disturbed):
+            continue   # said once above, for the whole run
+        out.append(Note(f["flag"], name, f"{name}: {f['flag']}: {f['detail']}", _flag_value(f, s)))
+    if status == "failed":
+        out.append(Note("failed", name, f"{name}: failed after {s['n_processes']} process(es): {reason}"))
+    return out
 
 
 class Note(NamedTuple):
@@ -285,6 +293,15 @@ def group_notes(notes: list[Note], measured: int) -> str:
             + "\n".join("  " + ln for _, ln in sorted(lines, key=lambda x: x[0])))
 
 
+def _disturbed_note(disturbed: dict[int, int], measured: int) -> Note:
+    """Rounds that were outliers in several benchmarks: said once, for the whole run."""
+    counts = set(disturbed.values())
+    which = (f"{'rounds' if len(disturbed) > 1 else 'round'} {', '.join(str(r + 1) for r in disturbed)} "
+             f"{'were' if len(disturbed) > 1 else 'was'} an outlier in {counts.pop()}" if len(counts) == 1 else
+             "rounds " + ", ".join(f"{r + 1} ({n})" for r, n in disturbed.items()) + " were outliers in that many")
+    return Note("disturbed", "", f"{which} of {measured} benchmarks: the machine was disturbed then, not one benchmark")
+
+
 def disturbed_rounds(results: list[dict]) -> tuple[dict[int, int], int]:
     """Rounds that were outliers in most of a run's benchmarks (at least 3,
     and at least half of those measured): the machine, not a benchmark, was
@@ -316,8 +333,6 @@ def format_counters(name: str, s: Mapping) -> str:
     k); a cell is the per-op value, `*` marks a multiplexed (scaled) value,
     `n/s` an event this machine cannot count; reasons and derived metrics
     follow."""
-    from .counters import CLOCK_EVENTS, display_name, split_name
-
     vals = s.get("counters") or {}
     reasons = s.get("counter_reasons", {})
     sources = s.get("counter_sources", {})
@@ -429,13 +444,13 @@ def _sv_fmt(col: str, x: float | None) -> str:
     return ("-" if x is None else _cycles(x)) if col.startswith("cycles") else fmt_ns(x)
 
 
-def _savings_table(e: dict) -> str:
+def _savings_table(e: Entry) -> str:
     """Seed 000's savings, one line per quantity: A, B, the saving A-B and
     (A-B)/A, each with its 95% bootstrap CI where the processes are known;
     "spans 0" where the saving's CI contains zero (not shown to differ)."""
-    sv = e["savings"]
+    sv = e.savings or {}
     ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
-    rows = [["per " + (e["op"] or "op"), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""]]
+    rows = [["per " + (e.op or "op"), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""]]
     for c in sv["A"]:
         d, i = ci_d.get(c), ci_i.get(c)
         rows.append([c, _sv_fmt(c, sv["A"][c]), _sv_fmt(c, sv["B"][c]), _sv_fmt(c, sv["difference"][c]),
@@ -474,106 +489,138 @@ def _system_wide_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def format_comparison(doc: dict, color: bool = False, width: int | None = None) -> str:
-    """One line per benchmark with its verdict, the geometric mean, then per
-    benchmark seed 000's savings table, then notes and environment changes."""
-    out = []
-    if doc["interleaved"]:
-        out.append(f"A/B, interleaved: each round ran one A and one B process in a random order\n"
-                   f"A: {_params_text(doc['a'].get('params'))}\nB: {_params_text(doc['b'].get('params'))}")
-        if doc.get("aa"):
-            out[-1] += "\nA/A run: A and B are identical, so any difference below is noise."
-    else:
-        def name(r):
-            return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
-                    + f", {r.get('created', '')}")
-        def side(r):
-            return name(r) if not r.get("runs") else f"{len(r['runs'])} runs: " + "; ".join(map(name, r["runs"]))
-        out.append(f"A: {side(doc['a'])}\nB: {side(doc['b'])}\n"
-                   "not interleaved: A and B ran at different times, so drift between them is part of the difference")
-        if any(e.get("unit") == "run" for e in doc["comparisons"]):
-            out[-1] += ("\nthe run is the unit: each run's figure is the median of its process medians, and the "
-                        "verdict rests on the spread between runs")
+def _comparison_head(cmp: Comparison) -> str:
+    """What was compared with what: the interleaved arms, or the stored runs of each side."""
+    if cmp.interleaved:
+        text = (f"A/B, interleaved: each round ran one A and one B process in a random order\n"
+                f"A: {_params_text(cmp.a.get('params'))}\nB: {_params_text(cmp.b.get('params'))}")
+        if cmp.aa:
+            text += "\nA/A run: A and B are identical, so any difference below is noise."
+        return text
+
+    def name(r):
+        return (f"run {r['run_id']}" + (f" ({printable(r['label'])})" if r.get("label") else "")
+                + f", {r.get('created', '')}")
+
+    def side(r):
+        return name(r) if not r.get("runs") else f"{len(r['runs'])} runs: " + "; ".join(map(name, r["runs"]))
+
+    text = (f"A: {side(cmp.a)}\nB: {side(cmp.b)}\n"
+            "not interleaved: A and B ran at different times, so drift between them is part of the difference")
+    if cmp.run_level:
+        text += ("\nthe run is the unit: each run's figure is the median of its process medians, and the "
+                 "verdict rests on the spread between runs")
+    return text
+
+
+def _entry_notes(e: Entry, key: str) -> list[str]:
+    """The notes under the table of one compared benchmark: the guests'
+    mitigations, the counter decided on, what would decide an inconclusive
+    one, a size that can show nothing, its flags."""
+    notes = []
+    mit = e.mitigations
+    if mit:
+        notes.append(f"  {key}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
+                     + ("the same in A and B" if not mit["differ"] else "; ".join(
+                         f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+    on = e.decided_on
+    if on:
+        d, dci = on["difference"], on.get("ci95_difference")
+        notes.append(f"  {key}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
+                     + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
+                     + f"): A {on['a']:.3f}, "
+                     f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
+                     + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
+    if e.inconclusive_for_now:
+        sched = e.schedule
+        notes.append(f"  {key}: inconclusive: about {e.processes_needed} processes per arm would likely decide it"
+                     + (f": rerun with -p {sched}" if sched else f" ({e.schedule_note or 'beyond the 10/20/40 schedule'})"))
+    if e.p_floor >= 0.05:
+        notes.append(f"  {key}: {e.n_a} and {e.n_b} processes can give no p under 0.05 (the smallest "
+                     f"is {e.p_floor:.2g}): no difference can be shown at this size")
+    notes += [f"  {key}: {f['text']}" for f in e.flags]
+    if e.runs_needed:
+        notes.append(f"  {key}: inconclusive: about {e.runs_needed} runs a side would likely decide it")
+    return notes
+
+
+def _comparison_table(cmp: Comparison, color: bool, width: int | None) -> tuple[str, list[str]]:
+    """The table, one line per benchmark with its verdict, and the notes on its lines."""
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
     withheld: dict[str, list[str]] = {}
-    for e in doc["comparisons"]:
-        e = {**e, "key": printable(e["key"])}
-        if "ratio" not in e:
-            rows.append([e["key"], e["op"], "-", "-", "-", "-", "-", "-", "-"])
-            notes.append(f"  {e['key']}: {e['status']}")
+    for e in cmp.comparisons:
+        key = printable(e.key)
+        if not e.compared:
+            rows.append([key, e.op, "-", "-", "-", "-", "-", "-", "-"])
+            notes.append(f"  {key}: {e.status}")
             continue
-        est, ci = verdict_estimate(e)
-        on = e.get("decided_on")
-        show = (lambda x: f"{x:.3f}") if on else fmt_ns
-        held = bool(e.get("ci_scope"))   # withheld: a CI and p within the runs, in parentheses (issue 37)
-        cell, pc = (f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"), f"{e['p_adjusted']:.2g}"
-        rows.append([e["key"], e["op"], show(e["median_a"]), show(e["median_b"]), f"{est:.4f}",
+        est, ci = e.verdict_ratio
+        show = (lambda x: f"{x:.3f}") if e.decided_on else fmt_ns
+        held = bool(e.ci_scope)   # withheld: a CI and p within the runs, in parentheses (issue 37)
+        cell, pc = (f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"), f"{e.p_adjusted:.2g}"
+        rows.append([key, e.op, show(e.median_a), show(e.median_b), f"{est:.4f}",
                      f"({cell})" if held and ci else cell, f"({pc})" if held else pc,
-                     fmt_pct(e["delta"]), _verdict(e["verdict"], color)])
-        mit = e.get("mitigations")
-        if mit:
-            notes.append(f"  {e['key']}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
-                         + ("the same in A and B" if not mit["differ"] else "; ".join(
-                             f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
-        if on:
-            d, dci = on["difference"], on.get("ci95_difference")
-            notes.append(f"  {e['key']}: decided on {on['counter']} per op ({on.get('source', 'perf')}"
-                         + (", exact; per process its smallest batch" if on.get("source") == "emulator" else "")
-                         + f"): A {on['a']:.3f}, "
-                         f"B {on['b']:.3f}, B-A {d:+.3f} {on['counter'].split(':')[0]}/op"
-                         + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else ""))
-        if e["verdict"] == "inconclusive" and "processes_needed" in e:
-            need = e.get("processes_needed")
-            sched = e.get("schedule")
-            notes.append(f"  {e['key']}: inconclusive: about {need} processes per arm would likely decide it"
-                         + (f": rerun with -p {sched}" if sched else f" ({e.get('schedule_note', 'beyond the 10/20/40 schedule')})"))
-        if e.get("p_floor", 0.0) >= 0.05:
-            notes.append(f"  {e['key']}: {e['n_a']} and {e['n_b']} processes can give no p under 0.05 (the smallest "
-                         f"is {e['p_floor']:.2g}): no difference can be shown at this size")
-        for f in e.get("flags", []):
-            notes.append(f"  {e['key']}: {f['text']}")
-        if e.get("withheld"):
-            withheld.setdefault(e["withheld"], []).append(e["key"])
-        if e.get("runs_needed"):
-            notes.append(f"  {e['key']}: inconclusive: about {e['runs_needed']} runs a side would likely decide it")
+                     fmt_pct(e.delta), _verdict(e.verdict, color)])
+        notes += _entry_notes(e, key)
+        if e.withheld:
+            withheld.setdefault(e.withheld, []).append(key)
     notes += [f"  {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
-    if any(e.get("ci_scope") for e in doc["comparisons"]):
+    if any(e.ci_scope for e in cmp.comparisons):
         notes.append("  (CI) and (p) in parentheses: within the runs, not a verdict's")
-    out.append(_table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)))
-    if (doc.get("design") or {}).get("kind") == "sequential":
-        out.append(_design_text(doc))
-    s = doc["summary"]
-    if s.get("geomean_ratio") is not None:
-        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        how = methods_text(doc["comparisons"])
-        runs = any(e.get("unit") == "run" for e in doc["comparisons"])
-        out.append(f"geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
-                   + ("verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across "
-                      "benchmarks; B/A: the geometric means of the runs' medians" if runs else
-                      f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
-                      "benchmarks; delta fixed" if how else
-                      "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
-                      "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"))
-    for e in doc["comparisons"]:
-        if "savings" in e:
-            per = ("per op" if not e["savings"]["A"].get("elapsed per switch")
-                   else f"per {e['op']} ({_switch_count(e)} switches)")
-            out.append(f"{printable(e['key'])}: " + per
+    return _table(rows, right={2, 3, 4, 6, 7}, width=width, drop=(1, 7, 6)), notes
+
+
+def _comparison_summary(cmp: Comparison) -> str:
+    """The geometric mean of B/A over the benchmarks, the verdicts counted, and how they were reached."""
+    s = cmp.summary
+    counts = ", ".join(f"{k} {v}" for k, v in cmp.counts.items() if v)
+    how = cmp.methods
+    return (f"geometric mean of B/A: {cmp.geomean_ratio:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
+            + ("verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across "
+               "benchmarks; B/A: the geometric means of the runs' medians" if cmp.run_level else
+               f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
+               "benchmarks; delta fixed" if how else
+               "verdicts are B relative to A; p: twice the smaller of Mann-Whitney U and Kolmogorov-Smirnov "
+               "over per-process medians (Bonferroni for taking the smaller), Holm-adjusted across benchmarks"))
+
+
+def _comparison_details(cmp: Comparison) -> list[str]:
+    """Per benchmark seed 000's savings, the system-wide savings, the counters B against A."""
+    out = []
+    for e in cmp.comparisons:
+        sv = e.savings
+        if sv is not None:
+            per = "per op" if not sv["A"].get("elapsed per switch") else f"per {e.op} ({_switch_count(e)} switches)"
+            out.append(f"{printable(e.key)}: " + per
                        + "; user/system from getrusage of the measuring side"
-                       + ("; whole system = both sides' user+system" if "whole system" in e["savings"]["A"] else "")
+                       + ("; whole system = both sides' user+system" if "whole system" in sv["A"] else "")
                        + "\n" + _savings_table(e))
-    if doc.get("system_wide"):
-        out.append(_system_wide_text(doc))
-    counted = [_counters_comparison(e) for e in doc["comparisons"] if e.get("counters")]
+    if cmp.context.get("system_wide"):
+        out.append(_system_wide_text(cmp.context))
+    counted = [_counters_comparison(e) for e in cmp.comparisons if e.counters]
     if counted:
         out.append("counters per op, B against A (medians over processes; B/A and B-A with 95% bootstrap CIs over "
                    "processes; *: the CI excludes no change):\n" + "\n".join(counted))
+    return out
+
+
+def format_comparison(doc: dict, color: bool = False, width: int | None = None) -> str:
+    """One line per benchmark with its verdict, the geometric mean, then per
+    benchmark seed 000's savings table, then notes and environment changes."""
+    cmp = Comparison.from_json(doc)
+    table, notes = _comparison_table(cmp, color, width)
+    out = [_comparison_head(cmp), table]
+    if cmp.sequential:
+        out.append(_design_text(cmp))
+    if cmp.geomean_ratio is not None:
+        out.append(_comparison_summary(cmp))
+    out += _comparison_details(cmp)
     if notes:
         out.append("notes:\n" + "\n".join(notes))
-    if doc.get("unmatched"):
-        out.append("not in both runs (not compared): " + ", ".join(doc["unmatched"]))
-    diffs = doc.get("env_differences")
+    if cmp.context.get("unmatched"):
+        out.append("not in both runs (not compared): " + ", ".join(cmp.context["unmatched"]))
+    diffs = cmp.context.get("env_differences")
     if diffs is not None:
         out.append("environment differences:\n" + ("\n".join(f"  {d['field']}: {_short(d['a'])} -> {_short(d['b'])}"
                                                           for d in diffs) if diffs else "  none"))
@@ -642,14 +689,12 @@ def _ci_text(ci, fmt) -> str:
     return f"[{lo}, {hi}]"
 
 
-def _counters_comparison(e: dict) -> str:
+def _counters_comparison(e: Entry) -> str:
     """One benchmark's counters, A against B: a row per event (`event
     (helper)` for the helper's side), unsupported ones flagged with why."""
-    from .counters import display_name
-
     rows = [["event", "A", "B", "B/A", "95% CI", "B-A", "95% CI"]]
     notes = []
-    for name, c in e["counters"].items():
+    for name, c in (e.counters or {}).items():
         shown = display_name(name)
         if c["status"] != "ok":
             def cell(v):
@@ -670,14 +715,14 @@ def _counters_comparison(e: dict) -> str:
             if c.get(k):
                 notes.append(f"{shown}: {c[k]}")
     table = _table(rows, right={1, 2, 3, 5})
-    return "\n".join([f"  {printable(e['key'])} (per {e['op'] or 'op'})"] + ["    " + ln for ln in table.splitlines()]
+    return "\n".join([f"  {printable(e.key)} (per {e.op or 'op'})"] + ["    " + ln for ln in table.splitlines()]
                      + ["    " + n for n in notes])
 
 
-def _design_text(doc: dict) -> str:
+def _design_text(cmp: Comparison) -> str:
     """The sequential design: its looks and levels, and where each benchmark
     stopped: "stopped after 20 processes per arm (look 2 of 3): slower"."""
-    d = doc["design"]
+    d = cmp.context["design"]
     planned = d["planned"]
     lines = [f"sequential design: looks after {', '.join(str(lk['processes_per_arm']) for lk in planned)} processes "
              f"per arm ({d['spending']} alpha spending); significant at p (Holm) under "
@@ -686,21 +731,21 @@ def _design_text(doc: dict) -> str:
              "or when that CI lies inside +/- delta; the CI shown is that CI at the stopping look's level "
              "(a repeated confidence interval: 95% at every look at once, so also where the run stopped)"]
     n = len(planned)
-    for e in doc["comparisons"]:
-        q = e.get("sequential")
+    for e in cmp.comparisons:
+        q = e.sequential
         if not q:
             continue
         if q["processes_per_arm"] not in d["stages"]:
             where = f"the run ended before look {q['look']} of {n}"
         else:
             where = f"look {q['look']} of {n}" + (", where the run ended" if q["settled"] == "the run ended here" else "")
-        lines.append(f"  {printable(e['key'])}: stopped after {q['processes_per_arm']} processes per arm "
-                     f"({where}): {e['verdict']}")
+        lines.append(f"  {printable(e.key)}: stopped after {q['processes_per_arm']} processes per arm "
+                     f"({where}): {e.verdict}")
     return "\n".join(lines)
 
 
-def _switch_count(e: dict) -> int:
-    a = e["savings"]["A"]
+def _switch_count(e: Entry) -> int:
+    a = (e.savings or {})["A"]
     return round(a["elapsed"] / a["elapsed per switch"]) if a.get("elapsed per switch") else 0
 
 
@@ -716,8 +761,6 @@ _MODE_TEXT = {"program": "whole program, each run timed like time(1): elapsed fr
 
 
 def rel_path(p: str) -> str:
-    import os
-
     try:
         return os.path.relpath(p)
     except ValueError:
@@ -728,8 +771,6 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
                     all_notes: bool = True) -> str:
     """`opcost variants`: how the builds were made and run, their table, the
     call overhead (op mode), and each build compared with the first."""
-    from .model import REFERENCE_NAME
-
     info = doc["variants"]
     head = (f"{rel_path(info['source'])}: {info['mode']} mode ({_MODE_TEXT[info['mode']]})\n"
             f"built with: {info['cc']} {info['cflags']} -DNAME".rstrip())
@@ -760,8 +801,9 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         out.append(f"call overhead: {REFERENCE_NAME} costs {fmt_ns(ovh['median_ns'])} per call "
                    f"({ovh['median_cycles']:.1f} cycles); net of it: {net}.\n"
                    "The comparisons below include the call.")
-    if doc["comparisons"]:
-        others = len(doc["comparisons"])
+    compared = Comparison.from_json(doc).comparisons
+    if compared:
+        others = len(compared)
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
                    + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
@@ -780,53 +822,34 @@ def _chg(c: dict | None) -> str:
     return text + (f" [{ci[0] * 100:+.1f}%, {ci[1] * 100:+.1f}%]" if ci else "")
 
 
-def format_series(doc: dict, color: bool = False) -> str:
-    """Seed 003's table: one line per label (processes, median with 95% CI,
-    change vs the previous label and vs the first), change points marked
-    `>`; then each change point with its size, CI and verdict, what was
-    rejected, the noise, and notes."""
-    out = []
-    head = f"{printable(doc['spec'])} by {printable(doc['by'])}, {len(doc['labels'])} labels"
-    if doc["interleaved"]:
-        head += ", interleaved: each round ran every label once, in a fresh random order"
-    else:
-        head += ("\nnot interleaved: the labels ran at different times, so drift between them is part of "
-                 "each change")
-    out.append(head)
-    if doc.get("differing"):
-        out.append("parameters that differ between labels:\n" + "\n".join(
-            f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in doc["differing"].items()))
-    flagged = any(lb.get("flags") for lb in doc["labels"])
-    rows = [["", printable(doc["by"]), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
-    for lb in doc["labels"]:
-        rows.append([">" if lb["change_point"] else "", _short(printable(lb["value"]), 40), str(lb["n_processes"]),
-                     fmt_ns(lb["median_ns"]), _ci(lb), _chg(lb["vs_previous"]), _chg(lb["vs_first"])]
-                    + ([series_flags(lb)] if flagged else []))
-    out.append(_table(rows, right={2, 3, 5, 6}))
-    cps = doc["change_points"]
-    if cps:
+def _change_points_text(s: Series, color: bool) -> str:
+    """Each change point with its size, CI, verdict, segments and neighbours;
+    or why none is given (withheld), or that none was confirmed."""
+    if s.change_points:
         lines = []
-        for c in cps:
-            nb = c.get("neighbours")
+        for c in s.change_points:
+            nb = c.neighbours
             lines.append(
-                f"  > {_short(printable(c['label']), 40)} (label {c['index'] + 1}, after {_short(printable(c['previous']), 40)}): "
-                f"{_chg(c)} {_verdict(c['verdict'], color)}" + (" unconfirmed" if c.get("unconfirmed") else "")
-                + f", p {c['p_adjusted']:.2g} (Holm), delta {fmt_pct(c['delta'])}\n"
-                f"    segments {_seg(c['left'])} vs {_seg(c['right'])}"
-                + (f"\n    unconfirmed: {printable(c['confirm'])}" if c.get("unconfirmed") else "")
+                f"  > {_short(printable(c.label), 40)} (label {c.index + 1}, after {_short(printable(c.previous), 40)}): "
+                f"{_chg(c.raw)} {_verdict(c.verdict, color)}" + (" unconfirmed" if c.unconfirmed else "")
+                + f", p {c.p_adjusted:.2g} (Holm), delta {fmt_pct(c.delta)}\n"
+                f"    segments {_seg(c.left)} vs {_seg(c.right)}"
+                + (f"\n    unconfirmed: {printable(c.confirm or '')}" if c.unconfirmed else "")
                 + (f"\n    the two labels either side alone: {(nb['ratio'] - 1) * 100:+.1f}% "
                    f"{_verdict(nb['verdict'], color)}" if nb else ""))
-        out.append(f"change points ({len(cps)}; > marks the label where the new level begins):\n" + "\n".join(lines))
-    elif doc.get("withheld"):
-        held = doc.get("withheld_change_points") or []
-        out.append(f"change points: withheld: {printable(doc['withheld'])}"
-                   + (f"\n  ({len(held)} found, not given: " + ", ".join(
-                       f"{_short(printable(c['label']), 40)} (label {c['index'] + 1})" for c in held) + ")"
-                      if held else ""))
-    else:
-        out.append("change points: none (no step of at least "
-                   f"{fmt_pct(doc['delta_requested'])} confirmed)")
-    nz, cand = doc["noise"], doc["candidates"]
+        return (f"change points ({len(s.change_points)}; > marks the label where the new level begins):\n"
+                + "\n".join(lines))
+    if s.withheld:
+        held = s.withheld_change_points
+        return (f"change points: withheld: {printable(s.withheld)}"
+                + (f"\n  ({len(held)} found, not given: " + ", ".join(
+                    f"{_short(printable(c.label), 40)} (label {c.index + 1})" for c in held) + ")" if held else ""))
+    return f"change points: none (no step of at least {fmt_pct(s.delta_requested)} confirmed)"
+
+
+def _series_method(s: Series) -> str:
+    """How the change points were found and confirmed, and the candidates rejected."""
+    nz, cand = s.noise, s.candidates
     cal = cand.get("calibration")
     pen_from = (f"penalty {cand['penalty']:.3g}, the larger of the noise's and the one calibrated by permuting "
                 f"labels ({cal['penalty']:.3g}: {cal['method']}; p of any change {cal['p_any_change']:.3g}) "
@@ -834,27 +857,55 @@ def format_series(doc: dict, color: bool = False) -> str:
                 if cal else f"penalty {cand['penalty']:.3g} from the noise (sigma {nz['sigma'] * 100:.2f}% of log-median")
     method = (f"method: {cand['method']}, {pen_from}, {nz['method']}); each candidate compared between "
               "the segments either side ("
-              + ("Welch's t over the runs' log medians: the run is the unit" if doc.get("unit") == "run" else
+              + ("Welch's t over the runs' log medians: the run is the unit" if s.run_level else
                  "Mann-Whitney U and KS over per-process medians") + ", Holm over the candidates)")
-    if doc["rejected"]:
+    if s.rejected:
         method += "\ncandidates rejected: " + "; ".join(
-            f"{_short(printable(r['label']), 30)} ({_chg(r)}: {r['why']})" for r in doc["rejected"])
-    out.append(method)
-    flag_notes = [f"  {_short(printable(lb['value']), 40)}: {printable(f['flag'])}"
+            f"{_short(printable(r.label), 30)} ({_chg(r.raw)}: {r.why})" for r in s.rejected)
+    return method
+
+
+def format_series(doc: dict, color: bool = False) -> str:
+    """Seed 003's table: one line per label (processes, median with 95% CI,
+    change vs the previous label and vs the first), change points marked
+    `>`; then each change point with its size, CI and verdict, what was
+    rejected, the noise, and notes."""
+    s = Series.from_json(doc)
+    out = []
+    head = f"{printable(s.spec)} by {printable(s.by)}, {len(s.labels)} labels"
+    if s.interleaved:
+        head += ", interleaved: each round ran every label once, in a fresh random order"
+    else:
+        head += ("\nnot interleaved: the labels ran at different times, so drift between them is part of "
+                 "each change")
+    out.append(head)
+    if s.differing:
+        out.append("parameters that differ between labels:\n" + "\n".join(
+            f"  {printable(k)}: {', '.join(printable(str(v)) for v in vals)}" for k, vals in s.differing.items()))
+    flagged = s.flagged
+    rows = [["", printable(s.by), "n", "median", "95% CI", "vs previous", "vs first"] + (["flags"] if flagged else [])]
+    for lb in s.labels:
+        rows.append([">" if lb.change_point else "", _short(printable(lb.value), 40), str(lb.n_processes),
+                     fmt_ns(lb.median_ns), _ci(lb.raw), _chg(lb.vs_previous), _chg(lb.vs_first)]
+                    + ([series_flags(lb)] if flagged else []))
+    out.append(_table(rows, right={2, 3, 5, 6}))
+    out.append(_change_points_text(s, color))
+    out.append(_series_method(s))
+    flag_notes = [f"  {_short(printable(lb.value), 40)}: {printable(f['flag'])}"
                   + (f": {printable(f['detail'])}" if f.get("detail") else "")
                   + (f" (run {f['run']})" if f.get("run") is not None else "")
-                  for lb in doc["labels"] for f in lb.get("flags") or []]
+                  for lb in s.labels for f in lb.flags]
     if flag_notes:
         out.append("flags of the labels (their figures are less trustworthy; re-measure them):\n"
                    + "\n".join(flag_notes))
-    if doc.get("notes"):
-        out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in doc["notes"]))
+    if s.notes:
+        out.append("notes:\n" + "\n".join(f"  {printable(n)}" for n in s.notes))
     return "\n\n".join(out)
 
 
-def series_flags(lb: dict) -> str:
+def series_flags(lb: SeriesLabel) -> str:
     """A label's flags in the series table: their names, once each."""
-    return ",".join(dict.fromkeys(printable(f["flag"]) for f in lb.get("flags") or [] if f.get("flag")))
+    return ",".join(dict.fromkeys(printable(n) for n in lb.flag_names))
 
 
 def _seg(s: dict) -> str:

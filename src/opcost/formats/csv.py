@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..model import Summary
+from ..model import Comparison, Summary
 
 NAME = "csv"
 KINDS = ("result", "comparison")
@@ -54,11 +54,10 @@ def _result_rows(doc: dict):
 
 
 def _comparison_rows(doc: dict):
-    for e in doc["comparisons"]:
-        ci = e.get("ci95_ratio") or [None, None]
-        yield [e["bench"], e["key"], e.get("op"), e.get("median_a"), e.get("median_b"), e.get("ratio"), ci[0], ci[1],
-               e.get("p_value"), e.get("p_adjusted"), e.get("delta"), e.get("verdict"), e.get("status"),
-               _flags(e.get("flags"), arm=True)]
+    for e in Comparison.from_json(doc).comparisons:
+        ci = e.ci95_ratio or [None, None]
+        yield [e.bench, e.key, e.op, e.median_a, e.median_b, e.ratio, ci[0], ci[1],
+               e.p_value, e.p_adjusted, e.delta, e.verdict, e.status, _flags(e.flags, arm=True)]
 
 
 def serialize(doc: dict) -> bytes:

@@ -106,7 +106,7 @@ def unused(r: dict) -> set[str]:
 
 
 def result_lines(r: dict, procs: int, same: set[str] = set(WHERE)) -> list[str]:
-    from ..stats import process_stats
+    from ..stats import process_stats   # numpy (stats): formats load with `opcost --help`, numpy must not
 
     skip = same | unused(r)
     params = {k: v for k, v in (r.get("params") or {}).items() if k not in skip}

@@ -36,14 +36,16 @@ whether it can be.
 from __future__ import annotations
 
 import html as _html
+import importlib.util
 import io
 import json
 import math
 import re
 from typing import Any, Iterable, TypeGuard
 
+from ..counters import split_name
 from ..errors import UsageError
-from ..model import SERIES_SCHEMA, Summary, methods_text, process_medians, result_key, verdict_estimate
+from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, process_medians, result_key
 from ..tables import fmt_ns
 from ..safetext import printable
 
@@ -79,7 +81,6 @@ def available() -> str | None:
     """None when a page can be drawn here, else the one line saying what to
     install. Looks for matplotlib without importing it (`--export html:`
     is checked before anything is measured)."""
-    import importlib.util
 
     try:
         found = importlib.util.find_spec("matplotlib") is not None
@@ -210,7 +211,7 @@ class _Page:
 
     def plot(self, fig: Any, caption: str = "", alt: str = "") -> None:
         """Add the figure as inline SVG under a caption (already escaped)."""
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra, and not at `opcost --help`
 
         self.n_plots += 1
         buf = io.StringIO()
@@ -230,7 +231,7 @@ class _Page:
                  + (f"<figcaption>{caption}</figcaption>" if caption else "") + "</figure>")
 
     def html(self) -> str:
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra, and not at `opcost --help`
 
         foot = (f'<p class="note">Made by opcost. Plots drawn by matplotlib {esc(matplotlib.__version__)}; '
                 "this page loads nothing from anywhere and runs no script.</p>")
@@ -244,7 +245,7 @@ class _Page:
 
 def _render(build) -> bytes:
     try:
-        import matplotlib
+        import matplotlib   # matplotlib: the optional html extra (its absence is said), and not at `opcost --help`
         from matplotlib.figure import Figure  # noqa: F401  (the OO API: no pyplot, no global figures)
     except ImportError:
         raise UsageError(MISSING) from None
@@ -257,7 +258,7 @@ def _render(build) -> bytes:
 
 
 def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure   # matplotlib: the optional html extra, and not at `opcost --help`
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -414,7 +415,7 @@ def _result_notes(results: list[dict]) -> list[str]:
 
 
 def _variant_plot(page: _Page, r: dict) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     batches = _measured(r)
     meds = process_medians(r)
@@ -470,7 +471,7 @@ def _variant_plot(page: _Page, r: dict) -> None:
 
 
 def _rect(x: float, y: float, w: float, h: float):
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Rectangle   # matplotlib: the optional html extra, and not at `opcost --help`
 
     return Rectangle((x, y), w, h, facecolor="#e8e8ee", edgecolor="#555", lw=1)
 
@@ -480,8 +481,6 @@ def _rect(x: float, y: float, w: float, h: float):
 def _counters_section(page: _Page, entries: list[tuple[str, list[tuple[str, dict]]]]) -> None:
     """entries: (benchmark key, [(column prefix, summary)]): one table per
     benchmark, a row per event, a column per modifier (and per arm)."""
-    from ..counters import split_name
-
     blocks = []
     for key, sides in entries:
         events: list[str] = []
@@ -566,7 +565,7 @@ class _RunDigest:
     __slots__ = ("run_id", "label", "created", "status", "kind", "n_results", "env", "rows", "title")
 
     def __init__(self, doc: dict) -> None:
-        import numpy as np
+        import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
         self.run_id = doc.get("run_id")
         self.label = doc.get("label")
@@ -593,7 +592,7 @@ class _RunDigest:
 
 
 def _runs_page(page: _Page, digests: Iterable[_RunDigest]) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     runs = list(digests)       # each digest made as its run arrives; the run itself is gone
     page.title = f"opcost: {len(runs)} runs"
@@ -653,7 +652,7 @@ def _env_differences(envs: list[list[tuple[str, str, str]]]) -> dict[str, list[s
 
 
 def _across_plot(page: _Page, key: str, op: str, rows: list[dict], runs: list[_RunDigest]) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     n = len(runs)
     x_of = {x["run"]: j for j, x in enumerate(rows)}
@@ -738,18 +737,17 @@ def _comparison_lines(doc: dict, run: dict | None) -> list[str]:
     return lines
 
 
-def _comparison_notes(doc: dict, entries: list[dict]) -> list[str]:
+def _comparison_notes(doc: dict, entries: list[Entry]) -> list[str]:
     """The notes under a comparison's plots: flags, inconclusive, withheld, unmatched."""
     notes = []
     for e in entries:
-        for f in e.get("flags") or []:
-            if isinstance(f, dict):
-                notes.append(f"{esc(e.get('key'))}: {esc(f.get('text') or f.get('detail') or f.get('flag'))}")
-        if e.get("verdict") == "inconclusive" and e.get("processes_needed"):
-            notes.append(f"{esc(e.get('key'))}: inconclusive: about {esc(e['processes_needed'])} processes per arm "
+        for f in e.flags:
+            notes.append(f"{esc(e.key)}: {esc(f.get('text') or f.get('detail') or f.get('flag'))}")
+        if e.verdict == "inconclusive" and e.processes_needed:
+            notes.append(f"{esc(e.key)}: inconclusive: about {esc(e.processes_needed)} processes per arm "
                          "would likely decide it")
-        if e.get("withheld"):
-            notes.append(f"{esc(e.get('key'))}: no verdict: {esc(e['withheld'])}")
+        if e.withheld:
+            notes.append(f"{esc(e.key)}: no verdict: {esc(e.withheld)}")
     if doc.get("unmatched"):
         notes.append("not in both runs (not compared): " + esc(", ".join(map(str, doc["unmatched"]))))
     return notes
@@ -779,7 +777,8 @@ def _comparison_env(page: _Page, doc: dict) -> None:
 def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     """`run`: the stored run this comparison was rebuilt from (its id,
     label, date and status said under the title)."""
-    entries = [e for e in doc.get("comparisons") or [] if isinstance(e, dict)]
+    cmp = Comparison.from_json(doc)
+    entries = cmp.comparisons
     kind = str(doc.get("kind") or "comparison")
     page.title = f"opcost {kind}: A {printable(_arm_plain(doc.get('a')))} vs B {printable(_arm_plain(doc.get('b')))}"
     page.add(f"<h1>{esc(kind)}: B relative to A</h1>")
@@ -788,33 +787,31 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
     head = ["benchmark", "op", "A", "B", "B/A", "95% CI of B/A", "p (Holm)", "delta", "verdict"]
     rows = []
     for e in entries:
-        v = e.get("verdict")
-        est, ci = verdict_estimate(e)
-        rows.append([esc(e.get("key") or e.get("bench")), esc(e.get("op", "")), fmt_ns(e.get("median_a")),
-                     fmt_ns(e.get("median_b")), f"{est:.4f}" if isinstance(est, (int, float)) else "-",
+        v = e.verdict
+        est, ci = e.verdict_ratio
+        rows.append([esc(e.key), esc(e.op), fmt_ns(e.median_a),
+                     fmt_ns(e.median_b), f"{est:.4f}" if isinstance(est, (int, float)) else "-",
                      _ci_text(ci, lambda x: f"{x:.4f}"),
-                     f"{e['p_adjusted']:.2g}" if isinstance(e.get("p_adjusted"), (int, float)) else "-",
-                     _pct(e.get("delta")),
-                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.get("status") or
-                                                                         ("no verdict" if e.get("withheld") else "-"))])
+                     f"{e.p_adjusted:.2g}" if isinstance(e.p_adjusted, (int, float)) else "-",
+                     _pct(e.delta),
+                     f'<span class="{esc(v)}">{esc(v)}</span>' if v else esc(e.status or
+                                                                         ("no verdict" if e.withheld else "-"))])
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
-    s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
-    if isinstance(s.get("geomean_ratio"), (int, float)):
-        counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in (s.get("counts") or {}).items() if n)
-        page.add(f"<p class=note>geometric mean of B/A: {s['geomean_ratio']:.4f} over {esc(s.get('n'))} "
+    if isinstance(cmp.geomean_ratio, (int, float)):
+        counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in cmp.counts.items() if n)
+        page.add(f"<p class=note>geometric mean of B/A: {cmp.geomean_ratio:.4f} over {esc(cmp.summary.get('n'))} "
                  f"benchmark(s) ({counts or 'no verdict'}). Verdicts are B relative to A; p: "
-                 + ("Welch's t over the runs' log medians (the run is the unit)"
-                    if any(e.get("unit") == "run" for e in entries) else
+                 + ("Welch's t over the runs' log medians (the run is the unit)" if cmp.run_level else
                     "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
                  + ", Holm-adjusted across benchmarks."
-                 + (f" {esc(methods_text(entries))}." if methods_text(entries) else "") + "</p>")
+                 + (f" {esc(cmp.methods)}." if cmp.methods else "") + "</p>")
     for e in entries:
-        if isinstance(e.get("savings"), dict) and isinstance(e["savings"].get("A"), dict):
+        if isinstance(e.savings, dict) and isinstance(e.savings.get("A"), dict):
             _savings_section(page, e)
     notes = _comparison_notes(doc, entries)
     if notes:
         page.add("<ul class=notes>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
-    plotted = [e for e in entries if isinstance(e.get("ratio"), (int, float))]
+    plotted = [e for e in entries if isinstance(e.ratio, (int, float))]
     if plotted:
         page.add("<h2>B/A with its 95% CI</h2>")
         _ratio_plot(page, plotted)
@@ -822,9 +819,7 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
                  "over them (tick) and its 95% CI (bar).</p>")
         for e in plotted:
             _ab_plot(page, e)
-    _counters_section(page, [(str(e.get("key") or e.get("bench")),
-                              [("A", Summary.of(e.get("a")).raw),
-                               ("B", Summary.of(e.get("b")).raw)]) for e in entries])
+    _counters_section(page, [(e.key, [("A", e.summary_a.raw), ("B", e.summary_b.raw)]) for e in entries])
     _comparison_env(page, doc)
 
 
@@ -834,7 +829,7 @@ def _stored_run_text(run: dict) -> str:
                + ", ".join(["", *(str(run[k]) for k in ("created", "status") if run.get(k))]))
 
 
-def _savings_section(page: _Page, e: dict) -> None:
+def _savings_section(page: _Page, e: Entry) -> None:
     """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
     the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
     def fmt(col: str, x: Any) -> str:
@@ -842,16 +837,16 @@ def _savings_section(page: _Page, e: dict) -> None:
             return "-" if not isinstance(x, (int, float)) else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
         return fmt_ns(x)
 
-    sv = e["savings"]
+    sv = e.savings or {}
     ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
-    per = str(e.get("op") or "op")
+    per = e.op or "op"
     rows = []
     for c in sv["A"]:
         rows.append([esc(c), fmt(c, sv["A"].get(c)), fmt(c, (sv.get("B") or {}).get(c)),
                      fmt(c, (sv.get("difference") or {}).get(c)), _ci_text(ci_d.get(c), lambda x: fmt(c, x)),
                      _pct((sv.get("improvement") or {}).get(c)), _ci_text(ci_i.get(c), _pct),
                      "spans 0" if span.get(c) else ""])
-    page.add(f"<h2>Savings of {esc(e.get('key') or e.get('bench'))}</h2>\n<p class=note>per {esc(per)}; user and "
+    page.add(f"<h2>Savings of {esc(e.key)}</h2>\n<p class=note>per {esc(per)}; user and "
              "system from getrusage of the measuring side; 95% bootstrap CIs over processes (“spans 0”: not shown "
              "to differ).</p>")
     page.add(_table(["per " + esc(per), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""], rows,
@@ -871,19 +866,19 @@ def _arm_plain(arm: Any) -> str:
     return str(arm)
 
 
-def _ratio_plot(page: _Page, entries: list[dict]) -> None:
+def _ratio_plot(page: _Page, entries: list[Entry]) -> None:
     fig = _figure(7.5, 0.8 + 0.32 * len(entries))
     ax = fig.add_subplot()
     for i, e in enumerate(entries):
-        d = float(e["delta"]) if isinstance(e.get("delta"), (int, float)) else 0.0
+        d = float(e.delta) if isinstance(e.delta, (int, float)) else 0.0
         ax.fill_betweenx([i - 0.4, i + 0.4], 1 - d, 1 + d, color="#dddddd", lw=0)
-        color = _VERDICT_COLORS.get(e.get("verdict"), "#555555")
-        est, ci = verdict_estimate(e)
+        color = _VERDICT_COLORS.get(e.verdict, "#555555")
+        est, ci = e.verdict_ratio
         if _ok_ci(ci):
             ax.plot([ci[0], ci[1]], [i, i], color=color, lw=2.2, solid_capstyle="butt")
         ax.plot([est], [i], marker="o", color=color, ms=5)
     ax.axvline(1.0, color="#333", lw=0.8)
-    ax.set_yticks(range(len(entries)), [_plain(e.get("key") or e.get("bench"), 48) for e in entries])
+    ax.set_yticks(range(len(entries)), [_plain(e.key, 48) for e in entries])
     ax.set_ylim(len(entries) - 0.5, -0.5)
     ax.set_xlabel("B/A (the estimate the verdict uses): below 1 B is faster; grey: within delta")
     ax.grid(axis="x", color="#eee", lw=0.6)
@@ -892,15 +887,14 @@ def _ratio_plot(page: _Page, entries: list[dict]) -> None:
               alt="ratio B/A per benchmark")
 
 
-def _ab_plot(page: _Page, e: dict) -> None:
-    import numpy as np
+def _ab_plot(page: _Page, e: Entry) -> None:
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     arms = []
-    for side, color in (("a", _A), ("b", _B)):
-        s = Summary.of(e.get(side))
+    for side, color, s, figure in (("A", _A, e.summary_a, e.median_a), ("B", _B, e.summary_b, e.median_b)):
         meds = s.process_medians
-        med = s.get("median_ns", e.get(f"median_{side}"))
-        arms.append((side.upper(), color, meds, med if isinstance(med, (int, float)) else None, s.get("ci95_ns")))
+        med = s.get("median_ns", figure)
+        arms.append((side, color, meds, med if isinstance(med, (int, float)) else None, s.get("ci95_ns")))
     cut = _axis_top([v for _, _, meds, _, _ in arms for v in meds])
     div, unit = _unit([v for _, _, meds, med, _ in arms for v in meds + ([med] if med is not None else [])
                        if cut is None or v <= cut[1]])
@@ -919,14 +913,14 @@ def _ab_plot(page: _Page, e: dict) -> None:
     ax.set_ylim(1.6, -0.6)
     if cut is not None:
         ax.set_xlim(cut[0] / div, cut[1] / div)
-    ax.set_xlabel(f"{unit} per {_plain(e.get('op') or 'op', 40)}")
-    ratio = e.get("ratio")
-    ax.set_title(_plain(e.get("key") or e.get("bench"), 90) + (f"   B/A {ratio:.4f}" if ratio else "")
-                 + (f"  {e.get('verdict')}" if e.get("verdict") else ""), loc="left")
+    ax.set_xlabel(f"{unit} per {_plain(e.op or 'op', 40)}")
+    ratio = e.ratio
+    ax.set_title(_plain(e.key, 90) + (f"   B/A {ratio:.4f}" if ratio else "")
+                 + (f"  {e.verdict}" if e.verdict else ""), loc="left")
     ax.grid(axis="x", color="#eee", lw=0.6)
     n = [len(m) for _, _, m, _, _ in arms]
-    page.plot(fig, f"{esc(e.get('key') or e.get('bench'))}: A {n[0]} processes, B {n[1]} processes{_cut_text(cut)}.",
-              alt=f"A and B of {e.get('key')}")
+    page.plot(fig, f"{esc(e.key)}: A {n[0]} processes, B {n[1]} processes{_cut_text(cut)}.",
+              alt=f"A and B of {e.key}")
 
 
 # --- a series ------------------------------------------------------------------
@@ -1072,7 +1066,7 @@ def _cp_plain(c: dict) -> str:
 
 
 def _series_plot(page: _Page, key: str, points: list[dict], cps: list[dict], op: Any) -> None:
-    import numpy as np
+    import numpy as np   # numpy: formats load with `opcost --help`, numpy must not
 
     meds = [_pt(p, "median_ns", "median") for p in points]
     cis = [_pt(p, "ci95_ns", "ci") for p in points]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..model import Summary, result_key
+from ..model import Comparison, Summary, result_key
 
 NAME = "hyperfine-json"
 KINDS = ("result", "comparison")
@@ -76,11 +76,10 @@ def varying(params: list[dict]) -> list[dict]:
 def serialize(doc: dict) -> bytes:
     rows: list[tuple[str, Summary, dict]] = []
     if "comparisons" in doc:
-        for e in doc["comparisons"]:
-            for arm in ("a", "b"):
-                side = e.get(arm) or {}
-                params = {"arm": arm.upper(), **{k: v for k, v in (side.get("params") or {}).items() if k != "arch"}}
-                rows.append((f"{arm.upper()}: {command(e['key'])}", Summary.of(side), params))
+        for e in Comparison.from_json(doc).comparisons:
+            for arm, given, s in (("A", e.params_a, e.summary_a), ("B", e.params_b, e.summary_b)):
+                params = {"arm": arm, **{k: v for k, v in (given or {}).items() if k != "arch"}}
+                rows.append((f"{arm}: {command(e.key)}", s, params))
     else:
         rows = [(command(result_key(r)), Summary.of(r), {k: v for k, v in (r.get("params") or {}).items() if k != "arch"})
                 for r in doc["results"]]

@@ -8,7 +8,9 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..model import Summary, methods_text, verdict_estimate
+from ..model import Comparison, Entry, Series, Summary, result_key
+from ..safetext import printable
+from ..tables import fmt_ns, fmt_pct
 
 NAME = "markdown"
 KINDS = ("result", "comparison", "series")
@@ -23,8 +25,6 @@ _SPECIALS = "\\`*_[]|~"
 
 def escape(text) -> str:
     """Text as it reads, inside a markdown table cell or paragraph."""
-    from ..safetext import printable
-
     t = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;")
     return "".join("\\" + c if c in _SPECIALS else c for c in t)
 
@@ -45,9 +45,6 @@ def _run_title(doc: dict) -> str:
 
 
 def _result(doc: dict) -> list[str]:
-    from ..model import result_key
-    from ..tables import fmt_ns, fmt_pct
-
     rows = [["benchmark", "op", "median", "95% CI", "min", "p90", "CV", "cycles", "n"]]
     notes = []
     for r in doc["results"]:
@@ -75,8 +72,6 @@ def _result(doc: dict) -> list[str]:
 
 
 def _comparison(doc: dict) -> list[str]:
-    from ..tables import fmt_ns, fmt_pct
-
     def who(x: dict) -> str:
         if doc.get("interleaved"):
             p = x.get("params")
@@ -92,62 +87,59 @@ def _comparison(doc: dict) -> list[str]:
     rows = [["benchmark", "op", "A", "B", "B/A", "95% CI", "p (Holm)", "delta", "verdict"]]
     notes = []
     withheld: dict[str, list[str]] = {}
-    for e in doc["comparisons"]:
-        key = escape(e["key"])
-        if "ratio" not in e:
-            rows.append([key, escape(e.get("op", "")), "-", "-", "-", "-", "-", "-", escape(e.get("status", "-"))])
+    cmp = Comparison.from_json(doc)
+    for e in cmp.comparisons:
+        key = escape(e.key)
+        if not e.compared:
+            rows.append([key, escape(e.op), "-", "-", "-", "-", "-", "-", escape(e.status or "-")])
             continue
-        if e.get("verdict") == "inconclusive":
-            sched = e.get("schedule")
-            notes.append(f"- {key}: inconclusive: about {e.get('processes_needed')} processes per arm would likely "
+        if e.verdict == "inconclusive":
+            sched = e.schedule
+            notes.append(f"- {key}: inconclusive: about {e.processes_needed} processes per arm would likely "
                          "decide it" + (f" (rerun with -p {sched})" if sched else ""))
-        for f in e.get("flags", []):
+        for f in e.flags:
             notes.append(f"- {key}: {escape(f.get('text', ''))}")
-        if e.get("withheld"):
-            withheld.setdefault(escape(e["withheld"]), []).append(key)
-        est, ci = verdict_estimate(e)
-        verdict = e.get("verdict") or "-"
-        rows.append([key, escape(e.get("op", "")), fmt_ns(e["median_a"]), fmt_ns(e["median_b"]), f"{est:.4f}",
-                     f"{ci[0]:.4f} – {ci[1]:.4f}" if ci else "-", f"{e['p_adjusted']:.2g}", fmt_pct(e["delta"]),
+        if e.withheld:
+            withheld.setdefault(escape(e.withheld), []).append(key)
+        est, ci = e.verdict_ratio
+        verdict = e.verdict or "-"
+        rows.append([key, escape(e.op), fmt_ns(e.median_a), fmt_ns(e.median_b), f"{est:.4f}",
+                     f"{ci[0]:.4f} – {ci[1]:.4f}" if ci else "-", f"{e.p_adjusted:.2g}", fmt_pct(e.delta),
                      f"**{verdict}**" if verdict in ("slower", "faster") else verdict])
     out += table(rows, {2, 3, 4, 6, 7})
-    s = Summary.of(doc)    # the comparison's summary (geomean_ratio, n, counts)
-    if s.get("geomean_ratio") is not None:
-        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items() if v)
-        runs = any(e.get("unit") == "run" for e in doc["comparisons"])
-        out += ["", f"Geometric mean of B/A: {s['geomean_ratio']:.4f} over {s['n']} benchmark(s) "
+    if cmp.geomean_ratio is not None:
+        counts = ", ".join(f"{k} {v}" for k, v in cmp.counts.items() if v)
+        out += ["", f"Geometric mean of B/A: {cmp.geomean_ratio:.4f} over {cmp.summary['n']} benchmark(s) "
                 f"({counts or 'no verdict'}). Verdicts are B relative to A; p over "
-                + ("the runs' medians (the run is the unit)" if runs else "per-process medians")
+                + ("the runs' medians (the run is the unit)" if cmp.run_level else "per-process medians")
                 + ", Holm-adjusted across benchmarks."
-                + (f" {escape(methods_text(doc['comparisons']))}." if methods_text(doc["comparisons"]) else "")]
-    for e in doc["comparisons"]:
-        if isinstance(e.get("savings"), dict):
+                + (f" {escape(cmp.methods)}." if cmp.methods else "")]
+    for e in cmp.comparisons:
+        if isinstance(e.savings, dict):
             out += ["", *_savings(e)]
     notes += [f"- {', '.join(keys)}: no verdict: {why}" for why, keys in withheld.items()]
     if notes:
         out += ["", *notes]
-    if doc.get("unmatched"):
-        out += ["", "Not in both runs: " + ", ".join(escape(u) for u in doc["unmatched"])]
-    diffs = doc.get("env_differences")
+    if cmp.context.get("unmatched"):
+        out += ["", "Not in both runs: " + ", ".join(escape(u) for u in cmp.context["unmatched"])]
+    diffs = cmp.context.get("env_differences")
     if diffs:
         out += ["", "Environment differences:", ""]
         out += [f"- {escape(d['field'])}: {escape(_short(d['a']))} → {escape(_short(d['b']))}" for d in diffs]
     return out
 
 
-def _savings(e: dict) -> list[str]:
+def _savings(e: Entry) -> list[str]:
     """Seed 000's savings table of one benchmark, as `ab` prints it: A, B,
     the saving A-B and (A-B)/A per quantity, each with its 95% CI."""
-    from ..tables import fmt_ns, fmt_pct
-
     def fmt(col: str, x) -> str:
         if col.startswith("cycles"):
             return "-" if x is None else ("0" if f"{x:.0f}" == "-0" else f"{x:.0f}")
         return fmt_ns(x)
 
-    sv = e["savings"]
+    sv = e.savings or {}
     ci_d, ci_i, span = sv.get("ci95_difference") or {}, sv.get("ci95_improvement") or {}, sv.get("spans_zero") or {}
-    rows = [["per " + escape(e.get("op") or "op"), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""]]
+    rows = [["per " + escape(e.op or "op"), "A", "B", "saving A-B", "95% CI", "(A-B)/A", "95% CI", ""]]
     for c in sv["A"]:
         d, i = ci_d.get(c), ci_i.get(c)
         rows.append([escape(c), fmt(c, sv["A"][c]), fmt(c, sv["B"][c]), fmt(c, sv["difference"][c]),
@@ -155,7 +147,7 @@ def _savings(e: dict) -> list[str]:
                      f"{fmt_pct(i[0])} – {fmt_pct(i[1])}" if i else "-", "spans 0" if span.get(c) else ""])
     if not any(r[-1] for r in rows[1:]):
         rows = [r[:-1] for r in rows]
-    out = [f"**{escape(e['key'])}**: savings per {escape(e.get('op') or 'op')} (user/system from getrusage of "
+    out = [f"**{escape(e.key)}**: savings per {escape(e.op or 'op')} (user/system from getrusage of "
            "the measuring side)", "", *table(rows, {1, 2, 3, 5})]
     seed = sv.get("seed")
     if isinstance(seed, dict) and seed.get("saving_ns") is not None:
@@ -181,27 +173,23 @@ def _series(doc: dict) -> list[str]:
     """A series: one row per label (processes, median, change against the
     previous label, its flags), change points marked, each change point
     with its verdict (and `unconfirmed` at an end of the series)."""
-    from ..tables import fmt_ns
-
-    out = [f"**{escape(doc.get('spec') or doc.get('bench'))}** by {escape(doc.get('by'))}, "
-           f"{len(doc.get('labels') or [])} labels"
-           + (", interleaved" if doc.get("interleaved") else " (not interleaved: drift between the runs is part of each change)"),
+    s = Series.from_json(doc)
+    out = [f"**{escape(s.spec)}** by {escape(s.by)}, {len(s.labels)} labels"
+           + (", interleaved" if s.interleaved else " (not interleaved: drift between the runs is part of each change)"),
            ""]
-    rows = [["", escape(doc.get("by") or "label"), "n", "median", "vs previous", "flags"]]
-    for lb in doc.get("labels") or []:
-        flags = ", ".join(dict.fromkeys(escape(f.get("flag")) for f in lb.get("flags") or [] if isinstance(f, dict)))
-        rows.append([">" if lb.get("change_point") else "", escape(_short(lb.get("value"), 40)),
-                     str(lb.get("n_processes", "-")), fmt_ns(lb.get("median_ns")), _pct(lb.get("vs_previous")),
-                     flags])
+    rows = [["", escape(s.by or "label"), "n", "median", "vs previous", "flags"]]
+    for lb in s.labels:
+        flags = ", ".join(dict.fromkeys(escape(f.get("flag")) for f in lb.flags))
+        rows.append([">" if lb.change_point else "", escape(_short(lb.value, 40)),
+                     str(lb.raw.get("n_processes", "-")), fmt_ns(lb.median_ns), _pct(lb.vs_previous), flags])
     out += table(rows, {2, 3, 4})
-    cps = doc.get("change_points") or []
-    out += [""] + ([f"- > {escape(c.get('label'))} (after {escape(c.get('previous'))}): "
-                    f"{(c['ratio'] - 1) * 100:+.1f}% **{escape(c.get('verdict') or '-')}**"
-                    + (f", unconfirmed: {escape(c.get('confirm') or '')}" if c.get("unconfirmed") else "")
-                    for c in cps] or ([f"No change point given: {escape(doc['withheld'])}."] if doc.get("withheld")
-                                      else ["No change point confirmed."]))
-    flagged = [f"- {escape(lb.get('value'))}: {escape(f.get('flag'))}" + (f": {escape(f['detail'])}" if f.get("detail") else "")
-               for lb in doc.get("labels") or [] for f in lb.get("flags") or [] if isinstance(f, dict)]
+    out += [""] + ([f"- > {escape(c.label)} (after {escape(c.previous)}): "
+                    f"{(c.ratio - 1) * 100:+.1f}% **{escape(c.verdict or '-')}**"
+                    + (f", unconfirmed: {escape(c.confirm or '')}" if c.unconfirmed else "")
+                    for c in s.change_points] or ([f"No change point given: {escape(s.withheld)}."] if s.withheld
+                                                  else ["No change point confirmed."]))
+    flagged = [f"- {escape(lb.value)}: {escape(f.get('flag'))}" + (f": {escape(f['detail'])}" if f.get("detail") else "")
+               for lb in s.labels for f in lb.flags]
     if flagged:
         out += ["", "Flags of the labels (their figures are less trustworthy):", "", *flagged]
     return out
@@ -214,7 +202,7 @@ def serialize_stored(doc: dict, cdoc: dict) -> bytes:
     if str(cdoc.get("schema", "")).startswith("opcost.series/"):
         return ("\n".join([_run_title(doc), "", *_series(cdoc)]) + "\n").encode()
     lines = _result(doc) if cdoc.get("kind") == "variants" else [_run_title(doc)]
-    if cdoc["comparisons"]:
+    if Comparison.from_json(cdoc).comparisons:
         lines += ["", *_comparison(cdoc)]
     return ("\n".join(lines) + "\n").encode()
 

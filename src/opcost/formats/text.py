@@ -6,14 +6,16 @@ printed it."""
 
 from __future__ import annotations
 
+from ..model import FLEET_SCHEMA, SERIES_SCHEMA
+from ..safetext import printable
+from ..tables import format_comparison, format_fleet, format_results, format_series, format_variants
+
 NAME = "text"
 KINDS = ("result", "comparison", "fleet")
 MANY = b"\n"   # several documents: one after the other, a blank line between
 
 
 def run_line(doc: dict) -> str:
-    from ..safetext import printable
-
     if doc.get("run_id") is None:
         return "run (not stored)" + (f" ({printable(doc['label'])})" if doc.get("label") else "")
     return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "")
@@ -22,11 +24,7 @@ def run_line(doc: dict) -> str:
 
 
 def serialize(doc: dict) -> bytes:
-    # The renderers live in opcost.tables (above export in the layers); imported
-    # here, when a text report is made, so export does not load them otherwise.
-    from ..model import FLEET_SCHEMA
-    from ..tables import format_comparison, format_fleet, format_results
-
+    # The renderers are opcost.tables's, as the terminal's.
     if doc.get("schema") == FLEET_SCHEMA:
         text = format_fleet(doc, color=False)
     elif "comparisons" in doc:
@@ -40,9 +38,6 @@ def serialize_stored(doc: dict, cdoc: dict) -> bytes:
     """A stored `ab`, `variants` or `series --run` run (`doc`) as the command
     printed it: the line saying which run, then its comparison or series
     `cdoc` (rebuilt from the plan)."""
-    from ..model import SERIES_SCHEMA
-    from ..tables import format_comparison, format_series, format_variants
-
     if cdoc.get("schema") == SERIES_SCHEMA:
         text = format_series(cdoc, color=False)
     elif cdoc.get("kind") == "variants":

@@ -4,6 +4,8 @@ say why the verdict or the change point is withheld."""
 
 from __future__ import annotations
 
+from ...model import Comparison, Series
+
 WITHHELD = "emulated (QEMU TCG): the timings are the emulator's, so no verdict on cost; --allow-emulated gives one"
 
 
@@ -21,38 +23,34 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
     leave it out (its geometric mean still covers every ratio)."""
     if allow:
         return doc
+    cmp = Comparison.from_json(doc)   # its entries are the document's: a change through them changes it
     changed = False
-    for e in doc.get("comparisons") or []:
-        if (e.get("decided_on") or {}).get("source") == "emulator":
+    for e in cmp.comparisons:
+        if (e.decided_on or {}).get("source") == "emulator":
             continue   # decided on the emulator's exact counts (--verdict-on), not on its timings
-        if e.get("verdict") is not None and tcg_emulated(e.get("flags")):
-            e["withheld"] = WITHHELD
-            e["verdict"] = None
+        if e.verdict is not None and tcg_emulated(e.flags):
+            e.withheld = WITHHELD
+            e.verdict = None
             changed = True
-    summary = doc.get("summary")   # the comparison's counts of each verdict
-    counts = summary.get("counts") if isinstance(summary, dict) else None
-    if changed and counts is not None:
+    counts = cmp.summary.get("counts")   # the comparison's counts of each verdict
+    if changed and isinstance(counts, dict):
         for k in counts:
-            counts[k] = sum(1 for e in doc["comparisons"] if e.get("verdict") == k)
+            counts[k] = sum(1 for e in cmp.comparisons if e.verdict == k)
     return doc
 
 
-def withhold_emulated_series(doc: dict, allow: bool) -> dict:
+def withhold_emulated_series(series: Series, allow: bool) -> Series:
     """A series, as withhold_emulated does a comparison: every label whose
     figures a TCG guest gave is `emulated: true` (always); unless
     --allow-emulated, a series with such a label gives no change point: they
     move, figures kept, to `withheld_change_points`, no label is marked, and
     `withheld` says why and what to do."""
-    emulated = [lb for lb in doc.get("labels") or [] if tcg_emulated(lb.get("flags"))]
-    for lb in doc.get("labels") or []:
-        lb["emulated"] = lb in emulated
-    doc["allow_emulated"] = bool(allow)
+    for lb in series.labels:
+        lb.emulated = tcg_emulated(lb.flags)
+    emulated = [lb for lb in series.labels if lb.emulated]
+    series.context["allow_emulated"] = bool(allow)
     if allow or not emulated:
-        return doc
-    doc["withheld"] = (f"{len(emulated)} of {len(doc['labels'])} labels emulated (QEMU TCG): the timings are the "
-                       "emulator's, so no change point is given on cost; --allow-emulated gives them")
-    doc["withheld_change_points"] = doc.get("change_points") or []
-    doc["change_points"] = []
-    for lb in doc["labels"]:
-        lb["change_point"] = False
-    return doc
+        return series
+    series.withhold(f"{len(emulated)} of {len(series.labels)} labels emulated (QEMU TCG): the timings are the "
+                    "emulator's, so no change point is given on cost; --allow-emulated gives them")
+    return series
