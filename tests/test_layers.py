@@ -133,7 +133,7 @@ def test_no_class_over_200_lines_and_no_function_over_80():
 # takes a tenth of a second or more to load serves one path only (scipy.stats, ruptures, pyelftools,
 # jsonschema, rich, the vm package). The stated count per
 # file: the test fails when a file has more (say why in a one-line comment and raise it here) or
-# fewer (lower it here). Total when stated: 163 (294 before issue 33, counted so; 317 after the
+# fewer (lower it here). Total when stated: 164 (294 before issue 33, counted so; 317 after the
 # house branch; typed33 moved 38 in comparison, present, summaries, tables and formats/ to module
 # level; size33 moved 119 elsewhere and gave every one left its reason).
 FUNCTION_LEVEL_IMPORTS = {
@@ -157,6 +157,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "commands/store.py": 4,
     "commands/variants.py": 6,
     "comparison.py": 16,
+    "counters.py": 1,
     "docschema.py": 2,
     "emucount.py": 4,
     "envcheck.py": 1,

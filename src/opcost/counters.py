@@ -28,7 +28,6 @@ from that process's medians, then the median over processes.
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -262,6 +261,8 @@ def expand(text: str | None, known: list[str], catalog=None) -> Plan | None:
 
 
 def _unknown(item: str, base: str, known: list[str], profiles: set, cat) -> str:
+    import difflib   # --help must not load it (counters is read for the parsers)
+
     pool = list(known) + sorted(profiles) + (cat.names() if cat is not None else [])
     close = difflib.get_close_matches(base, pool, n=3, cutoff=0.75)
     if not close:  # a prefix or part of a long model-specific name (ls_dispatch. -> ls_dispatch.ld_dispatch)
