@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -65,6 +66,64 @@ def _group_in_node_ids(items) -> None:
         if not item.nodeid.endswith(want):
             raise pytest.UsageError(f"{item.nodeid}: its xdist group cannot be set with this pytest and "
                                     "pytest-xdist; run without -n (or with -n 0)")
+
+
+# The session's tally of real boots (issue 39: 100 real boots under TCG in one session, no round lost).
+# Every opcost process the tests start appends each boot the vm target asked for to OPCOST_VM_TALLY
+# (targets/vm/supervise.tally); the controller (or the only process) sums the real QEMU's lines at the
+# end, prints them in the terminal summary, and fails the session if a round was lost to a boot, or a
+# preflight boot hung (a kernel that panics on purpose is bad input, not a loss).
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):   # xdist's workers inherit the controller's environment
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="opcost-vm-tally-", suffix=".jsonl")
+        os.close(fd)
+        os.environ["OPCOST_VM_TALLY"] = config._opcost_vm_tally = path
+
+
+def _vm_tally(config) -> dict | None:
+    import json
+
+    path = getattr(config, "_opcost_vm_tally", None)
+    if not path:
+        return None
+    try:
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return None
+    real = [r for r in rows if str(r.get("qemu", "")).startswith("qemu-system-")]
+    lost = [r for r in real if r["lost"] and (r["stage"] == "run" or "did not reach opcost's init within"
+                                               in (r.get("cause") or ""))]
+    return {"asked": len(real), "boots": sum(1 + r["retried"] for r in real), "retried": sum(r["retried"] for r in real),
+            "rounds": sum(1 for r in real if r["stage"] == "run"), "lost": lost,
+            "failed_on_purpose": sum(1 for r in real if r["lost"]) - len(lost), "stand_in": len(rows) - len(real)}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    t = _vm_tally(session.config)
+    if t and t["lost"] and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    t = _vm_tally(config)
+    if not t or not (t["asked"] or t["stand_in"]):
+        return
+    terminalreporter.write_sep("-", "vm boots (OPCOST_VM_TALLY)")
+    terminalreporter.write_line(
+        f"real QEMU: {t['boots']} boots ({t['rounds']} rounds' and {t['asked'] - t['rounds']} preflights'), "
+        f"{t['retried']} hung and retried, {len(t['lost'])} lost, {t['failed_on_purpose']} failed on purpose "
+        f"(a kernel that does not boot); stand-in QEMU: {t['stand_in']}")
+    for r in t["lost"]:
+        terminalreporter.write_line(f"LOST ({r['stage']}): {r['cause']}", red=True)
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "_opcost_vm_tally", None)
+    if path:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @pytest.fixture(scope="session")

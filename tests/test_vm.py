@@ -564,7 +564,8 @@ def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
     k = fake_kernel(tmp_path / "k")
     out = tmp_path / "r.json"
     env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3,7", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
-           "OPCOST_VM_BOOT_LIMIT": "2", "XDG_STATE_HOME": str(tmp_path / "state")}
+           "OPCOST_VM_BOOT_LIMIT": "2", "XDG_STATE_HOME": str(tmp_path / "state"),
+           "OPCOST_VM_TALLY": str(tmp_path / "tally")}
     cp = run_cli("ab", "syscall.null", "--kernel", str(k), "--a", "cmdline=", "--b", "cmdline=quiet", "-p", "4", *FAST,
                  "--allow-emulated", "--json", str(out), timeout=120, env=env)
     assert cp.returncode in (0, 1), cp.stderr   # 1: a verdict of slower/faster is possible on the fake clock
@@ -584,6 +585,9 @@ def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
     assert len(retried) == 2 and all("did not reach opcost's init within 2 s" in x["cause"] for _, x in retried)
     assert (tmp_path / "n").read_text() == "b" * 12   # 2 preflights, 8 boots of the rounds, 2 retries
     assert "hung and were retried in their round" in cp.stdout   # the ab's own table says it too
+    tally = [json.loads(x) for x in (tmp_path / "tally").read_text().splitlines()]   # what the suite sums
+    assert [(t["stage"], t["lost"]) for t in tally] == [("preflight", False)] * 2 + [("run", False)] * 8
+    assert sum(t["retried"] for t in tally) == 2 and {t["qemu"] for t in tally} == {FAKE.name}
 
 
 def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_path):
@@ -595,7 +599,7 @@ def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_pat
     out = tmp_path / "r.json"
     env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3-", "FAKE_QEMU_HANG_KERNEL": str(ka),
            "FAKE_QEMU_COUNTER": str(tmp_path / "n"), "OPCOST_VM_BOOT_LIMIT": "1",
-           "XDG_STATE_HOME": str(tmp_path / "state")}
+           "XDG_STATE_HOME": str(tmp_path / "state"), "OPCOST_VM_TALLY": str(tmp_path / "tally")}
     cp = run_cli("ab", "syscall.null", "--a", f"kernel={ka}", "--b", f"kernel={kb}", "-p", "4", *FAST,
                  "--allow-emulated", "--bisect", "--json", str(out), timeout=120, env=env)
     assert cp.returncode == 125, cp.stderr
@@ -605,6 +609,8 @@ def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_pat
     run = json.loads((tmp_path / "shown.json").read_text())
     assert run["status"] == "failed"
     assert sorted((r["status"], len(r["processes"])) for r in run["results"]) == [("failed", 0), ("ok", 4)]
+    lost = [json.loads(x) for x in (tmp_path / "tally").read_text().splitlines() if '"lost": true' in x]
+    assert [(t["stage"], t["retried"]) for t in lost] == [("run", 2)] and "did not reach" in lost[0]["cause"]
 
 
 
@@ -689,3 +695,28 @@ def test_the_boot_limit_is_learned_from_this_sessions_boots(monkeypatch):
     assert learned_limit("kvm", "microvm", [dict(seen[0], accel="kvm", boot_s=0.3)]) == 5.0
     monkeypatch.setenv("OPCOST_VM_BOOT_LIMIT", "2")
     assert learned_limit("tcg", "microvm", seen) == 2.0
+
+
+def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypatch):
+    """qemu.TCG_CMDLINE and the lpj= a first boot said (Choice.lpj_for) are
+    given under TCG (lpj= on microvm only), remembered per kernel, never under
+    KVM, and dropped before they would cut the user's parameters (cmdline_size)."""
+    from opcost.targets.vm import choice as choice_mod, supervise
+    from opcost.targets.vm.qemu import TCG_CMDLINE
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    k = fake_kernel(tmp_path / "k")   # protocol before 2.06: cmdline_size 255
+    ch = choice_mod.Choice(vm.VmConfig(qemu=str(FAKE)), lambda *a: None)
+    m = vm.Machine(k, "")
+    assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE   # no boot said its lpj yet
+    ch.lpj_found(m, "tcg", "microvm", {"lpj": "10384564"})
+    ch.lpj_found(m, "tcg", "pc", {"lpj": "3322800"})   # pc calibrates its TSC each boot: not given back
+    ch.lpj_found(vm.Machine(k, "lpj=5"), "tcg", "microvm", {"lpj": "5"})   # the user's own: not the kernel's
+    assert supervise.speed_params(m, "tcg", "microvm", ch) == TCG_CMDLINE + " lpj=10384564"
+    assert supervise.speed_params(m, "tcg", "pc", ch) == TCG_CMDLINE
+    assert supervise.speed_params(m, "kvm", "microvm", ch) == ""
+    again = choice_mod.Choice(vm.VmConfig(qemu=str(FAKE)), lambda *a: None)   # the next session: from the cache
+    assert again.lpj_for(m, "tcg", "microvm") == "lpj=10384564" and again.lpj_for(m, "tcg", "pc") == ""
+    long_user = vm.Machine(k, "x" * 100)   # 255 - 46 - 100 leaves room for lpj= only
+    assert supervise.speed_params(long_user, "tcg", "pc", ch) == ""
+    assert supervise.speed_params(long_user, "tcg", "microvm", ch) == "lpj=10384564"

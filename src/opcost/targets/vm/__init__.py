@@ -43,12 +43,17 @@ The package, one module per concern (docs/architecture.md):
 - protocol.py: the init's framed lines, what a boot and its commands did;
 - qmp.py: QMP, and pinning the vCPU threads;
 - boot.py: one boot of an initramfs, QEMU's life from start to exit;
-- choice.py: which accelerator and machine type, as asked or auto's answer;
+- choice.py: which accelerator and machine type, as asked or auto's answer,
+  and the lpj= a kernel's first boot said;
 - supervise.py: a boot as the target asks for it (limits, machine type
-  fallback, pinning, a failed boot's console kept);
+  fallback, pinning, the speed parameters under TCG, a failed boot's console
+  kept, the boots' tally);
 - guest.py: what the guest is (its tables, CPUs, the environment recorded);
 - results.py: a boot's commands as the runner's process results, pooled;
-- target.py: VmTarget (targets.base.Target) and its openers;
+- target.py: VmTarget (targets.base.Target): which machine a request boots,
+  this session's boots; and its openers;
+- preflight.py: each machine booted once before the run, the checks there;
+- batch.py: the runs: one boot runs a batch of probe processes;
 - withhold.py: no verdict on cost from TCG timings without --allow-emulated.
 """
 

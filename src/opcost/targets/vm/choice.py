@@ -1,6 +1,7 @@
 """Which accelerator and machine type a kernel boots with: as asked, or
 `auto`'s answer (a short trial boot), remembered per kernel image, host and
-QEMU in a small JSON cache."""
+QEMU in a small JSON cache; and, under TCG, the boot CPU's loops_per_jiffy
+its first boot found (lpj=, given back to its next boots)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ class Choice:
         self._sha: dict[Path, str] = {}
         self._accel: dict[str, tuple[str, str]] = {}       # sha -> (accel, why)
         self._machine: dict[tuple, tuple[str, str]] = {}   # (sha, accel) -> (machine type, why)
+        self._lpj: dict[str, str] = {}                      # lpj cache key -> the kernel's lpj there
 
     def qemu_version(self) -> str | None:
         if self._qemu_version is None:
@@ -115,3 +117,36 @@ class Choice:
     def machine_found(self, m: Machine, accel: str, machine_type: str, why: str) -> None:
         self._machine[(self.sha(m.kernel), accel)] = (machine_type, why)
         remember(cache_dir() / "vm-machine.json", self._machine_key(m, accel), {"machine": machine_type, "why": why})
+
+    def _lpj_key(self, m: Machine, accel: str, machine_type: str) -> str:
+        return f"{self.sha(m.kernel)}|{accel}|{machine_type}|{host.host_key(self.qemu_version())}"
+
+    def lpj_for(self, m: Machine, accel: str, machine_type: str) -> str:
+        """`lpj=N` for a boot of this kernel under TCG once a boot of it on
+        this machine type and host said its boot CPU's loops_per_jiffy (the
+        init's facts), else "". The kernel then skips calibrating the delay
+        loop on its other CPUs: a fifth of a second of a 2-vCPU boot under
+        TCG, where each calibration waits on emulated timer ticks. The value
+        is the one the kernel computes itself from the TSC's frequency (used
+        by udelay() only: nothing opcost measures); a user's lpj= comes
+        after it on the command line and wins. On microvm only, where the
+        kernel is told the TSC's frequency (clock.machine_cmdline), so every
+        boot computes the same value: on pc it calibrates the TSC against
+        emulated timers, which on a loaded host was seen 3 times off."""
+        if accel != "tcg" or machine_type != "microvm":
+            return ""
+        key = self._lpj_key(m, accel, machine_type)
+        if key not in self._lpj:
+            self._lpj[key] = str(read_json(cache_dir() / "vm-lpj.json").get(key, {}).get("lpj", ""))
+        return f"lpj={self._lpj[key]}" if self._lpj[key].isdigit() else ""
+
+    def lpj_found(self, m: Machine, accel: str, machine_type: str, facts: dict | None) -> None:
+        """A boot's facts: its lpj remembered for the next boots (lpj_for);
+        not when the user's own lpj= set it (other arms boot without it)."""
+        lpj = str((facts or {}).get("lpj") or "")
+        if accel != "tcg" or machine_type != "microvm" or not lpj.isdigit() or int(lpj) <= 0 or "lpj=" in m.cmdline:
+            return
+        key = self._lpj_key(m, accel, machine_type)
+        if self._lpj.get(key) != lpj:
+            self._lpj[key] = lpj
+            remember(cache_dir() / "vm-lpj.json", key, {"lpj": lpj})

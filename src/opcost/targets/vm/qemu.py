@@ -13,6 +13,15 @@ QEMU = GUEST_ARCHES[DEFAULT_ARCH].qemu
 # cryptomgr.notests: the crypto API's self-tests skipped (a quarter of a second of a boot under TCG; the guest
 # encrypts nothing opcost measures)
 BASE_CMDLINE = f"console={GUEST_ARCHES[DEFAULT_ARCH].console} panic=-1 quiet cryptomgr.notests"
+# Under TCG, where every boot's initcalls cost seconds, these are skipped (initcall_blacklist=): each
+# among the slowest of a Debian cloud kernel's boot under TCG (by initcall_debug), none on a path opcost
+# measures: kprobe trace events and trace_printk's tracefs files (the guest traces nothing), the KDF
+# and BLAKE2s self-tests, the encrypted-keys key type, the X.509 certificates that verify modules (the
+# guest loads none). A kernel without one of them (or without kallsyms) ignores its name. Given only
+# where it fits the kernel's command line (supervise.speed_params).
+TCG_SKIP = ("init_kprobe_trace", "init_trace_printk_function_export", "crypto_kdf108_init", "blake2s_mod_init",
+            "init_encrypted", "load_system_certificate_list")
+TCG_CMDLINE = "initcall_blacklist=" + ",".join(TCG_SKIP)
 
 
 def qemu_version(qemu: str) -> str | None:

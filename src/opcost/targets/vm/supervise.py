@@ -7,6 +7,7 @@ boot's console kept on disk."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -18,10 +19,10 @@ from ...errors import ProbeError, ProbeTimeout, UsageError
 from .boot import run_guest
 from .choice import MICROVM_TRIAL_S, Choice, cache_dir
 from .clock import machine_cmdline
-from .image import pvh_vmlinux, sha256_of
+from .image import cmdline_size, pvh_vmlinux, sha256_of
 from .initramfs import initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
-from .qemu import Machine, VmConfig
+from .qemu import BASE_CMDLINE, TCG_CMDLINE, Machine, VmConfig
 from .qmp import pin_threads
 
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line, before any boot reached it
@@ -47,22 +48,61 @@ def save_console(b_console: list[str], what: str) -> Path | None:
         return None
 
 
+def tally(qemu: str, stage: str, retried: int, error: Exception | None, boot_s: float | None = None) -> None:
+    """OPCOST_VM_TALLY=FILE: each boot the target asked for (a round's, or a
+    preflight's) appended there as one JSON line: the QEMU program's name,
+    the stage, how many of its boots hung and were retried, and whether it
+    ended without a boot (`lost`, with the cause). The test suite sums them
+    over a session (tests/conftest.py): its real boots, retries and lost
+    rounds."""
+    path = os.environ.get("OPCOST_VM_TALLY")
+    if not path:
+        return
+    rec = {"qemu": os.path.basename(qemu), "stage": stage, "retried": retried, "lost": error is not None,
+           "cause": str(error)[:300] if error is not None else None, "boot_s": round(boot_s or 0, 3)}
+    with contextlib.suppress(OSError), open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
 def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_type: str, boot_limit: float,
          timeout: float, host_cpus: list[int] | None = None, on_frame=None, stall_s: float = probe.STARTUP_STALL_S,
-         files: dict[str, Path] | None = None) -> Boot:
+         files: dict[str, Path] | None = None, choice: Choice | None = None) -> Boot:
     """Boot `m` and run `cmds` in the guest (boot.run_guest, with the
     initramfs of the init, the probe, `files` and the job, and the kernel
-    parameters the machine type needs); what they did."""
+    parameters the machine type needs, and what `choice` learned of this
+    kernel's earlier boots: lpj=); what they did."""
     init = vminit_path()
     if init is None:
         raise UsageError("the VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)")
     image = initramfs(job_text(cmds), init, probe.probe_path(probe.host_arch()), files)
     kernel, entry = entry_kernel(m.kernel, accel)
+    params = " ".join(x for x in (machine_cmdline(machine_type, accel),
+                                  speed_params(m, accel, machine_type, choice)) if x)
     b = run_guest(cfg, Machine(kernel, m.cmdline), image, accel=accel, machine_type=machine_type,
-                  boot_limit=boot_limit, timeout=timeout, machine_params=machine_cmdline(machine_type, accel),
+                  boot_limit=boot_limit, timeout=timeout, machine_params=params,
                   host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
     b.entry = entry
+    if choice:
+        choice.lpj_found(m, accel, machine_type, b.facts)
     return b
+
+
+def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | None) -> str:
+    """Kernel parameters that only make a boot under TCG faster (none under
+    KVM): qemu.TCG_CMDLINE (initcalls skipped) and the lpj= a first boot of
+    this kernel said (Choice.lpj_for). Each only where it still fits the
+    kernel's command line (its header's cmdline_size) after what opcost must
+    give and the user's: never at the cost of the user's parameters."""
+    if accel != "tcg":
+        return ""
+    room = (cmdline_size(m.kernel) or 2048) - 1 - len(BASE_CMDLINE) - len(m.cmdline) - 2 \
+        - len(machine_cmdline(machine_type, accel))
+    out = []
+    for p in (TCG_CMDLINE, choice.lpj_for(m, accel, machine_type) if choice else ""):
+        if p and len(p) + 1 <= room:
+            out.append(p)
+            room -= len(p) + 1
+    return " ".join(out)
 
 
 _ENTRY: dict[tuple, tuple[Path, str]] = {}
@@ -143,7 +183,7 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     try:
         if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
             pin_threads(own_cpus - set(host_cpus))
-        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files)
+        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files, choice=choice)
         if machine_type is None:   # auto, not tried: this boot tries microvm, briefly; else pc
             b, machine_type = _first_boot(cfg, choice, m, cmds, limit, run)
         else:

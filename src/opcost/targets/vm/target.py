@@ -4,34 +4,36 @@ the command line (--kernel and the --vm-* options) and from a `vm:` spec."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 from pathlib import Path
 
 from ... import probe
-from ...errors import ProbeError, ProbeTimeout, UsageError
+from ...errors import UsageError
 from ...safetext import printable
 from ..vm_options import ACCELS, MACHINES
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES
+from .batch import VmBatch
 from .choice import Choice
-from .image import check_cmdline, check_fits, check_kernel
-from .initramfs import guest_files
-from .protocol import Boot, BootFailed, Command
-from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
 from .guest import VmGuest
-from .results import finish, pooled
-from .supervise import boot, retried, supervised_boot
+from .image import check_cmdline, check_fits, check_kernel
+from .preflight import VmPreflight
+from .protocol import Boot, Command
+from .qemu import BASE_CMDLINE, QEMU, Machine, VmConfig
+from .supervise import boot, retried, supervised_boot, tally
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
 MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
 
 
-class VmTarget(VmGuest):
+class VmTarget(VmPreflight, VmBatch, VmGuest):
     """targets.base.Target over QEMU guests. `default` is the machine of a
-    variant that names no kernel= (from --kernel and --kernel-cmdline)."""
+    variant that names no kernel= (from --kernel and --kernel-cmdline).
+    Here: which machine a request boots, and this session's boots
+    (supervised, retried, recorded); the preflight is VmPreflight's
+    (preflight.py), the runs VmBatch's (batch.py), what the guest is
+    VmGuest's (guest.py)."""
 
     machine_params = MACHINE_PARAMS
 
@@ -98,19 +100,31 @@ class VmTarget(VmGuest):
         return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
-              files: dict[str, Path] | None = None, cfg: VmConfig | None = None) -> tuple[Boot, str, str]:
+              files: dict[str, Path] | None = None, cfg: VmConfig | None = None,
+              stage: str = "run") -> tuple[Boot, str, str]:
         """A supervised boot (on `cfg`, else the target's), a hung one
         retried (supervise.retried) once this kernel has reached the init in
-        this session."""
+        this session; told to OPCOST_VM_TALLY (supervise.tally) with its
+        `stage` (preflight or run) and whether it ended without a boot."""
         got: list = []
+        hangs: list = []
 
         def once(fixed_limit: bool) -> Boot:
             got[:] = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what, files,
                                      self.boots, fixed_limit)
             return got[0]
 
+        def hung(e: Exception) -> str | None:
+            hangs.append(e)
+            return self._hung(m, e)
+
         booted = any(p["kernel"] == str(m.kernel) for p in self.boots)
-        b = retried(once, booted, lambda e: self._hung(m, e))
+        try:
+            b = retried(once, booted, hung)
+        except Exception as e:
+            tally((cfg or self.cfg).qemu, stage, len(hangs), e)
+            raise
+        tally((cfg or self.cfg).qemu, stage, len(hangs), None, b.boot_s)
         _, accel, machine_type = got
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
                            "machine": machine_type, "retries": len(b.retries)})
@@ -141,144 +155,6 @@ class VmTarget(VmGuest):
         """Requests with one key run in one boot (runner: one boot per machine per round)."""
         m = self.machine_of(req)
         return (m.kernel, m.cmdline)
-
-    def prepare(self, reqs: list[probe.ProbeRequest]) -> None:
-        """The preflight: each machine booted once, running every request's
-        check there (and `opcost-probe cpuid`); check() then answers from it.
-        A kernel that does not boot is bad input: BootFailed (exit 2), its
-        console kept."""
-        groups: dict[tuple, dict] = {}
-        for r in reqs:
-            ck = self._check_key(r)
-            if ck not in self._checks:
-                groups.setdefault(self.batch_key(r), {}).setdefault(ck, r)
-        for (kernel, cmdline), pending in groups.items():
-            m = Machine(kernel, cmdline)
-            runs, files = guest_files(list(pending.values()))
-            b, accel, mt = self._boot_checked(m, [(["cpuid"], {})] + [(g.argv(check=True), {}, exe)
-                                                                     for g, exe in runs],
-                                              f"preflight boot of {kernel}", files)
-            cmds = b.commands + [Command() for _ in range(len(pending) + 1 - len(b.commands))]
-            rec = self._record(m, b, accel, mt)
-            with contextlib.suppress(ValueError, IndexError):
-                rec["cpuid"] = json.loads(cmds[0].stdout[0])
-            self.machines.setdefault((kernel, cmdline), rec)
-            for ck, c in zip(pending, cmds[1:]):
-                self._checks[ck] = c
-
-    def _check_key(self, req: probe.ProbeRequest) -> tuple:
-        """One preflight per machine and command (a build of `opcost variants`
-        is its own command: its argv may be another build's)."""
-        return (*self.batch_key(req), req.exe, req.program, tuple(req.argv(check=True)))
-
-    def check(self, req: probe.ProbeRequest, timeout: float = 30) -> str | None:
-        """Preflight in the guest: the machine boots (else BootFailed, exit 2,
-        its console kept), the probe accepts the request there."""
-        key = self._check_key(req)
-        if key not in self._checks:
-            self.prepare([req])
-        chk = self._checks[key]
-        last_err = (chk.stderr or [""])[-1].removeprefix("opcost-probe: ")
-        if chk.status == probe.PROBE_EXIT_OK:
-            return None
-        if chk.status == probe.PROBE_EXIT_UNSUPPORTED:
-            try:
-                return json.loads(chk.stdout[0]).get("reason") or "unsupported in the guest"
-            except (IndexError, ValueError):
-                raise ProbeError(f"{req.bench}: probe said unsupported without a reason") from None
-        if chk.status == probe.PROBE_EXIT_USAGE:
-            raise UsageError(last_err or f"{req.bench}: probe rejected its arguments")
-        raise ProbeError(f"{req.bench}: probe setup failed in the guest: {last_err or chk.status}")
-
-    def _boot_checked(self, m: Machine, cmds, what: str, files: dict[str, Path] | None = None):
-        try:
-            return self._boot(m, cmds, 600.0, what=what, files=files)
-        except BootFailed as e:
-            raise BootFailed(f"kernel {m.kernel} did not boot: {e}") from None
-        except (ProbeTimeout, ProbeError) as e:   # a guest that hangs or prints garbage: bad input here too
-            raise BootFailed(f"kernel {m.kernel}: {e}") from None
-
-    def run_process(self, req: probe.ProbeRequest, timeout: float, on_line=None) -> probe.ProcessResult:
-        (res,) = self.run_batch([req], timeout, on_line)
-        if isinstance(res, Exception):
-            raise res
-        return res
-
-    def run_batch(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
-        """One boot of the requests' machine (one machine: the runner groups
-        them by batch_key): `opcost-probe cpuid`, then `--vm-procs` probe
-        processes of each request, interleaved (A B A B...: drift within the
-        boot spreads over them), each with its own seed and padding. Per
-        request, a ProcessResult (its processes' samples pooled: the per-boot
-        figure) or the ProbeError/ProbeTimeout/UsageError it ended with; a
-        boot that fails fails them all (ProbeError: during a run that is the
-        boot's failure, exit 1, its console kept)."""
-        import dataclasses
-
-        m = self.machine_of(reqs[0])
-        per = max(1, self.cfg.procs)
-        subs = [(ri, dataclasses.replace(r, seed=r.seed if j == 0 else r.seed * 7919 + j,
-                                         pad_bytes=(r.pad_bytes + 1237 * j) % 4097))
-                for j in range(per) for ri, r in enumerate(reqs)]
-        results = [probe.ProcessResult(pad_bytes=r.pad_bytes) for _, r in subs]
-
-        def on_frame(i: int, kind: str, text: bytes) -> None:
-            if 1 <= i <= len(subs) and kind == "O" and text.strip():
-                probe._accept(results[i - 1], text, on_line)
-
-        runs, files = guest_files([r for _, r in subs])
-        cmds: list[tuple] = [(["cpuid"], {})]
-        # a counting boot: the probe waits for the init to have sent its last lines before each window
-        quiet = {"OPCOST_QUIESCE": "1", "OPCOST_COUNTING": "1"} if reqs[0].emulated else {}
-        cmds += [(g.argv(), {"OPCOST_PAD": "x" * r.pad_bytes, **quiet}, exe) for (_, r), (g, exe) in zip(subs, runs)]
-        counting = None
-        if reqs[0].emulated:   # a counting boot: the plugin in QEMU, the kernel's symbols from the init
-            from .counting import Counting, cached_offsets
-
-            sha = self.sha(m.kernel)
-            if sha not in self._ksyms:
-                known = cached_offsets(sha)
-                if known:
-                    self._ksyms[sha] = known
-            counting = Counting(full_symbols=sha not in self._ksyms)
-            files = {**files, **counting.files()}
-        try:
-            b, accel, mt = self._boot(m, cmds, timeout, on_frame, what=f"{', '.join(r.bench for r in reqs)} on {m.kernel}",
-                                      files=files, cfg=dataclasses.replace(self.cfg, plugin=counting.plugin)
-                                      if counting else None)
-        except BootFailed as e:
-            if counting:
-                counting.close()
-            err: Exception = ProbeError(f"kernel {m.kernel} did not boot: {e}")
-            return [err for _ in reqs]
-        except (ProbeError, ProbeTimeout) as e:
-            if counting:
-                counting.close()
-            return [e for _ in reqs]
-        except json.JSONDecodeError as e:
-            if counting:
-                counting.close()
-            return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
-        cmd = b.commands + [Command() for _ in range(len(subs) + 1 - len(b.commands))]
-        rec = self._record(m, b, accel, mt)
-        with contextlib.suppress(ValueError, IndexError):
-            rec["cpuid"] = json.loads(cmd[0].stdout[0])
-        rec["processes_in_boot"] = len(subs)
-        done: list[list] = [[] for _ in reqs]
-        in_boot = []   # in the order the guest ran them
-        for k, ((ri, r), res, c) in enumerate(zip(subs, results, cmd[1:])):
-            in_boot.append(finish(r, res, c, dict(rec, position_in_boot=k), accel, self.cfg.qemu))
-            done[ri].append(in_boot[-1])
-        if counting:
-            try:
-                self._ksyms[self.sha(m.kernel)] = counting.into(b, [r for _, r in subs], in_boot, self.sha(m.kernel),
-                                                                self._ksyms.get(self.sha(m.kernel), []), self.cfg.qemu)
-            finally:
-                counting.close()
-        return [pooled(parts) for parts in done]
-
-    def run_concurrent(self, reqs: list[probe.ProbeRequest], timeout: float, on_line=None) -> list:
-        raise UsageError("--parallel is not supported on the vm target (one probe process per boot)")
 
 
 def check_cpus(cpus: int, accel: str, name: str) -> None:
