@@ -4,7 +4,10 @@ samples (by default: 1 benchmark x 1,000 processes x 1,000 batches, every
 sample field the probe writes), written as `opcost export` writes one run
 (compact, as a line of JSON lines), then `opcost import FILE` into a
 new SQLite store and `opcost show RUN` of it, each in a fresh process as a
-user would run them. The aim: each within 10 s and 500 MiB.
+user would run them. The aim: each within 10 s and 500 MiB. The run has
+its summary, as every run that reached its end stores it; `--no-summary`
+measures a run killed before its end, whose `show` computes the summary
+from every sample (still held in memory: see docs/commands/stores.md).
 
 Each figure is the command's wall time and its peak resident memory
 (os.wait4's ru_maxrss). The reference, measured in the same run, in its own
@@ -28,9 +31,11 @@ GOAL_S = 10.0
 GOAL_MIB = 500.0
 
 
-def document(processes: int, samples: int) -> dict:
+def document(processes: int, samples: int, summary: bool = True) -> dict:
     """A run as `opcost export` writes it: one result of `processes`
-    processes of `samples` batches each (plus one warm-up batch)."""
+    processes of `samples` batches each (plus one warm-up batch), and its
+    summary as the run stored it at its end (opcost's own summarize_variant;
+    summary=False: none, as a run killed before its end has)."""
     def sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
         ns = 50.0 + ((i * 7919 + p * 104729) % 1000) / 100.0
         wall = int(ns * 10000)
@@ -74,13 +79,19 @@ def document(processes: int, samples: int) -> dict:
     procs = [{"index": p, "round": p, "seq": p, "header": header | {"pid": 1000 + p}, "samples": [sample(i, p) for i in range(samples)],
               "warmup": [sample(-1, p)], "trailer": {"type": "trailer", "status": "ok", "samples": samples, "warmup": 1}}
              for p in range(processes)]
+    summarized = None
+    if summary:
+        sys.path.insert(0, str(ROOT / "src"))
+        from opcost.summaries import summarize_variant
+
+        summarized = summarize_variant(procs)
     return {"schema": "opcost.result/1", "opcost_version": "0.1.0", "run_id": 1,
             "uuid": "6b3f1f7e-0000-4000-8000-000000000038", "created": "2026-01-01T00:00:00Z",
             "finished": "2026-01-01T01:00:00Z", "label": "large", "labels": {"name": "large"}, "kind": "run",
             "status": "complete", "argv": ["opcost", "run", "syscall.null"], "env": {},
             "results": [{"bench": "syscall.null", "key": "syscall.null", "params": {"via": "libc", "cpu": "1", "arch": "x86_64"},
                          "op": "system call", "unit": "ns", "status": "ok", "reason": None,
-                         "processes": procs, "summary": None}]}
+                         "processes": procs, "summary": summarized}]}
 
 
 # Each command runs under this small wrapper, which reports the peak RSS of
@@ -105,16 +116,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--processes", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=1000, help="batches per process")
+    ap.add_argument("--no-summary", action="store_true", help="the run without its summary (killed before its "
+                    "end): show computes it from every sample")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with tempfile.TemporaryDirectory(prefix="opcost-large-") as tmp:
         path = Path(tmp) / "large.json"
         with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
-            json.dump(document(args.processes, args.samples), f, separators=(",", ":"))
+            json.dump(document(args.processes, args.samples, not args.no_summary), f, separators=(",", ":"))
             f.write("\n")
         store = str(Path(tmp) / "s.db")
         n = args.processes * args.samples
-        print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}); "
+        print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}"
+              f"{', no summary stored' if args.no_summary else ''}); "
               f"file {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
         ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
         print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB")

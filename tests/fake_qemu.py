@@ -20,6 +20,8 @@ FAKE_QEMU_HANG_BOOTS: boots (counted from 1, in FAKE_QEMU_COUNTER, a file)
 that hang whatever the mode (a transient hang), e.g. `3,7`; `N-`: boot N
 and every one after (a kernel that boots once, then never again); with
 FAKE_QEMU_HANG_KERNEL=PATH only boots of that -kernel.
+Its facts' boot_mitigations are the lines a kernel logs for its -append
+(pti=on, mitigations=off), as the init reads them from the kernel log.
 FAKE_QEMU_MICROVM: hang or panic: how it behaves as `-machine microvm`
 (a kernel that does not boot there); else as FAKE_QEMU_MODE says.
 
@@ -121,7 +123,8 @@ def main(argv):
     threads = {int(t): sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
     facts = {"release": "fake", "clocksource": "tsc", "affinity": threads[vcpus[0].native_id],
              "threads": threads, "vcpu_threads": [t.native_id for t in vcpus],
-             "frontend_affinity": sorted(os.sched_getaffinity(os.getppid()))}
+             "frontend_affinity": sorted(os.sched_getaffinity(os.getppid())),
+             "cmdline": (arg(argv, "-append") or [""])[0], "boot_mitigations": boot_log(argv)}
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
     frame('B ' + json.dumps(facts))
     cmds, cur, exes = [], None, []
@@ -167,6 +170,20 @@ def main(argv):
         frame(f"X {i} {cp.returncode}")
     frame(f"Z {len(cmds)}")
     return 0
+
+
+def boot_log(argv) -> list[str]:
+    """The mitigation lines a 6.1 kernel logs, as its parameters decide them
+    (pti=on: page table isolation forced on; mitigations=off: none)."""
+    params = (arg(argv, "-append") or [""])[0].split()
+    if "mitigations=off" in params:
+        return ["Spectre V2 : Vulnerable"]
+    lines = ["Spectre V1 : Mitigation: usercopy/swapgs barriers and __user pointer sanitization",
+             "Spectre V2 : Mitigation: Retpolines"]
+    if "pti=on" in params:
+        lines += ["Kernel/User page tables isolation: force enabled on command line.",
+                  "Kernel/User page tables isolation: enabled"]
+    return lines
 
 
 def unpack(data: bytes) -> dict:

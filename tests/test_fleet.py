@@ -206,6 +206,7 @@ def test_host_killed_mid_run(fleet_up, tmp_path):
     assert proc.returncode == 1, err
     lines = [ln for ln in err.splitlines() if ln.startswith("opcost: fleet2:")]
     assert len(lines) == 1 and "connection lost" in lines[0], err
+    assert "ssh exit 0" not in lines[0], lines[0]     # issue 38: the loss is said, not the master's first exit
     kept = int(re.search(r"kept (\d+) process", lines[0]).group(1))
     assert kept >= 1
     assert re.search(r"opcost: fleet1: stored as run", err) and re.search(r"opcost: fleet3: stored as run", err)
@@ -313,6 +314,8 @@ def test_unknown_host_key(fleet_up, tmp_path):
     assert cp.returncode == 2, cp.stderr
     assert re.search(r"fleet-unknown: unknown host key \(ssh-ed25519 SHA256:[A-Za-z0-9+/]+\)", cp.stderr), cp.stderr
     assert "ssh-keyscan" in cp.stderr
+    # issue 38: the file ssh reads for that host (its UserKnownHostsFile), not always ~/.ssh/known_hosts
+    assert f">> {fleet_up.dir / 'known_hosts.empty'}" in cp.stderr, cp.stderr
     fp = subprocess.run(["ssh-keygen", "-lf", str(fleet_up.dir / "host_key.pub")], capture_output=True,
                         text=True).stdout.split()[1]
     assert fp in cp.stderr                       # the right fingerprint

@@ -206,7 +206,8 @@ def test_withholding_an_emulated_verdict_goes_through_the_entries():
     doc = withhold_emulated(_ab_doc(), False)
     assert doc["comparisons"][0]["verdict"] is None and doc["comparisons"][0]["withheld"] == WITHHELD
     assert doc["summary"]["counts"] == {"slower": 0, "same": 0}
-    assert withhold_emulated(_ab_doc(), True) == _ab_doc()
+    allowed = withhold_emulated(_ab_doc(), True)   # verdicts kept; the header's `emulated` says why (issue 39)
+    assert allowed.pop("emulated") == {"allow_emulated": True, "benchmarks": ["b:x=1"]} and allowed == _ab_doc()
     counted = _ab_doc()   # decided on the emulator's exact counts (--verdict-on): counts are not timings, it stands
     counted["comparisons"][0]["decided_on"] = {"counter": "instructions:k", "source": "emulator"}
     assert withhold_emulated(counted, False)["comparisons"][0]["verdict"] == "slower"

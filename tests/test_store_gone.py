@@ -69,6 +69,8 @@ def test_store_removed_mid_run_goes_to_a_rescue_file_exit_1(tmp_path, probe_bin,
     assert "Traceback" not in err
     assert "stored as run" not in err
     assert f"store {db} was removed while opcost was using it" in err
+    # issue 38: no run of that store is named (a new file there would hold another run of that id)
+    assert "there is incomplete" not in err and "completes run" not in err, err
     folder = tmp_path / rescued_in
     rescue = list(folder.glob("opcost-unsaved-*.json"))
     assert len(rescue) == 1 and str(rescue[0]).endswith(rescue[0].name) and rescue[0].name in err
@@ -95,6 +97,7 @@ def test_store_replaced_by_another_file_mid_run(tmp_path, probe_bin):
     assert proc.returncode == 1, err
     assert "Traceback" not in err and "stored as run" not in err
     assert f"store {db} was replaced by another file" in err
+    assert "there is incomplete" not in err and "the file there now holds no part of it" in err, err
     doc = json.loads(out.read_text())
     assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == N
     assert not list(tmp_path.rglob("opcost-unsaved-*.json"))   # the --json file has it all

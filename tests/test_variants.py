@@ -271,7 +271,7 @@ def test_a_variant_that_does_not_compile_is_named_before_anything_runs(vrun, src
 def test_a_program_that_fails_is_reported_with_its_status(vrun, src, tmp_path):
     p = src("#include <stdio.h>\nint main(void) {\n#ifdef BAD\n fputs(\"no input file\\n\", stderr);"
             " return 3;\n#endif\n return 0; }\n")
-    cp = vrun(str(p), "-DGOOD", "-DBAD", "-p", "2", *FAST_RUN)
+    cp = vrun(str(p), "-DGOOD", "-DBAD", "-p", "4", *FAST_RUN)
     line = one_error_line(cp, code=1)
     assert "variant -DBAD" in line and "exited with status 3" in line and "no input file" in line, line
     assert stored_runs(tmp_path) == []

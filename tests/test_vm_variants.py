@@ -97,6 +97,11 @@ def test_program_builds_run_in_the_guest_of_each_kernel(run_cli, src, tmp_path, 
     assert [(e["key"], e["verdict"]) for e in doc["comparisons"]] == [(f"-DB kernel={k1}", None),
                                                                       (f"-DB kernel={k2}", None)]
     assert all("allow-emulated" in e["withheld"] and e["ratio"] > 0 for e in doc["comparisons"])
+    # the header names each arm's guest and says once that the timings are emulated (issue 39)
+    for k in (k1, k2):
+        assert f"A (baseline) ran on: kernel fake ({k}), cmdline ''" in cp.stdout
+        assert f"B ran on: kernel fake ({k}), cmdline ''" in cp.stdout
+    assert "emulated (QEMU TCG): the timings are the emulator's, not this CPU's; no verdict on cost" in cp.stdout
     run = stored(run_cli, env, tmp_path)
     assert run["plan"]["kind"] == "variants" and run["plan"]["target"] == "vm"
     for r in run["results"]:

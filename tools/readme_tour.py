@@ -53,7 +53,7 @@ TOUR: tuple[tuple[Step, ...], ...] = (
           ((r"^\*\*run ", None), (r"^\| benchmark ", None), MORE)),),
     (Step("ab syscall.null --a spin=1 --b spin=201", True,
           ((r"^A/B, interleaved", None), (r"^benchmark ", None), (r"^sequential design", None),
-           (r"^geometric mean", None), MORE)),),
+           (r"^(geometric mean|\d+ benchmarks? \()", None), MORE)),),
     (Step("series --run syscall.null --over 'spin=1|1|1|201|201|201' -p 5 -n 10", False,
           ((r"^syscall\.null by spin", 1), MORE, (r"^\s*spin ", None), (r"^change points", 2), MORE)),),
     (Step("variants docs/examples/div.c -D DIV -D SHIFT -p 6", True,

@@ -12,6 +12,9 @@
  *
  * where seq counts framed lines from 0 and payload is one of
  *     B <facts JSON>               once, before the first command: the guest
+ *                                  (uname, /proc/cmdline, the clocksource, sysfs's
+ *                                  vulnerabilities, and boot_mitigations: the
+ *                                  kernel log's lines on what it enabled)
  *     C <i> start                  command i begins
  *     O <i> <line>                 a line command i printed on stdout
  *     E <i> <line>                 a line command i printed on stderr
@@ -198,6 +201,69 @@ static const char *slurp(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
+/* The kernel log's lines about speculative-execution mitigations (what the
+ * kernel enabled at boot: "Kernel/User page tables isolation: enabled",
+ * "Spectre V2 : Mitigation: Retpolines", ...), as a JSON array: sysfs's
+ * vulnerabilities say what the CPU model claims, these what this boot did.
+ * Read with klogctl (the whole ring buffer, whatever the console's
+ * loglevel: `quiet` does not hide them), the "<level>[time] " prefix
+ * dropped; at most MITIGATION_LINES lines of at most 200 bytes. */
+#define MITIGATION_LINES 48
+static const char *const mitigation_words[] = {
+	"mitigation", "isolation", "spectre", "meltdown", "vulnerab", "speculat", "retbleed",
+	"srbds", "l1tf", "mds:", "taa:", "mmio stale", "gds:", "srso", "ibpb", "ibrs", NULL,
+};
+
+static int mitigation_line(const char *s)
+{
+	char low[256];
+	size_t n = 0;
+	for (; s[n] && n + 1 < sizeof(low); n++)
+		low[n] = (char)((s[n] >= 'A' && s[n] <= 'Z') ? s[n] + 32 : s[n]);
+	low[n] = 0;
+	for (int i = 0; mitigation_words[i]; i++)
+		if (strstr(low, mitigation_words[i]))
+			return 1;
+	return 0;
+}
+
+static void boot_mitigations(struct jbuf *j)
+{
+	jput(j, "[", 1);
+	int size = klogctl(10, NULL, 0); /* SYSLOG_ACTION_SIZE_BUFFER */
+	char *log = size > 0 ? malloc((size_t)size + 1) : NULL;
+	int n = log ? klogctl(3, log, size) : -1; /* SYSLOG_ACTION_READ_ALL */
+	int kept = 0;
+	if (n > 0) {
+		log[n] = 0;
+		for (char *line = log, *next; line && *line && kept < MITIGATION_LINES; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = 0;
+			char *msg = line;
+			if (*msg == '<') { /* <level> */
+				char *e = strchr(msg, '>');
+				msg = e ? e + 1 : msg;
+			}
+			if (*msg == '[') { /* [    0.123456] with printk.time */
+				char *e = strchr(msg, ']');
+				msg = e ? e + 1 : msg;
+				while (*msg == ' ')
+					msg++;
+			}
+			if (!mitigation_line(msg))
+				continue;
+			if (strlen(msg) > 200)
+				msg[200] = 0;
+			if (kept++)
+				jput(j, ",", 1);
+			jstr(j, msg);
+		}
+	}
+	free(log);
+	jput(j, "]", 1);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -279,7 +345,10 @@ static void facts(void)
 			free(names[i]);
 		}
 	}
-	jput(&j, "}}", 2);
+	jput(&j, "}", 1);
+	jkey(&j, "boot_mitigations");
+	boot_mitigations(&j);
+	jput(&j, "}", 1);
 	if (j.p) {
 		char *line = malloc(j.n + 3);
 		if (line) {

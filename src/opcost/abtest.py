@@ -860,8 +860,8 @@ def advice(c: dict, alpha: float = ALPHA) -> dict:
     # count would not change an inconclusive answer.
     out: dict = {"processes_needed": int(need), "schedule": next_schedule(max(need, n + 1))}
     if out["schedule"] is None:
-        out["schedule_note"] = (f"about {need} processes per arm needed, beyond the declared "
-                                f"schedule {', '.join(map(str, SCHEDULE))}")
+        # said beside processes_needed ("about N processes per arm would ... (beyond ...)"): N once
+        out["schedule_note"] = f"beyond the declared schedule {', '.join(map(str, SCHEDULE))}"
     return out
 
 

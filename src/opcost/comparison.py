@@ -15,6 +15,7 @@ from . import __version__
 from .counters import is_helper
 from .env import differences
 from .errors import UnknownRun, UsageError
+from .guests import guests_entry
 from .model import (FLEET_SCHEMA, Comparison, Entry, Summary, plan_of, process_median, result_key, same_machine,
                     switches_of)
 from .probe import host_arch
@@ -272,6 +273,9 @@ def entry(res_a: dict, res_b: dict, *, delta: float, key: str, switches: int = 0
     if va is not None and vb is not None:   # guests: which mitigations each arm's kernel reported
         e["mitigations"] = {"a": va, "b": vb,
                             "differ": sorted(k for k in set(va) | set(vb) if va.get(k) != vb.get(k))}
+    guests = guests_entry(res_a, res_b)   # each arm's kernel, machine, CPU model and boot-log mitigations
+    if guests is not None:
+        e["guests"] = guests
     e["flags"] = abtest.arm_flags(sa.raw, sb.raw)
     e["savings"] = savings(sa.raw, sb.raw, switches, res_a.get("processes"), res_b.get("processes"))
     return e

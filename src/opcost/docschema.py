@@ -21,6 +21,7 @@ import codecs
 import functools
 import json
 import math
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -198,6 +199,261 @@ def problem(doc: Any, name: str) -> str | None:
     from jsonschema.exceptions import best_match   # jsonschema (~0.2 s): only when a document is validated
 
     error = best_match(_validator(name).iter_errors(doc))
+    if error is None:
+        return None
+    what = error.message
+    if len(what) > 160:
+        what = what[:120] + " ... " + what[-30:]
+    return f"{error.json_path}: {what}"
+
+
+# --- a large file, read as a stream -----------------------------------------------
+#
+# A file of more than STREAM_FROM bytes is never held whole: `Stream` reads it
+# in chunks (read_text's rules: UTF-8, no NUL) and hands over its documents'
+# run-level fields, then each process as it is read, then the rest; the
+# processes go into the store one at a time. Each process is decoded by the
+# json module's C scanner without per-number callbacks and checked at C speed
+# (`plain_samples`); anything that check does not vouch for is decoded again
+# and validated exactly as a whole document is (`loads`, `problem`), so a bad
+# value gets the same words and a JSON path into the whole document.
+
+STREAM_FROM = 64 * 2**20     # a larger file is streamed; a smaller one read whole (as before)
+MAX_VALUE = 64 * 2**20       # a streamed file: the most text one process (or any value but a run's results) spans
+_STREAM_CHUNK = 4 * 2**20
+_PLAIN_NUMBERS = frozenset(("ns_per_op", "ns", "ticks", "raw_ticks", "wall_ns", "run_ns", "run_delay_ns",
+                            "start_raw_ns", "user_ns", "sys_ns", "steal_ticks", "nvcsw", "nivcsw"))
+_PLAIN_NULLABLE = frozenset(("tsc_per_op", "user_ns_per_op", "sys_ns_per_op"))
+_PLAIN_COUNTS = frozenset(("iters", "ops_per_iter"))
+_PLAIN_INT_OR_NULL = frozenset(("cpu_before", "cpu_after"))
+_PLAIN_KEYS = _PLAIN_NUMBERS | _PLAIN_NULLABLE | _PLAIN_COUNTS | _PLAIN_INT_OR_NULL | {"type", "i", "warmup",
+                                                                                       "executed"}
+_PLAIN_OTHER = ("type", "i", "warmup", "executed")   # the probe's own fields the schema leaves free
+_COUNT_MAX = 2**63 - 1
+
+
+def plain_samples(samples: Any) -> bool:
+    """True: every sample is an object of the probe's numeric fields only,
+    each of the type the schema gives it, finite and far below the bounds
+    (so valid, and without text that could hold NUL or a surrogate). False
+    says nothing: `problem` decides. Whole-list passes at C speed (map,
+    chain, count) rather than a Python loop per field: a run of 10^6
+    samples has 2x10^7 values (issue 38)."""
+    if type(samples) is not list:
+        return False
+    n = len(samples)
+    if not n:
+        return True
+    if set(map(type, samples)) != {dict} or not all(map(_PLAIN_KEYS.issuperset, samples)) \
+            or not all(map(dict.__contains__, samples, repeat("ns_per_op"))):
+        return False
+    vals = list(chain.from_iterable(map(dict.values, samples)))
+    types = list(map(type, vals))
+    kinds = set(types)
+    if not kinds <= {int, float, bool, str, type(None)}:
+        return False
+
+    def col(k: str) -> list:
+        return list(map(dict.get, samples, repeat(k)))
+
+    if str in kinds and col("type").count("sample") != types.count(str):     # text: only "type": "sample"
+        return False
+    if bool in kinds and list(map(type, col("warmup"))).count(bool) != types.count(bool):   # only "warmup"
+        return False
+    if type(None) in kinds:      # null only where the schema allows it (or the key is absent)
+        for k in _PLAIN_NUMBERS | _PLAIN_COUNTS:
+            if col(k).count(None) != n - sum(map(dict.__contains__, samples, repeat(k))):
+                return False
+    for k in _PLAIN_COUNTS | _PLAIN_INT_OR_NULL | {"i", "executed"}:
+        ints = [v for v in col(k) if v is not None]
+        if ints and (set(map(type, ints)) != {int} or min(ints) < 0 and k in _PLAIN_COUNTS
+                     or max(ints) > _COUNT_MAX or min(ints) < -_COUNT_MAX):
+            return False
+    nums = vals if kinds <= {int, float} else list(compress(vals, map({int, float}.__contains__, types)))
+    try:    # fsum: inf, nan (and an integer beyond a double) make it not finite; then the bounds
+        return not nums or (math.isfinite(math.fsum(nums)) and -1e39 < min(nums) and max(nums) < 1e39)
+    except OverflowError:
+        return False
+
+
+class SchemaProblem(DocumentProblem):
+    """A value the schema does not allow ("JSON path: what")."""
+
+
+class NeedsWhole(Exception):
+    """This file cannot be streamed (its documents lack what storing as it is
+    read needs first); read it whole if it is small enough."""
+
+
+_FAST = json.JSONDecoder(parse_constant=_constant)       # processes: C speed; numbers checked after
+_EXACT = json.JSONDecoder(parse_float=_float, parse_int=_int, parse_constant=_constant)
+_SPACE = " \t\n\r"
+
+
+class Stream:
+    """A file's JSON text read in chunks, decoded value by value. `line`:
+    the line of buf[0]; errors are DocumentProblem with their line."""
+
+    def __init__(self, f: IO[bytes]):
+        self.f = f
+        self.buf = ""
+        self.pos = 0
+        self.line = 1
+        self.eof = False
+        self.total = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self.f.read(_STREAM_CHUNK)
+        self.total += len(chunk)
+        lines = self.line_at(len(self.buf))
+        nul = chunk.find(b"\0")
+        try:
+            text = self._decoder.decode(chunk[:nul] if nul >= 0 else chunk, final=not chunk or nul >= 0)
+        except UnicodeDecodeError as e:
+            raise DocumentProblem("not UTF-8 text, so not opcost JSON; give files written by `opcost export` "
+                                  "or `run --json`", lines + chunk[:e.start].count(b"\n")) from None
+        if nul >= 0:
+            raise DocumentProblem("binary data (a NUL byte), not UTF-8 text of JSON, so not opcost JSON; give "
+                                  "files written by `opcost export` or `run --json`",
+                                  lines + chunk[:nul].count(b"\n"))
+        self.line += self.buf.count("\n", 0, self.pos)
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        self.eof = not chunk
+        return not self.eof
+
+    def line_at(self, i: int) -> int:
+        return self.line + self.buf.count("\n", 0, i)
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end)."""
+        while True:
+            n = len(self.buf)
+            while self.pos < n and self.buf[self.pos] in _SPACE:
+                self.pos += 1
+            if self.pos < n or not self._more():
+                return self.buf[self.pos:self.pos + 1]
+
+    def take(self, ch: str) -> None:
+        got = self.peek()
+        if got != ch:
+            self._bad(f"Expecting '{ch}' delimiter" if ch in ",:" else "Expecting value", self.pos)
+        self.pos += 1
+
+    def value(self, fast: bool = False) -> tuple[Any, str]:
+        """The next value and its text; fast: numbers not checked here."""
+        self.peek()
+        while True:
+            try:
+                v, end = (_FAST if fast else _EXACT).raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise DocumentProblem(f"nested deeper than {MAX_DEPTH} levels; opcost's documents nest about "
+                                      "10 deep", self.line_at(self.pos)) from None
+            except json.JSONDecodeError as e:
+                if len(self.buf) - self.pos > MAX_VALUE:
+                    raise DocumentProblem(f"one value of more than {MAX_VALUE // 2**20} MiB (a process?); "
+                                          "export it in smaller runs", self.line_at(self.pos)) from None
+                if self._more():
+                    continue
+                self._bad(e.msg, e.pos)
+            text = self.buf[self.pos:end]
+            self.pos = end
+            return v, text
+
+    def _bad(self, msg: str, at: int) -> None:
+        rest = self.buf[at:].strip()
+        if self.eof and not rest:
+            raise DocumentProblem("truncated JSON (it ends in the middle of a document); export it again",
+                                  self.line_at(at))
+        col = at - self.buf.rfind("\n", 0, at)
+        raise DocumentProblem(f"not JSON ({msg}: column {col}); give a file of `opcost export` (one document, "
+                              "or one per line)", self.line_at(at))
+
+    def members(self) -> Any:
+        """An object's keys, one at a time (the caller reads each value)."""
+        self.take("{")
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        while True:
+            if self.peek() != '"':
+                self._bad("Expecting property name enclosed in double quotes", self.pos)
+            key, _ = self.value()
+            self.take(":")
+            yield key
+            nxt = self.peek()
+            self.pos += 1
+            if nxt == "}":
+                return
+            if nxt != ",":
+                self._bad("Expecting ',' delimiter", self.pos - 1)
+
+    def items(self) -> Any:
+        """An array's positions, one at a time (the caller reads each item)."""
+        self.take("[")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        i = 0
+        while True:
+            yield i
+            i += 1
+            nxt = self.peek()
+            self.pos += 1
+            if nxt == "]":
+                return
+            if nxt != ",":
+                self._bad("Expecting ',' delimiter", self.pos - 1)
+
+
+def checked_process(proc: Any, text: str, where: str) -> bool:
+    """A process read fast: raises DocumentProblem (path from `where`, e.g.
+    $.results[0].processes[3]) as the whole document's reading would; True
+    when its samples are plain (rows may encode them in bulk)."""
+    if isinstance(proc, dict) and plain_samples(proc.get("samples", [])) and plain_samples(proc.get("warmup", [])):
+        rest = {k: v for k, v in proc.items() if k not in ("samples", "warmup")}
+        if _walk(rest) is None and not _odd_number(rest) and _process_problem(rest) is None:
+            return True
+    try:
+        exact = loads(text)
+    except DocumentProblem as e:
+        said = str(e)
+        raise DocumentProblem(where + said[1:] if said.startswith("$") else said) from None
+    found = _process_problem(exact)
+    if found is not None:
+        raise SchemaProblem(where + found[1:])
+    return False
+
+
+def _odd_number(v: Any) -> bool:
+    """A number the exact reading refuses (beyond a double, or too many digits): the fast one let it through."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if type(x) is float and not math.isfinite(x) or type(x) is int and len(str(abs(x))) > MAX_DIGITS:
+            return True
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _process_validator() -> Any:
+    from jsonschema import Draft202012Validator    # only when a process needs the schema's words (not for --help)
+
+    whole = _inlined(schema("opcost.result/1"), schema("opcost.result/1"))
+    return Draft202012Validator(whole["properties"]["results"]["items"]["properties"]["processes"]["items"])
+
+
+def _process_problem(proc: Any) -> str | None:
+    from jsonschema.exceptions import best_match    # as _process_validator
+
+    error = best_match(_process_validator().iter_errors(proc))
     if error is None:
         return None
     what = error.message

@@ -5,6 +5,7 @@ the terminal."""
 
 from __future__ import annotations
 
+from .labels import MISSED_LABEL, RESCUE_LABEL
 from .safetext import printable
 
 EMPTY_STORE_MESSAGE = "no stored runs yet: `opcost run SPEC` stores one (`opcost list` shows benchmarks)"
@@ -41,7 +42,37 @@ def _benches(names: list[str], width: int) -> str:
 
 
 def _others(run: dict) -> dict:
-    return {k: v for k, v in (run.get("labels") or {}).items() if k != "name"}
+    return {k: v for k, v in (run.get("labels") or {}).items() if k not in ("name", MISSED_LABEL, RESCUE_LABEL)}
+
+
+def rescue_places() -> str:
+    """Where a rescue file goes (record.rescue_folders), as words."""
+    # only when a note names the places: history's table needs neither
+    import tempfile
+    from .record import state_dir   # record loads the store and the runner: history's table needs neither
+
+    return (f"beside the store (or the --json file), {tempfile.gettempdir()}, the working directory it ran "
+            f"in, {state_dir()}: the first of them that could be written")
+
+
+def missing_note(run: dict) -> str | None:
+    """What a run lacks and where it may be: a list_runs entry or a run's
+    document. Known when its opcost got the store back at the end (the
+    labels store.record_missed wrote); for an abandoned run otherwise
+    (its opcost gone before it could mark it), where a rescue file would be."""
+    tags = run.get("labels") or {}
+    rid = run.get("id", run.get("run_id"))
+    if MISSED_LABEL in tags:
+        where = tags.get(RESCUE_LABEL)
+        return (f"run {rid} lacks {printable(tags[MISSED_LABEL])} process(es) its store missed mid-run: "
+                + (f"{printable(where)} holds the whole run (`opcost import {printable(where)}` into this store "
+                   "completes it in place)" if where else
+                   "they went to standard output at its end (no folder could take a rescue file)"))
+    if run.get("status") == "abandoned":
+        return (f"run {rid} is abandoned: it may lack processes; if its store was lost mid-run, its "
+                f"rescue file opcost-unsaved-*.json holds the whole run, {rescue_places()} (`opcost import "
+                "FILE` into this store completes it in place)")
+    return None
 
 
 def format_history(runs: list[dict], width: int = 100) -> str:
@@ -73,9 +104,15 @@ def format_history(runs: list[dict], width: int = 100) -> str:
     legend = []
     if any(r.get("status") == "running" for r in runs):
         legend.append("running: its opcost is still measuring (on this host, or on another one sharing the store)")
+    lost = [r for r in runs if MISSED_LABEL in (r.get("labels") or {})]
     if any(r.get("status") == "abandoned" for r in runs):
         legend.append("abandoned: the opcost that ran it is gone (killed, or the machine restarted); what it "
-                     "measured is stored (`opcost history clean` records the status)")
+                      "measured is stored (`opcost history clean` records the status)"
+                      + ("" if all(r in lost for r in runs if r.get("status") == "abandoned") else
+                         "; it may lack processes: if its store was lost mid-run, a rescue file "
+                         f"opcost-unsaved-*.json holds the whole run, {rescue_places()} (`opcost import FILE` "
+                         "into this store completes it in place)"))
+    legend += [note for note in map(missing_note, lost) if note]
     if legend:
         lines += [""] + legend
     return "\n".join(lines)

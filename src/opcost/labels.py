@@ -18,6 +18,14 @@ KEY_RULE = ("a key is 1-64 characters of letters, digits, '_', '.' and '-', star
             "digit (e.g. kernel, commit, cpu.model)")
 
 
+# A run its store lost mid-run, its opcost having got the store back at the
+# end: how many processes the store misses, and the file that holds them
+# (store.record_missed); an import of that file that completes the run
+# removes both.
+MISSED_LABEL = "opcost.missing"
+RESCUE_LABEL = "opcost.rescue"
+
+
 def check_key(key: str, what: str = "label key") -> str:
     if not isinstance(key, str) or not KEY_RE.match(key):
         raise UsageError(f"{what} '{printable(key)}' is not valid: {KEY_RULE}")

@@ -841,6 +841,7 @@ class Entry(Part):
     # what the entry carries beside (each a dict, or None)
     decided_on = Field[dict | None]()  # --verdict-on: the counter decided on
     mitigations = Field[dict | None]()  # the vm guests' mitigations, A and B
+    guests = Field[dict | None]()       # what each arm's guest ran: kernel, machine, CPU, boot log (guests.py)
     counters = Field[dict | None]()      # per counter, B against A (issue 17)
     savings = Field[dict | None]()        # seed 000's savings
     sequential = Field[dict | None]()  # the looks of a sequential design
@@ -1154,3 +1155,18 @@ def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
             out[k] = v
     out["flags"] = flags
     return out
+
+
+def geomean_text(s: Mapping, entries) -> str:
+    """A comparison's summary line: how many benchmarks got each verdict
+    and, over several, the geometric mean of their ratios, named for what
+    it is (of medians, where the table's B/A is each one's Hodges-Lehmann
+    estimate: two figures for one ratio must not stand unlabelled side by
+    side); over one benchmark no second figure beside the table's."""
+    counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items() if v) or "no verdict"
+    if s.get("n") == 1:
+        return f"1 benchmark ({counts}); its B/A is the table's"
+    raws = [getattr(e, "raw", e) for e in entries]   # JSON objects, also of typed entries (`raw`)
+    estimated = any(isinstance(e, Mapping) and "estimate" in e for e in raws)
+    what = "geometric mean of the ratios of medians B/A" if estimated else "geometric mean of B/A"
+    return f"{what}: {s['geomean_ratio']:.4f} over {s.get('n')} benchmarks ({counts})"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import formats, interrupts
 from .console import emit, table_stream, terminal_width, use_color
-from .errors import EXIT_BENCH_FAILED
+from .errors import EXIT_BENCH_FAILED, StoreGone
 from .redact import redact
 from .store import default_store_path
 from .tables import format_results
@@ -66,8 +66,11 @@ def finish(m: Measured) -> int:
         lines.append(f"\nstored as run {recorder.run_id}" + (f" ({', '.join(shown)})" if shown else "")
                      + f" in {store_name(settings.store)}")
     elif recorder.store_error is not None:
+        # a store removed or replaced (StoreGone) holds no part of this run: its run ids are another file's
+        gone = isinstance(recorder.store_error, StoreGone)
         lines.append(f"opcost: the store missed {recorder.store_missed} process(es) of this run "
-                     + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None else "; ")
+                     + (f"(run {recorder.run_id} there is incomplete); " if recorder.run_id is not None and not gone
+                        else "(the file there now holds no part of it); " if gone else "; ")
                      + f"everything measured is in {recorder.full_copy_said}")
     if outcome.status == "interrupted":
         lines.append(f"opcost: interrupted ({signal.Signals(outcome.signum or signal.SIGINT).name}); "

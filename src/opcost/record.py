@@ -27,7 +27,7 @@ import time
 import uuid
 
 from . import __version__, interrupts, output
-from .errors import OpcostError
+from .errors import OpcostError, StoreGone
 from . import formats
 from .model import META, Plan, Run
 
@@ -196,7 +196,7 @@ class Recorder:
     def full_copy_said(self) -> str:
         """Where the whole run is, and how it goes back into the store that missed it."""
         hint = ""
-        if self._lost_store is not None and self.run_id is not None:
+        if self._lost_store is not None and self.run_id is not None and not isinstance(self.store_error, StoreGone):
             where = getattr(self._lost_store, "path", "")
             hint = (f"`opcost import {{path}}{' --store ' + shlex.quote(str(where)) if where else ''}` "
                     f"completes run {self.run_id} there")
@@ -256,6 +256,8 @@ class Recorder:
             try:
                 self._lost_store.lock_wait = 0
                 self._lost_store.finish_run(self.run_id, "failed")
+                # and what it misses, where that is: history and show say it
+                self._lost_store.record_missed(self.run_id, self.store_missed, self.full_copy)
             except (OpcostError, AttributeError):
                 pass
         self._write(final=True, force=True)

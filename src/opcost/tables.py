@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .counters import CLOCK_EVENTS, display_name, split_name
-from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, result_key
+from .guests import header_lines
+from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, geomean_text, result_key
 from .safetext import printable
 
 
@@ -513,16 +514,27 @@ def _comparison_head(cmp: Comparison) -> str:
     return text
 
 
+def _mitigations_note(e: dict) -> str:
+    """What the guests' sysfs said of their mitigations, A against B; where
+    sysfs is the same but the kernels' boot logs are not (pti=on on a CPU
+    model that claims not to need it), it says so (the header lists them)."""
+    mit = e["mitigations"]
+    boot = (e.get("guests") or {}).get("boot_mitigations_differ") or {}
+    if mit["differ"]:
+        said = "; ".join(f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])
+    else:
+        said = "the same in A and B" + (", but the kernels' boot logs differ (see above)"
+                                        if boot.get("only_a") or boot.get("only_b") else "")
+    return "guest mitigations (/sys/devices/system/cpu/vulnerabilities): " + said
+
+
 def _entry_notes(e: Entry, key: str) -> list[str]:
     """The notes under the table of one compared benchmark: the guests'
     mitigations, the counter decided on, what would decide an inconclusive
     one, a size that can show nothing, its flags."""
     notes = []
-    mit = e.mitigations
-    if mit:
-        notes.append(f"  {key}: guest mitigations (/sys/devices/system/cpu/vulnerabilities): "
-                     + ("the same in A and B" if not mit["differ"] else "; ".join(
-                         f"{k}: A {mit['a'].get(k, '-')!r}, B {mit['b'].get(k, '-')!r}" for k in mit["differ"])))
+    if e.mitigations:
+        notes.append(f"  {key}: " + _mitigations_note(e.raw))
     on = e.decided_on
     if on:
         d, dci = on["difference"], on.get("ci95_difference")
@@ -573,10 +585,8 @@ def _comparison_table(cmp: Comparison, color: bool, width: int | None) -> tuple[
 
 def _comparison_summary(cmp: Comparison) -> str:
     """The geometric mean of B/A over the benchmarks, the verdicts counted, and how they were reached."""
-    s = cmp.summary
-    counts = ", ".join(f"{k} {v}" for k, v in cmp.counts.items() if v)
     how = cmp.methods
-    return (f"geometric mean of B/A: {cmp.geomean_ratio:.4f} over {s['n']} benchmark(s) ({counts or 'no verdict'})\n"
+    return (geomean_text(cmp.summary, cmp.comparisons) + "\n"
             + ("verdicts are B relative to A; p: Welch's t over the runs' log medians, Holm-adjusted across "
                "benchmarks; B/A: the geometric means of the runs' medians" if cmp.run_level else
                f"verdicts are B relative to A, over per-process medians; {how}; p Holm-adjusted across "
@@ -611,6 +621,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     cmp = Comparison.from_json(doc)
     table, notes = _comparison_table(cmp, color, width)
     out = [_comparison_head(cmp), table]
+    if cmp.interleaved:   # the vm target's kernels and emulation, in the header
+        out[0] += "".join("\n" + line for line in header_lines(cmp.comparisons, cmp.context.get("emulated")))
     if cmp.sequential:
         out.append(_design_text(cmp))
     if cmp.geomean_ratio is not None:
@@ -806,7 +818,9 @@ def format_variants(doc: dict, results: list[dict], color: bool = False, width: 
         others = len(compared)
         out.append(f"interleaved: every round ran one process of each variant in a random order\n"
                    f"A (baseline): {doc['a']['params']}; verdicts are each other variant relative to A"
-                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else ""))
+                   + (f", p Holm-adjusted across the {others} comparisons" if others > 1 else "")
+                   + "".join("\n" + line for line in header_lines(compared, doc.get("emulated"),
+                                                                  ("A (baseline)", "B"))))
         out.append(format_comparison(doc, color=color, width=width).split("\n\n", 1)[1])
     else:
         out.append("one variant: measured alone, nothing to compare (give a second -D to compare with it)")

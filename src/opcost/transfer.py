@@ -37,7 +37,6 @@ def read_file(path: str) -> list[dict]:
     is one UsageError naming the file and the line. Reading is bounded
     (docschema: size, nesting, numbers, text) and each document is validated
     against the schema of opcost.result/1 (`schemas/result-1.json`)."""
-
     name = printable(path)
     try:
         with open(path, "rb") as f:
@@ -138,7 +137,6 @@ def check(doc: Any, where: str) -> dict:
                  f"results[{i}].processes[{j}] must have index (a number) and samples, warmup (lists of objects)")
         idx = [p["index"] for p in r.get("processes") or []]
         need(len(idx) == len(set(idx)), f"results[{i}] has two processes with the same index")
-
     problem = docschema.problem(doc, RESULT_SCHEMA)    # every field's type, as docs/result-json.md gives it
     if problem is not None:
         raise _fail(where, f"{printable(problem)} (not a valid {RESULT_SCHEMA} document; docs/result-json.md)")
@@ -181,3 +179,138 @@ def load_settled(store, run_id: int, wait: bool, warn) -> dict:
     warn(f"run {run_id} is still being measured: copied as a partial snapshot ({n} process(es) so far), "
          "marked interrupted; copy it again once it has ended to complete it in place (or give --wait)")
     return doc | {"status": "interrupted"}
+
+
+# --- a large file: read as it is stored -------------------------------------------
+
+def streamed(path: str) -> bool:
+    """Whether `import` reads this file as a stream (a regular file of more
+    than docschema.STREAM_FROM bytes) rather than whole."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > docschema.STREAM_FROM
+
+
+class StreamedRun:
+    """One document of a streamed file, for the store's import: `head`, its
+    run-level fields before its results (uuid and run_id among them);
+    `processes()`, each (result position, process, plain samples) as it is
+    read and checked; then `skeleton`, the document without its processes,
+    checked as `check` checks a whole one. Errors are UsageError, as
+    read_file's."""
+
+    def __init__(self, reader: Any, where: str, head: dict, keys: Any):
+        self.reader = reader
+        self.where = where
+        self.head = head
+        self.uuid: str = head["uuid"]
+        self.skeleton: dict | None = None
+        self._keys = keys      # the document's remaining top-level keys (docschema.Stream.members)
+
+    def processes(self) -> Any:
+        s, doc = self.reader, dict(self.head)
+        results: list = []
+        try:
+            for _ in s.items():
+                pos = len(results)
+                if s.peek() != "{":
+                    results.append(s.value()[0])
+                    continue
+                res: dict = {}
+                results.append(res)
+                for key in s.members():
+                    if key != "processes" or s.peek() != "[":
+                        res[key] = s.value()[0]
+                        continue
+                    res[key] = []
+                    seen: set = set()
+                    for j in s.items():
+                        proc, text = s.value(fast=True)
+                        plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
+                        self._shape(proc, pos, j, seen)
+                        yield pos, proc, plain
+            doc["results"] = results
+            for key in self._keys:
+                doc[key] = s.value()[0]
+        except docschema.SchemaProblem as e:
+            raise _fail(self.where, f"{printable(str(e))} (not a valid {RESULT_SCHEMA} document; "
+                        "docs/result-json.md)") from None
+        except docschema.DocumentProblem as e:
+            raise _fail(self.where if e.line is None else self._line(e.line), printable(str(e))) from None
+        for k in ("uuid", "run_id"):
+            if doc.get(k) != self.head.get(k):
+                raise _fail(self.where, f"{k} after the results: a file over {docschema.STREAM_FROM // 2**20} MiB "
+                            "is stored as it is read, so its uuid and run_id come before its results (as "
+                            "`opcost export` writes them)")
+        self.skeleton = check(doc, self.where)
+
+    def _shape(self, proc: Any, i: int, j: int, seen: set) -> None:
+        ok = isinstance(proc, dict) and isinstance(proc.get("index"), int) and all(
+            isinstance(proc.get(k, []), list) and all(isinstance(x, dict) for x in proc.get(k) or [])
+            for k in ("samples", "warmup"))
+        if not ok:
+            raise _fail(self.where, f"results[{i}].processes[{j}] must have index (a number) and samples, warmup "
+                        f"(lists of objects) (not a whole {RESULT_SCHEMA} document)")
+        if proc["index"] in seen:
+            raise _fail(self.where, f"results[{i}] has two processes with the same index (not a whole "
+                        f"{RESULT_SCHEMA} document)")
+        seen.add(proc["index"])
+
+    def _line(self, line: int | None) -> str:
+        return self.where.split(" line ")[0] + (f" line {line}" if line is not None else "")
+
+
+def stream_file(path: str, heads: list) -> Any:
+    """The StreamedRun of each document of a large file, in order (each
+    one's processes read before the next is looked for); `heads` gets each
+    run's head as it is read (what a signal's message reads back). Raises
+    docschema.NeedsWhole before anything is read past a first document
+    that cannot be stored as it is read (not an object, no uuid before its
+    results)."""
+    name = printable(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise UsageError(f"cannot read {name} ({e.strerror or e}); give files written by `opcost export` "
+                         "or `run --json`") from None
+    with f:
+        s = docschema.Stream(f)
+        first = True
+        try:
+            while True:
+                nxt = s.peek()
+                if nxt == "" and not first:
+                    return
+                if nxt != "{":
+                    if first:
+                        raise docschema.NeedsWhole()
+                    s.take("{")
+                start = s.line_at(s.pos)
+                keys = s.members()
+                head: dict = {}
+                for key in keys:
+                    if key == "results" and s.peek() == "[":
+                        break
+                    head[key] = s.value()[0]
+                else:       # no list of results
+                    if first:
+                        raise docschema.NeedsWhole()
+                    check(head, f"{name} line {start}")
+                multiline = s.line_at(s.pos) > start
+                where = name if first and multiline else f"{name} line {start}"
+                if not (isinstance(head.get("uuid"), str) and head["uuid"]) or "results" in head:
+                    if first:
+                        raise docschema.NeedsWhole()
+                    raise _fail(where, f"no uuid before the results: a file over {docschema.STREAM_FROM // 2**20}"
+                                " MiB is stored as it is read (as `opcost export` writes it, uuid first)")
+                check(head | {"results": []}, where)      # the wrong kind of file is refused at once
+                heads.append(head)
+                run = StreamedRun(s, where, head, keys)
+                yield run
+                if run.skeleton is None:
+                    raise RuntimeError("a streamed run's processes were not all read")
+                first = False
+        except docschema.DocumentProblem as e:
+            raise _fail(name + (f" line {e.line}" if e.line is not None else ""), printable(str(e))) from None

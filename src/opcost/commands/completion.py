@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 
+from .. import counters
 from ..arches import ELF_MACHINE
 from ..errors import UsageError
 from ..formats import FORMATS
@@ -257,8 +258,6 @@ def script(shell: str, table: dict, arches: list[str]) -> str:
     except ImportError:
         raise UsageError("opcost completion needs shtab, which is not installed: pip install shtab "
                          "(or reinstall opcost, which depends on it)") from None
-    from .. import counters   # --help must not load it
-
     parser = build_parser()
     attach(parser)
     names = list(dict.fromkeys([*counters.profile_names(), *table.get("counters", [])]))

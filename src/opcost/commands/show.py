@@ -33,7 +33,8 @@ def run(args, argv) -> int:
     if args.functions is not None and args.functions < 1:
         raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
-        doc = store.load_run(args.run, summaries=True)
+        # the table alone reads no sample when the summaries are stored (a run of 10^6 samples)
+        doc = store.load_run(args.run, summaries=True, table_only=not exports and args.functions is None)
         if args.functions is None and doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document,
             from ..comparison import stored_fleet                     # rebuilt from its hosts' runs
 
@@ -55,11 +56,15 @@ def fleet_table(doc: dict, *, color: bool, width: int | None) -> str:
 
 
 def stored_table(doc: dict, *, color: bool, width: int | None, all_notes: bool = False) -> str:
-    """A stored run: a line saying which, then its table (format_stored)."""
+    """A stored run: a line saying which (and what it lacks, if it may lack
+    processes: history.missing_note), then its table (format_stored)."""
+    from ..history import missing_note     # a command loads what it uses when it runs
+
+    note = missing_note(doc)
     return (f"run {doc['run_id']}" + (f" ({printable(doc['label'])})" if doc.get("label") else "") +
             f", {doc.get('created', '')}, {doc.get('status', '')}" +
             (f", {doc['kind']}" if doc.get("kind") not in (None, "run") else "") + "\n"
-            + format_stored(doc, color=color, width=width, all_notes=all_notes))
+            + (f"{note}\n" if note else "") + format_stored(doc, color=color, width=width, all_notes=all_notes))
 
 
 def format_stored(doc: dict, *, color: bool = False, width: int | None = None, all_notes: bool = True) -> str:

@@ -194,6 +194,16 @@ def on_machines(variants: list, machines: list[tuple]) -> list:
     return [v for v in out if not v.params.get("reference")] + [v for v in out if v.params.get("reference")]
 
 
+def compared(variants: list) -> int:
+    """How many comparisons a variants run makes (comparison.variants_document; 0 with one build):
+    every build but the first of its group (its CPU and machine; its CPU
+    alone with one -D over several machines), reference builds left out."""
+    mine = [v for v in variants if not v.params.get("reference")]
+    across = len({v.machine for v in mine}) > 1 and len({v.params.get("define") for v in mine}) == 1
+    groups = {(v.all_params().get("cpu"),) if across else (v.all_params().get("cpu"), v.machine) for v in mine}
+    return len(mine) - len(groups)
+
+
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
                        extra_flags, machines) -> int:
     from .. import variantbuild, variantcache, session   # --help must not load it
@@ -209,7 +219,13 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
                         guest="the virtual machine" if in_vm else None)
         check_mode_options(b.mode, args, given)
         with_mode_defaults(settings, b.mode, given)
-        m = session.measure(settings, on_machines(b.variants, machines), target)
+        runs = on_machines(b.variants, machines)
+        n = compared(runs)
+        if args.processes is not None and n:   # the fixed design says before measuring when it cannot show anything
+            why = protocol.never_significant(settings.protocol.processes, n)
+            if why:
+                warn(why)
+        m = session.measure(settings, runs, target)
         b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results
     from ..targets.vm.withhold import withhold_emulated   # --help must not load it

@@ -45,7 +45,8 @@ from typing import Any, Iterable, TypeGuard
 
 from ..counters import split_name
 from ..errors import UsageError
-from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, process_medians, result_key
+from ..guests import header_lines
+from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, geomean_text, process_medians, result_key
 from ..tables import fmt_ns
 from ..safetext import printable
 
@@ -726,6 +727,8 @@ def _comparison_lines(doc: dict, run: dict | None) -> list[str]:
         lines.append("not interleaved: A and B ran at different times, so drift between them is part of the difference")
     if doc.get("aa"):
         lines.append("A/A: A and B are identical, so any difference is noise")
+    cmp = Comparison.from_json(doc)   # the vm target's kernels and emulation
+    lines += [esc(line) for line in header_lines(cmp.comparisons, cmp.context.get("emulated"))]
     if isinstance(doc.get("delta_requested"), (int, float)):
         lines.append(f"smallest difference that matters (delta): {_pct(doc['delta_requested'])}")
     design = doc.get("design") or {}
@@ -798,13 +801,12 @@ def _comparison_page(page: _Page, doc: dict, run: dict | None = None) -> None:
                                                                          ("no verdict" if e.withheld else "-"))])
     page.add(_table(head, rows, right={2, 3, 4, 5, 6, 7}))
     if isinstance(cmp.geomean_ratio, (int, float)):
-        counts = ", ".join(f"{esc(k)} {esc(n)}" for k, n in cmp.counts.items() if n)
-        page.add(f"<p class=note>geometric mean of B/A: {cmp.geomean_ratio:.4f} over {esc(cmp.summary.get('n'))} "
-                 f"benchmark(s) ({counts or 'no verdict'}). Verdicts are B relative to A; p: "
-                 + ("Welch's t over the runs' log medians (the run is the unit)" if cmp.run_level else
-                    "Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
-                 + ", Holm-adjusted across benchmarks."
-                 + (f" {esc(cmp.methods)}." if cmp.methods else "") + "</p>")
+        how = cmp.methods   # the test each entry used: said once, never beside another's
+        page.add(f"<p class=note>{esc(geomean_text(cmp.summary, cmp.comparisons))}. Verdicts are B relative to A; "
+                 + ("p: Welch's t over the runs' log medians (the run is the unit)" if cmp.run_level else
+                    f"{esc(how)} over per-process medians" if how else
+                    "p: Mann-Whitney U and Kolmogorov-Smirnov over per-process medians")
+                 + ", Holm-adjusted across benchmarks.</p>")
     for e in entries:
         if isinstance(e.savings, dict) and isinstance(e.savings.get("A"), dict):
             _savings_section(page, e)

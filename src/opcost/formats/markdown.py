@@ -8,7 +8,8 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..model import Comparison, Entry, Series, Summary, result_key
+from ..guests import header_lines
+from ..model import Comparison, Entry, Series, Summary, geomean_text, result_key
 from ..safetext import printable
 from ..tables import fmt_ns, fmt_pct
 
@@ -88,6 +89,9 @@ def _comparison(doc: dict) -> list[str]:
     notes = []
     withheld: dict[str, list[str]] = {}
     cmp = Comparison.from_json(doc)
+    guests = header_lines(cmp.comparisons, cmp.context.get("emulated"))   # the vm target's kernels, emulation
+    if guests:
+        out += [f"- {escape(line)}" for line in guests] + [""]
     for e in cmp.comparisons:
         key = escape(e.key)
         if not e.compared:
@@ -108,9 +112,8 @@ def _comparison(doc: dict) -> list[str]:
                      f"**{verdict}**" if verdict in ("slower", "faster") else verdict])
     out += table(rows, {2, 3, 4, 6, 7})
     if cmp.geomean_ratio is not None:
-        counts = ", ".join(f"{k} {v}" for k, v in cmp.counts.items() if v)
-        out += ["", f"Geometric mean of B/A: {cmp.geomean_ratio:.4f} over {cmp.summary['n']} benchmark(s) "
-                f"({counts or 'no verdict'}). Verdicts are B relative to A; p over "
+        said = geomean_text(cmp.summary, cmp.comparisons)
+        out += ["", said[0].upper() + said[1:] + ". Verdicts are B relative to A; p over "
                 + ("the runs' medians (the run is the unit)" if cmp.run_level else "per-process medians")
                 + ", Holm-adjusted across benchmarks."
                 + (f" {escape(cmp.methods)}." if cmp.methods else "")]

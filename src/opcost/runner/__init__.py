@@ -97,6 +97,9 @@ class Runner:
         prepare = getattr(self.target, "prepare", None)   # the vm target: one preflight boot per machine
         if prepare is not None:
             prepare([self.driver.request(vr.variant, 0, 0, pad=False) for vr in self.results])
+            said = getattr(self.target, "accel_line", lambda: None)()   # the vm target: whether KVM is used, first
+            if said:
+                self.warn(said)
         for vr in self.results:
             v = vr.variant
             req = self.driver.request(v, 0, 0, pad=False)

@@ -9,8 +9,8 @@ load_run); `history clean` marks abandoned runs.
 responsibility: store/sql.py (every statement written with `?` placeholders,
 turned into the driver's style; transactions, waiting for another program's
 lock, migrations), store/sqlwrite.py (a run as it is measured, the owner
-rules), store/sqlread.py (listing, run references), store/sqlmove.py (import
-and copy), and loading a run here. Rows become documents in store/rows.py. A
+rules), store/sqlread.py (listing, run references), store/sqlmove.py (import,
+a large file as it is read, and copy), and loading a run here. Rows become documents in store/rows.py. A
 backend subclasses it with its dialect: the class attributes and the methods
 of store/sql.py's SqlDialect, and its schema module's MIGRATIONS and ADDED_IN
 (store/sqlite.py and store/sqlite_schema.py).
@@ -19,7 +19,7 @@ of store/sql.py's SqlDialect, and its schema module's MIGRATIONS and ADDED_IN
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from ..summaries import fill_summaries
 from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER_S, RESULT_STATUSES,  # noqa: F401
@@ -27,7 +27,7 @@ from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER
 from . import rows
 from .recover import recover_plan
 from .owner import owner_here
-from .sqlmove import RunMoving, identity  # noqa: F401
+from .sqlmove import RunImporting, identity  # noqa: F401
 from .sqlread import RunReading
 from .sqlwrite import RunWriting
 
@@ -62,6 +62,8 @@ class Store(Protocol):
 
     def finish_run(self, run_id: int, status: str) -> None: ...
 
+    def record_missed(self, run_id: int, missing: int, rescue: str | None) -> None: ...
+
     def list_runs(self, limit: int | None = None) -> list[dict[str, Any]]: ...
 
     def find_runs(self, where: dict[str, str] | None = None, key: str | None = None,
@@ -71,9 +73,12 @@ class Store(Protocol):
 
     def import_runs(self, docs: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]: ...
 
+    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]: ...
+
     def resolve(self, ref: str) -> int: ...
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]: ...
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False,
+                 table_only: bool = False) -> dict[str, Any]: ...
 
     def clean_abandoned(self) -> list[int]: ...
 
@@ -84,7 +89,7 @@ class Store(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-class SqlStore(RunWriting, RunReading, RunMoving):
+class SqlStore(RunWriting, RunReading, RunImporting):
     """A `Store` over one DB-API 2 connection that runs in autocommit mode:
     single statements commit on their own, multi-statement writes (a process
     and its samples, a migration step) go through `_transaction`."""
@@ -96,7 +101,8 @@ class SqlStore(RunWriting, RunReading, RunMoving):
     def _owner(self) -> dict[str, Any]:
         return owner_here()
 
-    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False) -> dict[str, Any]:
+    def load_run(self, ref: str | int, *, sample_data: bool = True, summaries: bool = False,
+                 table_only: bool = False) -> dict[str, Any]:
         """The run as an `opcost.result/1` document (store/rows.py): results in
         position order, processes in idx order, samples split into measured
         and warm-up; its plan as stored (a store never migrated to schema 5:
@@ -105,7 +111,11 @@ class SqlStore(RunWriting, RunReading, RunMoving):
         over many runs needs, several times faster (benchmarks/report_scale.py).
         summaries=True: for reading (show, report, compare), a run that never
         got its summaries (killed, abandoned) gets them from its processes
-        (summaries.fill_summaries); moving runs (export, copy) leaves them as stored."""
+        (summaries.fill_summaries); moving runs (export, copy) leaves them as stored.
+        table_only=True: a plain run (kind "run") whose every result has its
+        summary stored and current comes without its samples (every process's
+        lists empty): all its results table needs (`show` of a run of 10^6
+        samples reads no sample: issue 38)."""
         run_id = self.resolve(str(ref))
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
@@ -127,7 +137,7 @@ class SqlStore(RunWriting, RunReading, RunMoving):
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
             data = "s.data" if sample_data else "s.iters, s.ns_per_op, s.tsc_per_op"
-            samples = self._run(
+            samples = [] if table_only and run[3] in (None, "run") and self._summarized(db, run_id) else self._run(
                 db, f"SELECT s.process_id, s.warmup, {data} FROM samples s"
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
@@ -135,7 +145,17 @@ class SqlStore(RunWriting, RunReading, RunMoving):
         doc = rows.run_document(run_id, run, results, processes,
                                 samples if sample_data else rows.plain_samples(samples), names,
                                 recover_plan)
-        if summaries:
+        if summaries and samples:
             fill_summaries(doc)
         return doc
 
+    def _summarized(self, db: Any, run_id: int) -> bool:
+        """Every result of the run has the summary fill_summaries would keep:
+        stored, of as many processes as have measured samples."""
+        for summary, n in self._run(
+                db, "SELECT r.summary, (SELECT count(*) FROM processes p WHERE p.result_id = r.id AND EXISTS "
+                "(SELECT 1 FROM samples s WHERE s.process_id = p.id AND s.warmup = 0)) FROM results r "
+                "WHERE r.run_id = ?", (run_id,)).fetchall():
+            if n and (summary is None or (rows.decode(summary) or {}).get("n_processes") != n):
+                return False
+        return True

@@ -41,6 +41,10 @@ _HINT = "give a database that user may write, or another --store, or use --no-st
 _LOGIN_HINT = ("give the password the documented way: ~/.pgpass or PGPASSFILE, or a service file "
                "(postgresql:///DB?service=NAME with PGSERVICEFILE)")
 _REACH_HINT = "check the host, the port and that the server runs, or give another --store, or use --no-store"
+_LOST_HINT = ("start the server again (its log says why it went: a crash, a shutdown, an administrator); what "
+              "a run measured since goes to its --json or rescue file, which `opcost import` puts back in place")
+_LOST_WORDS = ("server closed the connection", "connection is lost", "connection is closed", "connection was closed",
+               "terminating connection", "consuming input failed", "connection to server", "ssl syscall error")
 
 
 def driver() -> ModuleType:
@@ -197,6 +201,9 @@ class PostgresStore(SqlStore):
         if state == "53100":
             return "cannot be written: the server's disk is full", "free disk space there, or use --no-store"
         low = str(e).lower()
+        if state.startswith("57P") or (self._conn is not None and not state and any(w in low for w in _LOST_WORDS)):
+            # the server shut down or crashed under an open connection (admin_shutdown, crash_shutdown...)
+            return "lost its connection to the server (it shut down or crashed)", _LOST_HINT
         if not state and ("password" in low or "authentication" in low):     # at connect: no SQLSTATE
             return "refused the login (wrong user or password?)", _LOGIN_HINT
         if not state and "does not exist" in low and "database" in low:

@@ -128,3 +128,20 @@ def recovered_plans(query: Callable[[str], list],
         plan = recover_plan(decode(argv), kind, list(results.get(run_id, {}).values()))
         out.append((encode(None if plan is None else plan.to_dict()), run_id))
     return out
+
+
+def encode_plain(samples: list[dict[str, Any]]) -> list[str]:
+    """encode() of each sample, in one call: only for samples whose keys and
+    values are plain (docschema.plain_samples: numbers, booleans and the word
+    "sample"), whose JSON cannot hold "},{" but between two samples. orjson
+    writes it ten times faster than json (a float may read 1e-5 for 1e-05:
+    the same number); json writes what orjson cannot (an integer beyond 64 bits)."""
+    if not samples:
+        return []
+    import orjson     # only when a large file is imported: not for every command
+
+    try:
+        text = orjson.dumps(samples, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        text = json.dumps(samples, sort_keys=True, separators=(",", ":"))
+    return ["{" + part + "}" for part in text[2:-2].split("},{")]

@@ -9,6 +9,7 @@ import uuid as _uuid
 from typing import Any, Mapping, Sequence
 
 from .. import labels as _labels
+from ..labels import MISSED_LABEL, RESCUE_LABEL
 from ..errors import StoreError, UsageError
 from ..redact import redact_argv
 from . import rows
@@ -106,6 +107,18 @@ class RunWriting(SqlConnection):
             (status, _now(), run_id))
         if cur.rowcount != 1:
             raise StoreError(f"store {self.path} holds no run with id {run_id}")
+
+    def record_missed(self, run_id: int, missing: int, rescue: str | None) -> None:
+        """A run the store lost mid-run (its opcost got the store back at the
+        end): how many processes the store misses and the file that has them
+        (None: no file: standard output), as the run's labels MISSED_LABEL
+        and RESCUE_LABEL; `history` and `show` say them, and the import of
+        that file that completes the run removes them."""
+        names = {MISSED_LABEL: str(missing)} | ({RESCUE_LABEL: rescue} if rescue else {})
+        with self._transaction("recording what the store missed") as db:
+            self._run(db, f"DELETE FROM run_labels WHERE run_id = ? AND key IN ('{MISSED_LABEL}', '{RESCUE_LABEL}')",
+                      (run_id,))
+            self._put_labels(db, run_id, names)
 
     def clean_abandoned(self) -> list[int]:
         """Store "abandoned" for every run left "running" by an opcost that is

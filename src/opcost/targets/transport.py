@@ -167,7 +167,17 @@ class HostKeys:
         raise HostKeyUnknown(
             f"{self.host}: unknown host key ({fp}); refused, no session opened. After checking it on the "
             f"host (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), add it: ssh-keyscan -p {port} "
-            f"{conf.get('hostname', self.host)} >> ~/.ssh/known_hosts")
+            f"{conf.get('hostname', self.host)} >> {self.known_hosts_file(conf)}")
+
+    @staticmethod
+    def known_hosts_file(conf: dict[str, str]) -> str:
+        """The file ssh adds host keys to: the first UserKnownHostsFile of
+        `ssh -G` (a config or -F may name another than ~/.ssh/known_hosts)."""
+        files = [f for f in conf.get("userknownhostsfile", "").split() if f != "none"]
+        if not files:
+            return "~/.ssh/known_hosts"
+        home = files[0].startswith("~/")     # left to the shell to expand
+        return ("~/" if home else "") + shlex.quote(files[0][2:] if home else files[0])
 
 
 class Master:
@@ -222,7 +232,14 @@ class Master:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("debug")]
         if any("Host key verification failed" in ln for ln in lines):
             return "host key verification failed (unknown or changed host key)"
-        return lines[-1] if lines else f"ssh exit {self._proc.returncode if self._proc else '?'}"
+        if lines:
+            return lines[-1]
+        if self._proc is not None and self._proc.returncode not in (0, None):
+            return f"ssh exit {self._proc.returncode}"
+        # exit 0 is the master going to the background once connected: the loss came later, unsaid
+        return ("its ssh connection ended without a message (the host rebooted, or its sshd or the network "
+                "went away?)" if not self._pid_alive() else "ssh could not use its connection (exit 255) and "
+                "said nothing")
 
     def _sock(self) -> Path:
         assert self.ctl_dir is not None

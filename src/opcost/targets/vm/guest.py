@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import UsageError
+from .kvmsay import accel_line
 from . import host
 
 if TYPE_CHECKING:
@@ -67,6 +68,10 @@ class VmGuest:
 
     def probe_version(self, arch: str | None = None) -> str | None:
         return self.local.probe_version("x86_64")
+
+    def accel_line(self) -> str | None:
+        """Whether KVM is used, and if not why (kvmsay.py): the run's first line, after the preflight."""
+        return accel_line(self.machines, self.cfg.allow_emulated)
 
     def qemu_version(self) -> str | None:
         return self.choice.qemu_version()

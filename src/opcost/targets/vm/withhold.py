@@ -21,9 +21,12 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
     --verdict-on, stands: counts are not timings): each such comparison keeps its figures, its verdict
     becomes None with the reason under `withheld`, and the summary's counts
     leave it out (its geometric mean still covers every ratio)."""
+    cmp = Comparison.from_json(doc)   # its entries are the document's: a change through them changes it
+    emulated = [e.raw.get("key") or e.raw.get("bench") for e in cmp.comparisons if tcg_emulated(e.flags)]
+    if emulated:   # said once in the header (guests.emulated_line), not only per row
+        doc["emulated"] = {"benchmarks": emulated, "allow_emulated": bool(allow)}
     if allow:
         return doc
-    cmp = Comparison.from_json(doc)   # its entries are the document's: a change through them changes it
     changed = False
     for e in cmp.comparisons:
         if (e.decided_on or {}).get("source") == "emulator":
