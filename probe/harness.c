@@ -182,6 +182,36 @@ static __attribute__((noinline)) void marked_run(struct run *R, uint64_t n)
 	MARK(MARK_CLOSE);
 }
 
+/* A prepared benchmark's timed segment, run(ctx, 1), as the counted part of
+ * its batch's window: every segment, and the fixed part's, goes through
+ * here, so the instructions around the call are the same in each. */
+static __attribute__((noinline)) void marked_segment(struct run *R, void (*run)(struct bench_ctx *, uint64_t))
+{
+	MARK(MARK_RESUME);
+	run(&R->ctx, 1);
+	MARK(MARK_PAUSE);
+}
+
+/* The reference for a prepared benchmark's fixed part: an empty run, called
+ * as its run is (the counted equivalent of variants' empty opcost_op). */
+static __attribute__((noinline)) void empty_run(struct bench_ctx *ctx, uint64_t iters)
+{
+	(void)ctx;
+	(void)iters;
+	__asm__ volatile("" ::: "memory");
+}
+
+/* The fixed part's window of a prepared benchmark: n segments of the empty
+ * run, the window paused between them as in run_prepared. */
+static void marked_empty_segments(struct run *R, int n)
+{
+	MARK(MARK_OPEN);
+	MARK(MARK_PAUSE);
+	for (int i = 0; i < n; i++)
+		marked_segment(R, empty_run);
+	MARK(MARK_CLOSE);
+}
+
 /* A benchmark with prepare(): every iteration is its own timed segment,
  * prepared outside it. Ticks, wall time, the measuring thread's usage and the
  * counters are summed over the segments only (c0 stays zero, c1 collects the
@@ -212,10 +242,9 @@ static void run_prepared(struct run *R, struct batch *B, struct usage *u0, struc
 		uint64_t w = mono_raw_ns();
 		uint64_t t0 = clock_start();
 		if (R->marking)
-			MARK(MARK_RESUME);
-		R->ctx.b->run(&R->ctx, 1);
-		if (R->marking)
-			MARK(MARK_PAUSE);
+			marked_segment(R, R->ctx.b->run);
+		else
+			R->ctx.b->run(&R->ctx, 1);
 		uint64_t t1 = clock_end();
 		B->wall_ns += mono_raw_ns() - w;
 		counters_read(&R->cs, &b);
@@ -515,13 +544,20 @@ int harness_run(const struct run_opts *o, int argc, char **argv)
 	 * plugin): first two windows, the benchmark's run of one iteration and
 	 * of two: their difference is one operation, and one run less it is
 	 * the fixed part every batch's window holds (the call into the loop,
-	 * its set-up); opcost takes that off each batch. */
+	 * its set-up); opcost takes that off each batch. A prepared benchmark
+	 * cannot run unprepared, and each of its iterations is a call of its
+	 * own: its two windows hold one and two calls of an empty run, made as
+	 * its segments are (marked_segment); their difference is the fixed part
+	 * opcost takes off each iteration. */
 	const char *cnt = getenv("OPCOST_COUNTING");
 	if (cnt && cnt[0] == '1') {
-		quiesce_output();
-		marked_run(&R, 1);
-		quiesce_output();
-		marked_run(&R, 2);
+		for (int n = 1; n <= 2; n++) {
+			quiesce_output();
+			if (R.ctx.b->prepare)
+				marked_empty_segments(&R, n);
+			else
+				marked_run(&R, n);
+		}
 	}
 	R.marking = 1;
 	const char *q = getenv("OPCOST_QUIESCE");

@@ -170,6 +170,42 @@ def test_classes_in_user_code_under_qemu_user(run_cli, tmp_path):
     assert src["instructions:u"]["source"] == "emulator" and src["instructions:u"]["exact"] is True
 
 
+def test_a_prepared_benchmark_counts_its_calls_own_instructions(run_cli, tmp_path):
+    """msg.hackbench (prepare(): every iteration a timed call of its own,
+    run(ctx, 1), after an untimed set-up): the count per iteration is the
+    call's own instructions, all of them. Checked against the plugin's
+    blocks folded into functions: per iteration, the benchmark's functions
+    (its run, reap, libc's write and wait4) hold exactly the count plus the
+    empty call's return taken off with the fixed part, and no harness
+    function is left in. Before, the fixed part came from the benchmark's
+    run called unprepared (its whole write-and-reap of no worker, 37
+    instructions, not a call's 4): the count was 29 short per iteration and
+    the harness's call site stayed in."""
+    need("qemu-x86_64")
+    from elftools.elf.elffile import ELFFile   # here, as src/opcost/emucount.py does: pyelftools only where symbols are read
+
+    _, doc = _json(run_cli, tmp_path, "run", "msg.hackbench:groups=1,fds=2,loops=1,workers_on=pinned",
+                   "--counters", "instructions:u", "-p", "1", "--samples", "2", "--warmup", "0", "--no-store")
+    (p,) = doc["results"][0]["processes"]
+    head = p["header"]
+    ops = head["ops_per_iter"]
+    assert ops == 4 and head["prepare"]
+    (c,) = [c for c in head["counters"] if c["name"] == "instructions:u"]
+    per_iter = {s["counters"]["instructions:u"] * ops for s in p["samples"]}
+    assert len(per_iter) == 1, per_iter
+    fns = dict(head["count_functions"])
+    assert not {"run_prepared", "marked_segment", "marked_run", "harness_run"} & set(fns), fns
+    assert {"run", "reap", "write"} <= set(fns), fns
+    # the empty run the fixed part calls: `ret` (and endbr64 where the build protects branches)
+    with open(ROOT / "probe" / "opcost-probe", "rb") as f:
+        elf = ELFFile(f)
+        (sym,) = elf.get_section_by_name(".symtab").get_symbol_by_name("empty_run")
+        empty = {1: 1, 5: 2}[sym["st_size"]]
+    # a call: marked_segment's few instructions around it and the empty run's
+    assert empty < c["fixed_part"]["u"] <= 8, c
+    assert abs(sum(fns.values()) * ops - empty - per_iter.pop()) < 1e-6, (fns, per_iter)
+
+
 def test_armv7_udiv_against_the_library_division_counted_under_qemu_arm(run_cli, tmp_path, src):
     """Seed 004: a hardware udiv against the EABI library division, counted
     under qemu-arm: the library's instructions per call in the table."""

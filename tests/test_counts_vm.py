@@ -12,6 +12,11 @@ rounds. Skipped without QEMU or the kernels unless OPCOST_REQUIRE_VM=1."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
 
 # the kernels, or skip (fail under OPCOST_REQUIRE_VM=1); its name puts these tests in the
 # qemu-boots xdist group (conftest.py)
@@ -48,3 +53,76 @@ def test_pti_adds_kernel_instructions_and_two_cr3_writes_per_syscall(run_cli, tm
     assert changed and set(changed) <= {"entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe",
                                         "entry_SYSCALL_64_safe_stack", "syscall_return_via_sysret",
                                         "entry_SYSRETQ_unsafe_stack", "entry_SYSRETQ_end"}, fn.stdout
+
+
+def test_spin_adds_an_exact_linear_count_in_a_guest(run_cli, tmp_path, kernel_pair):
+    """The must-hold inside a guest: spin=11 against spin=1 adds 10 steps of
+    the probe's chain, 3 user instructions each (add, dec, jnz: the same
+    figure qemu-user gives, test_counts.py), within 0.01 instructions/op,
+    though the window now holds every vCPU and the kernel's entry and exit.
+    Two processes per arm (one boot each, 1 ms batches): enough for the
+    difference, which is exact; the p-value at that size cannot decide, so
+    the verdict is not asserted."""
+    out = tmp_path / "ab.json"
+    cp = run_cli("ab", "syscall.null", "--kernel", str(kernel_pair[0]), "--accel", "tcg", "--a", "spin=1",
+                 "--b", "spin=11", "--counters", "instructions:u", "--verdict-on", "instructions:u",
+                 "-p", "2", "--samples", "11", "--warmup", "1", "--target-ms", "1", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    (e,) = json.loads(out.read_text())["comparisons"]
+    on = e["decided_on"]
+    assert on["counter"] == "instructions:u" and on["source"] == "emulator" and "withheld" not in e, e
+    assert abs(on["difference"] - 30.0) < 0.01, on
+    assert all(abs(x - 30.0) < 0.01 for x in on["ci95_difference"]), on
+    assert "B-A +30.000 instructions/op" in cp.stdout, cp.stdout
+
+
+def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, kernel_pair):
+    """The must-hold's bisect under TCG: a 12-commit repository whose file
+    holds B's kernel command line, `pti=on` from commit 8 (the known-good
+    A is the same kernel with none); every step of `git bisect run` runs
+    `ab ... --counters instructions:k --verdict-on instructions:k --bisect`
+    on real boots. Exact counts settle each step at its only look (4
+    processes per arm, the fewest whose p can fall under 0.05), so bisect
+    names commit 8 and no step is skipped (125 never returned). 41 batches
+    of 1 ms per process: under load TCG runs slower and a timer tick falls
+    in most windows; with 11, a process had none clean often enough that a
+    step (PTI's +8 of 321, 2.5% against delta 2%) came out inconclusive,
+    125. 3-4 steps of
+    a preflight and 8 boots each: 276 s at load 10 on the 2-core VM, over
+    the ~120 s a test should take; it runs in the qemu-boots xdist group
+    (one worker, one boot at a time), skipped without the kernels."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    commits = []
+    for n in range(1, 13):
+        (repo / "cmdline").write_text("pti=on\n" if n >= 8 else "\n")
+        (repo / "log").write_text(f"commit {n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"commit {n}")
+        commits.append(git("rev-parse", "HEAD").strip())
+    codes = tmp_path / "codes"
+    script = tmp_path / "step.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'{sys.executable} -m opcost ab syscall.null --kernel {kernel_pair[0]} --accel tcg --a cmdline= '
+        '--b "cmdline=$(cat cmdline)" --counters instructions:k --verdict-on instructions:k '
+        "-p 4 --samples 41 --warmup 1 --target-ms 1 --no-store --no-progress --bisect\n"
+        f'rc=$?; echo "$(cat log) $rc" >> {codes}; exit $rc\n')
+    script.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    git("bisect", "start", commits[-1], commits[0])
+    cp = subprocess.run(["git", "-C", str(repo), "bisect", "run", str(script)], capture_output=True, text=True,
+                        env=env, timeout=1200)
+    steps = codes.read_text().splitlines()
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"{commits[7]} is the first bad commit" in cp.stdout, (steps, cp.stdout)
+    assert steps and all(s.split()[-1] in ("0", "1") for s in steps), steps
+    # each step's code is the commit's truth: good before commit 8, bad from it
+    assert all((int(s.split()[1]) >= 8) == (s.split()[-1] == "1") for s in steps), steps

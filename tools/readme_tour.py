@@ -58,6 +58,9 @@ TOUR: tuple[tuple[Step, ...], ...] = (
           ((r"^syscall\.null by spin", 1), MORE, (r"^\s*spin ", None), (r"^change points", 2), MORE)),),
     (Step("variants docs/examples/div.c -D DIV -D SHIFT -p 6", True,
           (MORE, (r"^benchmark ", None), MORE, (r"^benchmark ", None), MORE)),),
+    # exact counts under qemu-x86_64 (the same on the fake clock: counts are not timings)
+    (Step("ab syscall.null --a spin=1 --b spin=11 --counters instructions:u --verdict-on instructions:u -p 4", True,
+          ((r"^benchmark ", None), MORE)),),
 )
 
 

@@ -205,6 +205,14 @@ def _ops(b: dict) -> float:
     return float(b.get("executed", b["iters"])) * float(b.get("ops_per_iter", 1))
 
 
+def _fixed(prepared: bool, one, two) -> int:
+    """The fixed part from the probe's two first windows: for a loop, its run
+    of one iteration less the difference of its runs of two and one; for a
+    prepared benchmark, whose windows are one and two empty calls, their
+    difference (one call)."""
+    return int(two) - int(one) if prepared else 2 * int(one) - int(two)
+
+
 def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events: list[str], head: dict,
                    windows: list[dict], emulator: str, symbols: "Symbols | None" = None) -> None:
     """Put the windows' counts into the batches (warm-up first, then the
@@ -213,7 +221,8 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     windows' blocks folded into functions (header.count_functions).
 
     The probe's first two windows (OPCOST_COUNTING=1) are its run of one
-    iteration and of two: one run less their difference is the fixed part,
+    iteration and of two (a prepared benchmark's: one and two calls of an
+    empty run, made as its segments are): they give the fixed part (_fixed),
     whose user instructions (and classes) are taken off every batch's window
     (once per batch; once per iteration for a prepared benchmark, whose
     every iteration is a call of its own), so that a short batch's count
@@ -223,13 +232,13 @@ def inject_windows(header: dict, warmup: list[dict], samples: list[dict], events
     fixed_fn: dict[str, float] = {}
     if len(windows) == len(batches) + FIXED_WINDOWS:
         one, two = windows[0], windows[1]
+        prepared = bool(header.get("prepare"))
         if symbols is not None and head.get("blocks"):
             f1, f2 = per_function([one], symbols), per_function([two], symbols)
-            fixed_fn = {k: float(2 * f1.get(k, 0) - f2.get(k, 0)) for k in set(f1) | set(f2)}
-        fixed = {"u": 2 * int(one.get("u", 0)) - int(two.get("u", 0)),
-                 "classes": {"u": {c: 2 * int(((one.get("classes") or {}).get("u") or {}).get(c, 0))
-                                   - int(((two.get("classes") or {}).get("u") or {}).get(c, 0))
-                                   for c in ((one.get("classes") or {}).get("u") or {})}}}
+            fixed_fn = {k: float(_fixed(prepared, f1.get(k, 0), f2.get(k, 0))) for k in set(f1) | set(f2)}
+        cls1, cls2 = ((one.get("classes") or {}).get("u") or {}), ((two.get("classes") or {}).get("u") or {})
+        fixed = {"u": _fixed(prepared, one.get("u", 0), two.get("u", 0)),
+                 "classes": {"u": {c: _fixed(prepared, cls1.get(c, 0), cls2.get(c, 0)) for c in cls1}}}
         windows = windows[FIXED_WINDOWS:]
     if len(windows) != len(batches):
         raise ProbeError(f"the counting plugin saw {len(windows)} windows for {len(batches)} batches "
