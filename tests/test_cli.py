@@ -386,7 +386,7 @@ def _default_sigint() -> None:
 
 def test_ctrl_c_keeps_what_was_measured(cli_environ, tmp_path):
     out = tmp_path / "i.json"
-    proc = subprocess.Popen(cli_argv("run", "ctx.pipe", "syscall.null", "--json", out), cwd=tmp_path,
+    proc = subprocess.Popen(cli_argv("run", "ctx.pipe", "syscall.null", "-p", "200", "--json", out), cwd=tmp_path,
                             env=cli_environ(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
@@ -395,7 +395,7 @@ def test_ctrl_c_keeps_what_was_measured(cli_environ, tmp_path):
         while time.monotonic() < deadline and not (
                 out.exists() and any(r["processes"] for r in load(out)["results"])):
             time.sleep(0.1)
-        assert proc.poll() is None, "the default run ended before Ctrl-C"
+        assert proc.poll() is None, "a 200-process run ended before Ctrl-C"
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=20)
     finally:

@@ -289,9 +289,9 @@ def test_a_build_runs_as_its_uploaded_copy():
     from opcost.targets.ssh import SshTarget
 
     t = SshTarget("lab1")
-    t.ssh._ctl_dir = "/nonexistent"   # no connection: only the command line is made
+    t.ssh.master.ctl_dir = "/nonexistent"   # no connection: only the command line is made
     t.remote_probe = "/tmp/opcost-fleet.X/opcost-probe-x86_64"
-    t._builds = {"/here/v0_A": "/tmp/opcost-fleet.X/build-1", "/here/probe-B": "/tmp/opcost-fleet.X/build-2"}
+    t.upload.builds = {"/here/v0_A": "/tmp/opcost-fleet.X/build-1", "/here/probe-B": "/tmp/opcost-fleet.X/build-2"}
     prog = probe.ProbeRequest(bench="program", params={}, arch="x86_64", program=("/here/v0_A",))
     line = t.launch(prog, prog.argv(check=True))[-1]
     assert "/tmp/opcost-fleet.X/opcost-probe-x86_64 time " in line and line.endswith("-- /tmp/opcost-fleet.X/build-1")

@@ -33,20 +33,20 @@ def test_a_lost_ssh_connection_is_not_reported_as_ssh_exit_0(tmp_path):
     from opcost.targets.transport import SshTransport
 
     t = SshTransport("fleet9")
-    t._master = subprocess.Popen(["true"])
-    t._master.wait()
-    t._master_log = tmp_path / "master.log"
-    t._master_log.write_text("")
+    t.master._proc = subprocess.Popen(["true"])
+    t.master._proc.wait()
+    t.master._log = tmp_path / "master.log"
+    t.master._log.write_text("")
     said = str(t.lost(" while measuring"))
     assert "ssh exit 0" not in said and "its ssh connection ended without a message" in said, said
-    t._master_log.write_text("Connection to 127.0.0.3 closed by remote host.\n")
+    t.master._log.write_text("Connection to 127.0.0.3 closed by remote host.\n")
     assert str(t.lost("")).endswith("Connection to 127.0.0.3 closed by remote host.")
 
 
 def test_the_known_hosts_file_named_is_the_one_ssh_uses():
-    from opcost.targets.transport import SshTransport
+    from opcost.targets.transport import HostKeys
 
-    name = SshTransport.known_hosts_file
+    name = HostKeys.known_hosts_file
     assert name({"userknownhostsfile": "~/.ssh/known_hosts ~/.ssh/known_hosts2"}) == "~/.ssh/known_hosts"
     assert name({"userknownhostsfile": "/etc/opcost/known_hosts"}) == "/etc/opcost/known_hosts"
     assert name({"userknownhostsfile": "~/k&h"}) == "~/'k&h'"     # quoted for the shell, ~ left to expand

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from itertools import combinations
 
 # Imported first: it keeps BLAS thread pools off the CPUs being measured.
 from .model import Entry
@@ -349,7 +350,6 @@ def _labellings(n_a: int, n_b: int) -> tuple[np.ndarray, bool]:
     """Boolean rows (True: the value of that rank belongs to A): every
     labelling when there are at most PERM_EXACT_MAX, else PERM_SAMPLES
     seeded random ones. Returns (rows, exact)."""
-    from itertools import combinations
 
     n = n_a + n_b
     if math.comb(n, n_a) <= PERM_EXACT_MAX:

@@ -7,7 +7,10 @@ failed: git tries a neighbouring commit). An interrupted run keeps its
 
 from __future__ import annotations
 
+import sys
+
 from .model import Comparison
+from .redact import redact
 
 GOOD, BAD, SKIP = 0, 1, 125
 
@@ -30,11 +33,8 @@ def on_error(e: Exception) -> int:
     run`. A kernel that does not boot (targets/vm.BootFailed) is skipped
     (125: a commit that does not build or boot tells nothing about the
     cost); any other bad input stops the bisection (128), with its one line."""
-    import sys
-
-    from .redact import redact
 
     print(f"opcost: {redact(str(e))}", file=sys.stderr)
-    from .targets.vm.protocol import BootFailed
+    from .targets.vm.protocol import BootFailed   # the vm package (~0.25 s): only when a boot failed
 
     return SKIP if isinstance(e, BootFailed) else 128

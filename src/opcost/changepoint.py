@@ -192,7 +192,7 @@ def candidates(groups: list[np.ndarray], sigma: float, factor: float = PENALTY_F
     """Candidate change points of the log-medians: label indices where a new
     segment begins (1 .. len(groups)-1), from ruptures' PELT ("l2"); the
     penalty factor x sigma^2 x log(n), or `penalty` where that is larger."""
-    import ruptures
+    import ruptures   # ~0.1-0.4 s on top of scipy: only when change points are searched
 
     counts = np.array([g.size for g in groups])
     y = np.log(np.concatenate(groups)).reshape(-1, 1)

@@ -5,9 +5,13 @@ commands that need them, so `opcost --help` stays fast."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
+from . import interrupts
 from .errors import EXIT_INTERRUPTED, OpcostError, UsageError
+from .redact import redact
+from .safetext import printable, screen
 
 
 def _glue_flag_values(argv: list[str]) -> list[str]:
@@ -29,8 +33,6 @@ def _glue_flag_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import interrupts
-
     interrupts.install()   # first: Ctrl-C, SIGTERM, SIGHUP end a run cleanly from here on
     try:
         return _main(argv)
@@ -42,24 +44,18 @@ def main(argv: list[str] | None = None) -> int:
         # started (numpy's BLAS pool) do not block it, and a signal delivered
         # to one of them once the interpreter has put the default action back
         # would kill the process.
-        import signal
-
         signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
         for sig in interrupts.SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
 
 
 def _main(argv: list[str] | None) -> int:
-    from . import interrupts
-
     argv = sys.argv[1:] if argv is None else argv
     argv = _glue_flag_values(list(argv))
     try:
-        from . import commands
+        from . import commands   # in the try: a Ctrl-C while the parsers load ends as an interruption
 
         if argv[:1] == ["--version"] and len(argv) > 1:
-            from .safetext import printable
-
             # argparse prints the version and exits at --version, ignoring the rest.
             raise UsageError(f"--version takes nothing more (got '{printable(argv[1])}'): `opcost --version` alone")
         parser = commands.build_parser()
@@ -73,10 +69,6 @@ def _main(argv: list[str] | None) -> int:
         finally:
             _close_targets()
     except OpcostError as e:
-        from .redact import redact
-
-        from .safetext import screen
-
         print(screen(f"opcost: {redact(str(e))}"), file=sys.stderr)    # a --store URL's password never shown
         return e.exit_code
     except BrokenPipeError:
@@ -102,7 +94,6 @@ def _close_targets() -> None:
 def _interrupted() -> int:
     """Stopped before a run existed (checking input, starting up): nothing
     was stored. 128 + the signal: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP)."""
-    from . import interrupts
 
     interrupts.hold()
     done = interrupts.done_text()
@@ -110,8 +101,6 @@ def _interrupted() -> int:
         if done is None:
             print("opcost: interrupted before anything was measured", file=sys.stderr)
         else:
-            import signal
-
             name = signal.Signals(interrupts.received() or signal.SIGINT).name
             print(f"opcost: interrupted ({name}); {done}", file=sys.stderr)
     except OSError:

@@ -261,7 +261,7 @@ def expand(text: str | None, known: list[str], catalog=None) -> Plan | None:
 
 
 def _unknown(item: str, base: str, known: list[str], profiles: set, cat) -> str:
-    import difflib
+    import difflib   # --help must not load it (counters is read for the parsers)
 
     pool = list(known) + sorted(profiles) + (cat.names() if cat is not None else [])
     close = difflib.get_close_matches(base, pool, n=3, cutoff=0.75)

@@ -188,7 +188,7 @@ def _inlined(node: Any, home: dict) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _validator(name: str) -> Any:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator   # jsonschema (~0.2 s): only when a document is validated
 
     return Draft202012Validator(_inlined(schema(name), schema(name)))
 
@@ -196,7 +196,7 @@ def _validator(name: str) -> Any:
 def problem(doc: Any, name: str) -> str | None:
     """The first thing `doc` does against the schema `name`, as "JSON path:
     what" (None: it validates)."""
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match   # jsonschema (~0.2 s): only when a document is validated
 
     error = best_match(_validator(name).iter_errors(doc))
     if error is None:

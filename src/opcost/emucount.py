@@ -24,6 +24,7 @@ makes it act as if QEMU supported only API 5 to 7).
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -278,8 +279,6 @@ class Symbols:
     """Function symbols by address: (start, end, name), sorted."""
 
     def __init__(self, entries: list[tuple[int, int, str]]):
-        import bisect
-
         self.entries = sorted(entries)
         self._starts = [e[0] for e in self.entries]
         self._bisect = bisect.bisect_right
@@ -296,8 +295,9 @@ class Symbols:
         """The function symbols of a static, non-PIE ELF (the probe, a
         variant's build): their addresses are where qemu-user runs them.
         Nothing (an empty table) when the file has no symbol table."""
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
+        from elftools.common.exceptions import ELFError   # pyelftools (~0.2 s): only when a counting run reads an ELF
+        from elftools.elf.elffile import ELFFile   # pyelftools (~0.2 s): only when a counting run reads an ELF
+        # pyelftools (~0.2 s): only when a counting run reads an ELF
         from elftools.elf.sections import SymbolTableSection
 
         out: list[tuple[int, int, str]] = []
@@ -361,7 +361,7 @@ def fold(windows: list[dict], ops: float, symbols: Symbols, less: dict[str, floa
 def functions_of(result: dict) -> dict[str, float]:
     """One result's instructions per op by function: the median over its
     processes (a process that did not see a function counts 0 for it)."""
-    import statistics
+    import statistics   # statistics (~30 ms): only when blocks are folded into functions
 
     procs = [dict((p.get("header") or {}).get("count_functions") or []) for p in result.get("processes") or []
              if (p.get("header") or {}).get("count_functions")]

@@ -16,12 +16,16 @@ this machine's environment is collect() with its probe's answers).
 from __future__ import annotations
 
 import contextvars
+import glob
 import gzip
 import os
 import platform
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
+
+from .spec import _cpu_ranges
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -220,7 +224,6 @@ def tree_snapshot(root: str | Path) -> Snapshot:
     """The files FILES and DIRS list, read under `root` instead of / (a copy
     of a machine's /sys and /proc, or a test's made-up one): collect(...,
     snapshot=) then describes that tree; uname is this machine's."""
-    import glob
 
     root = str(root).rstrip("/")
     files, dirs = {}, {}
@@ -366,7 +369,6 @@ def core_types(per_cpu: list[dict] | None) -> list[dict]:
     groups: dict[tuple, list[int]] = {}
     for e in per_cpu or []:
         groups.setdefault((e.get("model"), e.get("capacity")), []).append(e["cpu"])
-    from .spec import _cpu_ranges
     return [{"model": m, "capacity": c, "cpus": _cpu_ranges(sorted(cpus)), "count": len(cpus)}
             for (m, c), cpus in sorted(groups.items(), key=lambda kv: -(kv[0][1] or 0))]
 
@@ -689,8 +691,6 @@ def collect(cpuid: dict | None = None, probe_info: dict | None = None, snapshot:
 
 
 def _collect(cpuid: dict | None, probe_info: dict | None, snapshot: Snapshot | None) -> dict:
-    from types import SimpleNamespace
-
     u = os.uname()
     machine, nodename, release, version = snapshot.uname if snapshot is not None else (
         u.machine, u.nodename, u.release, u.version)

@@ -14,6 +14,7 @@ the cross compilers and qemu-user, as the probe looks them up).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Callable
 
 from . import env as envmod
 from .errors import UsageError
+from .tables import _table
 
 OK, WARN = "ok", "warn"
 
@@ -47,7 +49,7 @@ class Tools:
 
     @staticmethod
     def here() -> "Tools":
-        from .targets.vm.host import kvm_usable   # the host module alone, not the whole target
+        from .targets.vm.host import kvm_usable   # the vm package (~0.25 s): only --check asks it
 
         def kvm() -> str | None:
             why = kvm_usable()
@@ -146,8 +148,12 @@ def checks(e: dict, now_: dict, tools: Tools, cpu: int, ncpus: int) -> list[Row]
     `now_`, and the tools; `cpu` is the measuring CPU."""
     v = {k: (f or {}).get("value") for k, f in e.items()}
     why = {k: (f or {}).get("reason") for k, f in e.items()}
-    rows = []
+    return _cpu_rows(v, why, cpu, ncpus) + _now_rows(now_, ncpus) + _kernel_rows(v, why) + _tool_rows(tools)
 
+
+def _cpu_rows(v: dict, why: dict, cpu: int, ncpus: int) -> list[Row]:
+    """The measuring CPU's own: its governor, boost, SMT sibling, isolation, interrupts."""
+    rows = []
     gov = v.get("cpufreq_governor")
     if not gov:
         rows.append(Row("cpufreq governor", WARN, f"none: {why.get('cpufreq_governor') or 'no cpufreq policy'}",
@@ -190,7 +196,12 @@ def checks(e: dict, now_: dict, tools: Tools, cpu: int, ncpus: int) -> list[Row]
         rest = ",".join(str(c) for c in range(ncpus) if c != cpu) or "0"
         rows.append(Row("IRQ affinity", WARN if on else OK, f"{on} of {irq.get('irqs')} interrupts may land on cpu{cpu}",
                         f"for f in /proc/irq/*/smp_affinity_list; do echo {rest} > $f; done" if on else ""))
+    return rows
 
+
+def _now_rows(now_: dict, ncpus: int) -> list[Row]:
+    """What else runs now: the load and the hypervisor's steal."""
+    rows = []
     load, steal = now_.get("load1"), now_.get("steal")
     busy = load is not None and load > LOAD_PER_CPU * ncpus
     rows.append(Row("load now", WARN if busy or load is None else OK,
@@ -200,7 +211,12 @@ def checks(e: dict, now_: dict, tools: Tools, cpu: int, ncpus: int) -> list[Row]
     rows.append(Row("hypervisor steal", WARN if stolen else OK,
                     "-" if steal is None else f"{steal:.1%} of CPU time ({now_.get('steal_over')})",
                     "a dedicated host or pinned vCPUs" if stolen else ""))
+    return rows
 
+
+def _kernel_rows(v: dict, why: dict) -> list[Row]:
+    """The kernel's settings: hugepages, ASLR, perf_event_paranoid, the PMU it offers."""
+    rows = []
     thp = v.get("transparent_hugepage")
     rows.append(Row("transparent hugepages", WARN if thp == "always" else OK, thp or "-",
                     "opcost env --apply (echo madvise > /sys/kernel/mm/transparent_hugepage/enabled)"
@@ -221,7 +237,12 @@ def checks(e: dict, now_: dict, tools: Tools, cpu: int, ncpus: int) -> list[Row]
     rows.append(Row("hardware PMU", OK if pmu.get("core") else WARN, pmu.get("summary") or f"- ({why.get('pmu')})",
                     "" if pmu.get("core") else "none here: cycles/instructions need a PMU the host passes through "
                     "(QEMU -cpu host with KVM, a bare-metal machine); software events still count"))
+    return rows
 
+
+def _tool_rows(tools: Tools) -> list[Row]:
+    """The tools the targets need: KVM, QEMU and its plugins, the cross compilers."""
+    rows = []
     kvm = tools.kvm()
     rows.append(Row("KVM", OK if kvm is None else WARN, "usable" if kvm is None else f"not usable: {kvm}",
                     "" if kvm is None else "modprobe kvm_intel (or kvm_amd) and join group kvm; in a VM, nested "
@@ -262,8 +283,6 @@ def run_check(root: str | None = None, tools: Tools | None = None, interval: flo
 
 
 def format_rows(rows: list[Row], cpu: int) -> str:
-    from .tables import _table
-
     table = _table([["check", "status", "here"]] + [[r.check, r.status, r.here] for r in rows], right=set())
     bad = [r for r in rows if r.status == WARN]
     return (f"what this machine offers a measurement on cpu{cpu} (the default measuring CPU: the last allowed)\n\n"
@@ -312,7 +331,6 @@ def _current(text: str) -> str:
 def apply(root: str = "/") -> list[str]:
     """Set each knob present that is not as a measurement wants it; the old
     values go to state_path() for reset(). The lines to print."""
-    import glob
 
     _need_root("--apply")
     base = root.rstrip("/")

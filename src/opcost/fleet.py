@@ -27,17 +27,20 @@ host's builds beside its probe.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from . import interrupts, session
+from . import __version__, interrupts, session
 from .console import warn
 from .errors import HostLost, OpcostError, UsageError
-from .targets.ssh import HostKeyUnknown, SshTarget, check_host
 from .safetext import printable
+from .store import open_store
+from .targets.ssh import HostKeyUnknown, SshTarget, check_host
 
 
 def parse_hosts(text: str) -> list[str]:
@@ -226,8 +229,6 @@ class Fleet:
                 out.cleaned = target.closed_cleanly
 
     def _measure(self, host: str, target: SshTarget, out: HostOutcome) -> None:
-        import copy
-
         if target.remote_probe is None:   # not yet connected (connect_all)
             target.connect()
         s = copy.copy(self.settings)
@@ -274,14 +275,10 @@ def open_record(settings: session.Settings, hosts: list[str]) -> tuple[int | Non
     """The fleet record, before any host is measured: a run of kind fleet
     (no results; its plan is the settings' with the hosts) labelled with
     the user's labels and fleet=ID, ID new. (None, ID) with --no-store."""
-    import uuid
-
-    from . import __version__
 
     fleet_id = uuid.uuid4().hex[:12]
     if settings.no_store:
         return None, fleet_id
-    from .store import open_store
 
     plan = replace(settings.plan, kind="fleet", hosts=list(hosts), stages=list(settings.stages),
                    boundary=settings.boundary, of=None if settings.kind == "ab" else settings.kind)
@@ -302,7 +299,6 @@ def close_record(settings: session.Settings, run_id: int | None, f: Fleet) -> tu
     statuses = {o.status for o in f.outcomes.values()}
     status = "complete" if statuses == {"ok"} else "interrupted" if "interrupted" in statuses else "failed"
     nothing = all(o.run_id is None for o in f.outcomes.values())
-    from .store import open_store
 
     try:
         with open_store(settings.store, on_wait=warn) as store:

@@ -49,7 +49,7 @@ def rescue_places() -> str:
     """Where a rescue file goes (record.rescue_folders), as words."""
     # only when a note names the places: history's table needs neither
     import tempfile
-    from .record import state_dir
+    from .record import state_dir   # record loads the store and the runner: history's table needs neither
 
     return (f"beside the store (or the --json file), {tempfile.gettempdir()}, the working directory it ran "
             f"in, {state_dir()}: the first of them that could be written")

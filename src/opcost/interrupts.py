@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from typing import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -75,8 +76,6 @@ def _unraisable(hook):
 
 
 def install() -> None:
-    import sys
-
     for sig in SIGNALS:
         signal.signal(sig, _handler)
     if not getattr(sys.unraisablehook, "_opcost", False):

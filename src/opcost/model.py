@@ -202,6 +202,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
 from . import __version__
+from .errors import UsageError
 
 RESULT_SCHEMA = "opcost.result/1"
 COMPARISON_SCHEMA = "opcost.comparison/1"
@@ -460,7 +461,7 @@ def process_median(samples: list[dict], header: dict | None = None) -> float:
     process's header: without it only a two-party benchmark (its samples
     show the helper) is told apart, and any other gets wall time. Pure
     Python, so input is checked before numpy loads."""
-    import statistics
+    import statistics   # --help must not load it
 
     return float(statistics.median(batch_figures(samples, header)[1]))
 
@@ -468,7 +469,7 @@ def process_median(samples: list[dict], header: dict | None = None) -> float:
 def process_median_wall(samples: list[dict]) -> float:
     """A process's median batch by wall time (waiting included): reported
     beside the figure (summary.median_wall_ns)."""
-    import statistics
+    import statistics   # --help must not load it
 
     return float(statistics.median([s["ns_per_op"] for s in samples]))
 
@@ -549,7 +550,6 @@ def same_machine(envs: list[tuple[Any, dict]], *, force: bool, anyway: str) -> l
     architecture is refused (UsageError, its message ending "(`anyway`)")
     unless `force`; then the differences, (run id, field, first's, its), are
     returned, to be said."""
-    from .errors import UsageError
 
     forced: list[tuple] = []
     if not envs:
@@ -1078,7 +1078,7 @@ class Series:
 # --- the facts of the processes a summary covers --------------------------------
 
 def _median(xs: list) -> float:
-    import statistics
+    import statistics   # --help must not load it
 
     return float(statistics.median(xs))
 

@@ -20,7 +20,10 @@ import random
 import selectors
 import shutil
 import signal
+import struct
 import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +37,6 @@ PROBE_EXIT_OK, PROBE_EXIT_FAIL, PROBE_EXIT_USAGE, PROBE_EXIT_UNSUPPORTED = 0, 1,
 def host_arch() -> str:
     """opcost's name for this machine (armv7l is arm; a 32-bit userland on a
     64-bit Arm kernel is arm too: arches.native_arch)."""
-    import struct
 
     return native_arch(platform.machine(), struct.calcsize("P") * 8)
 
@@ -360,7 +362,6 @@ def run_concurrent(reqs: list[ProbeRequest], timeout: float, on_line=None, after
     The probes calibrate on their own, so they reach their measured batches a
     few ms apart; `res.first_line_s`/`last_line_s` (seconds since the start of
     all) let the caller measure that skew. Ctrl-C kills every process group."""
-    import threading
 
     procs: list = []
     out: list = [None] * len(reqs)
@@ -403,9 +404,7 @@ def _start(req: ProbeRequest, launch=None, wrap=None):
     if req.emulated and cmd:
         env["OPCOST_COUNTING"] = "1"   # the probe's first window: the fixed part (emucount.inject_windows)
         # the probe under qemu-ARCH with the counting plugin (emucount.py): its timings are qemu's
-        import tempfile
-
-        from . import emucount
+        from . import emucount   # --help must not load it
 
         fd, count_file = tempfile.mkstemp(prefix="opcost-count-", suffix=".jsonl")
         os.close(fd)
@@ -450,7 +449,7 @@ def _collect_probe(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeo
     last_err = err.splitlines()[-1] if err else ""
     rc = proc.returncode
     if res.count_file and rc != 0:
-        from . import emucount
+        from . import emucount   # --help must not load it
 
         refused = emucount.load_failure(err, res.count_qemu)
         if refused:
@@ -466,7 +465,7 @@ def _collect_probe(req: ProbeRequest, proc, res: ProcessResult, t0: float, timeo
     if res.header is None or res.trailer is None:
         raise ProbeError("probe output ended early (header or trailer missing)")
     if res.count_file:
-        from . import emucount
+        from . import emucount   # --help must not load it
 
         emucount.inject(res.header, res.warmup, res.samples, list(req.emulated), res.count_file,
                         os.path.basename(res.count_qemu), exe=req.command()[-1])

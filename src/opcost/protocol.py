@@ -10,6 +10,7 @@ No heavy imports here: `opcost --help` builds its parser from this module.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -105,7 +106,7 @@ FIELDS = (
 
 def fresh_seed() -> int:
     """A seed from the system's entropy (os.urandom), in --seed's range."""
-    import secrets
+    import secrets   # --help must not load it
 
     return secrets.randbits(32)
 
@@ -195,7 +196,6 @@ def best_p(n: int, comparisons: int = 1) -> float:
     can give (every comparison at its test's floor): what such a run can
     at best show, known before measuring. Pure Python (`--help` imports
     this module)."""
-    import math
 
     if n < 2:
         return 1.0

@@ -15,6 +15,7 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+import diptest  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .model import (FIGURE_MIXED, FIGURE_WALL, batch_lost_ns, figure_of, process_median,  # noqa: E402,F401
@@ -249,8 +250,6 @@ def _robust_sd(v: np.ndarray) -> float:
 def _dip_p(y: np.ndarray) -> float:
     """Hartigan's dip test of unimodality on sorted values: its p (the
     package's table, interpolated)."""
-    import diptest
-
     return float(diptest.diptest(np.asarray(y, dtype=float), sort_x=False)[1])
 
 
@@ -413,7 +412,7 @@ def boot_spread(procs: list[dict], figures: list[float]) -> dict | None:
     if ss_within <= 0:
         share = None if ss_between <= 0 else 1.0   # no spread inside the boots: all of it is between them
     else:
-        from scipy import stats as sps
+        from scipy import stats as sps   # scipy.stats takes seconds to load: only for the bootstrap spread
 
         f = float(sps.f_oneway(*groups).statistic)
         n0 = (total - sum(n * n for n in sizes) / total) / (len(groups) - 1)

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from typing import Any
 
-from . import docschema
+from . import docschema, labels
 from .errors import UsageError
-from .model import COMPARISON_SCHEMA, RESULT_SCHEMA
+from .model import COMPARISON_SCHEMA, RESULT_SCHEMA, plan_problem
 from .safetext import printable
+from .store import open_store
+from .store.base import RESULT_STATUSES, RUN_STATUSES, identity
 
 
 def serialize(docs: list[dict]) -> bytes:
@@ -89,8 +92,6 @@ def _fail(where: str, what: str) -> UsageError:
 
 def check(doc: Any, where: str) -> dict:
     """An opcost.result/1 document that the store can take as it is."""
-    from . import labels
-    from .store.base import RESULT_STATUSES, RUN_STATUSES
 
     if not isinstance(doc, dict):
         raise _fail(where, f"a JSON {type(doc).__name__}, not an opcost.result/1 document (an object)")
@@ -112,8 +113,6 @@ def check(doc: Any, where: str) -> dict:
     for k in ("created", "finished", "label", "kind", "uuid", "opcost_version"):
         need(doc.get(k) is None or isinstance(doc.get(k), str), f"{k} must be text")
     if doc.get("plan") is not None:
-        from .model import plan_problem
-
         problem = plan_problem(doc["plan"])
         need(problem is None, str(problem))
     tags = doc.get("labels", {})
@@ -148,8 +147,6 @@ def held_after(url: str | None, docs: list[dict]) -> str:
     """After a signal: how many of `docs` the store at `url` holds, read back
     from it (not counted while storing: a transaction may have committed
     just before the signal), as a message's clause."""
-    from .store import open_store
-    from .store.base import identity
 
     want = {identity(d) for d in docs}
     try:
@@ -168,7 +165,6 @@ def load_settled(store, run_id: int, wait: bool, warn) -> dict:
     it has ended; else copied as a partial snapshot, marked "interrupted"
     (a copied run is never "running" where it goes), said, and completed
     in place by a later copy or import once the run has ended."""
-    import time
 
     doc = store.load_run(run_id)
     if doc.get("status") != "running":

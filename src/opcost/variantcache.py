@@ -28,6 +28,7 @@ import shutil
 import time
 from pathlib import Path
 
+from . import __version__
 from .output import replace
 
 FORMAT = "opcost-build-cache/1"
@@ -106,7 +107,6 @@ def compiler_identity(cc: list[str]) -> list:
 def key(*, what: str, sources: list[Path], cc: list[str], flags: list[str], probe_dir: Path | None,
         extra: str = "") -> str:
     """The cache key of one build (see the module's docstring)."""
-    from . import __version__
 
     h = hashlib.sha256()
 

@@ -14,6 +14,7 @@ import importlib
 
 from .. import __version__, protocol
 from ..errors import UsageError
+from ..formats import FORMATS
 from ..redact import redact
 from ..safetext import printable
 
@@ -103,7 +104,6 @@ def add_json_flag(g) -> None:
 def add_export_options(g, what: str) -> None:
     """--json FILE and the repeatable --export FORMAT:FILE (hyperfine's shape): where
     a command's document goes (present.present writes them)."""
-    from ..formats import FORMATS
 
     g.add_argument("--json", metavar="FILE", help=f"write {what} ('-': stdout; the table then goes to stderr); "
                    "the same as --export json:FILE")

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from .. import protocol
+from ..console import warn
 from ..errors import UsageError
+from ..tables import format_comparison
+from ..targets.vm_options import add_vm_options
 from . import add_measure_options
 
 
@@ -27,7 +32,6 @@ def add_parser(sub) -> None:
                    "not with -p")
     add_measure_options(s, {"processes": None, "processes_help": "default: sequential, looks after "
                             + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"})
-    from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
     s.add_argument("--bisect", action="store_true",
@@ -36,7 +40,7 @@ def add_parser(sub) -> None:
 
 
 def variant_pair(bench: str, a: str, b: str, cpus: list[str] | None, target) -> tuple:
-    from ..spec import expand
+    from ..spec import expand   # --help must not load it
 
     if cpus and len(cpus) > 1:
         raise UsageError(f"--cpu {'|'.join(cpus)}: ab compares one placement; give one CPU or A,B "
@@ -64,8 +68,6 @@ def design(args, settings, n_benches: int) -> bool:
         raise UsageError(f"--boundary {args.boundary} is for the sequential design; -p {args.processes} "
                          "is the fixed one (drop one of them)")
     if args.processes is not None:
-        from ..console import warn
-
         why = protocol.never_significant(args.processes, n_benches)
         if why:
             warn(why)
@@ -81,7 +83,7 @@ def sequential_look(stages: tuple[int, ...], delta: float, say=None):
     verdict is settled (measured no more) and says whether any is not.
     `say`: where the line after the first look goes (default: warn)."""
     def look(number: int, results: list) -> bool:
-        from ..comparison import settled_after
+        from ..comparison import settled_after   # --help must not load it
 
         pairs = [(results[i], results[i + 1]) for i in range(0, len(results) - 1, 2)]
         seen: list = []
@@ -90,8 +92,6 @@ def sequential_look(stages: tuple[int, ...], delta: float, say=None):
         for (a, b), d in zip(pairs, done):
             a.settled = b.settled = d
         if number == 1:   # what this noise can resolve, said before the user waits for more stages
-            from ..console import warn
-
             for (a, _), d, e in zip(pairs, done, seen):
                 if not d and e is not None:
                     (say or warn)(resolvable_line(a.variant.bench, e, delta))
@@ -106,7 +106,6 @@ def resolvable_line(bench: str, e: dict, delta: float) -> str:
     n = e.get("n_a")
     if r is None:
         return f"{bench}: after {n} processes per arm the noise leaves no difference resolvable yet; measuring on"
-    import math
 
     by = e.get("resolvable_by_stage") or {}
     if "20" in by and "40" in by:   # the sequential rule's own sizing (issue 37)
@@ -122,7 +121,7 @@ def resolvable_line(bench: str, e: dict, delta: float) -> str:
 def run(args, argv) -> int:
     if not args.bisect:
         return _run(args, argv)
-    from ..bisect import on_error
+    from ..bisect import on_error   # --help must not load it
 
     try:
         return _run(args, argv)
@@ -131,10 +130,9 @@ def run(args, argv) -> int:
 
 
 def _run(args, argv) -> int:
-    from .. import session
-    from ..comparison import ab_document, deciding_on
-    from ..present import present
-    from ..tables import format_comparison
+    from .. import session   # --help must not load it
+    from ..comparison import ab_document, deciding_on   # --help must not load it
+    from ..present import present   # --help must not load it
 
     settings = session.Settings.from_args(args, argv, "ab")
     settings.check()
@@ -149,12 +147,12 @@ def _run(args, argv) -> int:
         m = session.measure(settings, [v for pair in pairs for v in pair], target, look=look)
         doc = ab_document(m.results, a=args.a, b=args.b, delta=args.delta, run_id=m.recorder.run_id,
                           env=m.recorder.env, switches={p[0].bench: p[0].switches for p in pairs})
-    from ..targets.vm.withhold import withhold_emulated
+    from ..targets.vm.withhold import withhold_emulated   # --help must not load it
 
     doc = withhold_emulated(doc, args.allow_emulated)
     code = present(doc, format_comparison, settings.exports, measured=m)
     if args.bisect:
-        from ..bisect import exit_code
+        from ..bisect import exit_code   # --help must not load it
 
         return exit_code(doc, code)
     return code

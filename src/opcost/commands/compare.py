@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import protocol
 from ..errors import UsageError
+from ..tables import format_comparison
 from . import REFS, add_export_options, add_store_option
 
 
@@ -42,11 +43,10 @@ def sides(args) -> tuple[list[str], list[str]]:
 
 
 def run(args, argv) -> int:
-    from ..comparison import compare_stored
-    from ..present import present
-    from ..tables import format_comparison
-    from ..session import exports_of
-    from ..store import open_store
+    from ..comparison import compare_stored   # --help must not load it
+    from ..present import present   # --help must not load it
+    from ..session import exports_of   # --help must not load it
+    from ..store import open_store   # --help must not load it
 
     ref_a, ref_b = sides(args)
     exports = exports_of(args, "comparison")

@@ -16,6 +16,12 @@ import argparse
 import re
 import sys
 
+from .. import counters
+from ..arches import ELF_MACHINE
+from ..errors import UsageError
+from ..formats import FORMATS
+from . import build_parser
+
 SHELLS = ("bash", "zsh")
 # shtab's marker for "complete a file name"; where opcost takes a path.
 _FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
@@ -44,8 +50,6 @@ def _words(xs) -> str:
 
 
 def table_functions(table: dict, arches: list[str], formats: list[str], counters: list[str]) -> str:
-    from ..arches import ELF_MACHINE
-
     """The probe's table as shell functions both bash and zsh run:
     `_opcost_benches` (names), `_opcost_params BENCH` (its parameters and the
     generic ones) and `_opcost_values BENCH PARAM` (an enum's choices)."""
@@ -250,16 +254,10 @@ def attach(parser: argparse.ArgumentParser) -> None:
 def script(shell: str, table: dict, arches: list[str]) -> str:
     """The completion script of `shell` for this table."""
     try:
-        import shtab
+        import shtab   # shtab may be missing: said in one line
     except ImportError:
-        from ..errors import UsageError
-
         raise UsageError("opcost completion needs shtab, which is not installed: pip install shtab "
                          "(or reinstall opcost, which depends on it)") from None
-    from .. import counters
-    from ..formats import FORMATS
-    from . import build_parser
-
     parser = build_parser()
     attach(parser)
     names = list(dict.fromkeys([*counters.profile_names(), *table.get("counters", [])]))
@@ -269,7 +267,7 @@ def script(shell: str, table: dict, arches: list[str]) -> str:
 
 
 def run(args, argv) -> int:
-    from ..session import local_target
+    from ..session import local_target   # --help must not load it
 
     target = local_target()
     sys.stdout.write(script(args.shell, target.benchmark_table(), target.arches()))

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import os
+
 from ..console import dump_json
+from ..errors import UsageError
 from . import add_json_flag
 
 
@@ -30,12 +33,9 @@ def add_parser(sub) -> None:
 
 def run(args, argv) -> int:
     if args.check or args.apply or args.reset:
-        from .. import envcheck
-        from ..errors import UsageError
+        from .. import envcheck   # --help must not load it
 
         if args.root is not None:
-            import os
-
             if not os.path.isdir(args.root):
                 raise UsageError(f"--root {args.root}: not a directory; give the directory holding sys/ and proc/")
         if args.apply:
@@ -48,11 +48,9 @@ def run(args, argv) -> int:
         print(envcheck.rows_json(rows, cpu) if args.json else envcheck.format_rows(rows, cpu))
         return 0 if all(r.status == envcheck.OK for r in rows) else 1
     if args.root is not None:
-        from ..errors import UsageError
-
         raise UsageError("--root is for --check and --apply; give one of them")
-    from ..env import format_env
-    from ..session import local_target
+    from ..env import format_env   # --help must not load it
+    from ..session import local_target   # --help must not load it
 
     env = local_target().env()
     if args.json:

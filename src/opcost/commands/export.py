@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import sys
+
+from .. import output
+from ..console import warn
+from ..safetext import printable
 from . import REFS, add_store_option
 
 
@@ -23,13 +28,8 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    import sys
-
-    from .. import output
-    from ..store import open_store
-    from ..safetext import printable
-    from ..console import warn
-    from ..transfer import load_settled, serialize
+    from ..store import open_store   # --help must not load it
+    from ..transfer import load_settled, serialize   # --help must not load it
 
     output.check_target(args.output, "-o", overwrite=args.force)
     with open_store(args.store, readonly=True) as store:

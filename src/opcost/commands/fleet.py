@@ -7,16 +7,22 @@ built here for its architecture, and one table across them likewise."""
 
 from __future__ import annotations
 
-from functools import partial
-
+import contextlib
 import os
+import shutil
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
-from .. import protocol
+from .. import formats, protocol
 from ..console import warn
 from ..errors import UsageError
+from ..interrupts import Interrupted
 from ..safetext import printable
+from ..tables import format_fleet
 from . import Parser, add_measure_options, add_notes_flag
+from .ab import design, sequential_look, variant_pair
+from .variants import add_build_options, check_mode_options, check_ops, one_cpu_each, with_mode_defaults
 
 HOW = ("Per host: connect with your own ssh (BatchMode, host keys checked, your ~/.ssh/config, agent and "
        "ProxyJump), upload the static probe for its `uname -m` into a private temporary directory, ")
@@ -61,7 +67,6 @@ def add_parser(sub) -> None:
     add_measure_options(b, {"processes": None, "processes_help": "default: sequential on each host, looks after "
                             + ", ".join(map(str, protocol.SCHEDULE)) + "; N: exactly N, the fixed design"},
                         target=False)
-    from .variants import add_build_options
 
     v = fs.add_parser("variants", help="`opcost variants` on every host (built here for its architecture), and "
                       "one table across them (the host as the unit)",
@@ -79,7 +84,7 @@ def add_parser(sub) -> None:
 
 def _common(args) -> tuple[list[str], int, str | None]:
     """The hosts, how many at once, ssh's configuration: checked before anything is opened."""
-    from .. import fleet
+    from .. import fleet   # --help must not load it
 
     hosts = fleet.parse_hosts(args.hosts)
     n = len(hosts)
@@ -102,9 +107,6 @@ def _common(args) -> tuple[list[str], int, str | None]:
 
 def _ready(f) -> None:
     """ssh there, and every host's key known, before any session is opened."""
-    import shutil
-
-    from ..console import warn
 
     for tool in ("ssh", "ssh-keygen"):
         if not shutil.which(tool):
@@ -122,7 +124,7 @@ def run(args, argv) -> int:
         return run_ab(args, argv)
     if args.fleet_command == "variants":
         return run_variants(args, argv)
-    from .. import fleet, session
+    from .. import fleet, session   # --help must not load it
 
     hosts, par, ssh_config = _common(args)
     n = len(hosts)
@@ -137,14 +139,13 @@ def run(args, argv) -> int:
     f = fleet.Fleet(hosts, args.specs, args.cpu, settings, ssh_config, par)
     _ready(f)
     f.run()
-    from ..present import present_fleet, results_table
+    from ..present import present_fleet, results_table   # --help must not load it
 
     return present_fleet(f, settings, partial(results_table, all_notes=args.notes))
 
 
 def run_ab(args, argv) -> int:
-    from .. import fleet, formats, session
-    from .ab import design, sequential_look, variant_pair
+    from .. import fleet, session   # --help must not load it
 
     hosts, par, ssh_config = _common(args)
     settings = session.Settings.from_args(args, argv, "ab")
@@ -161,8 +162,6 @@ def run_ab(args, argv) -> int:
         return [v for bench in args.benches for v in variant_pair(bench, args.a, args.b, cpus, target)]
 
     def look_of(host: str):
-        from ..console import warn
-
         return sequential_look(settings.stages, args.delta, say=lambda m: warn(f"{host}: {m}")) if sequential \
             else None
 
@@ -176,7 +175,6 @@ def _one_document(settings) -> None:
     """What `fleet ab` and `fleet variants` refuse in their settings: the
     labels they set themselves, a contradiction, a format that does not
     take their one fleet document."""
-    from .. import formats
 
     for key in ("host", "fleet"):
         if key in settings.labels:
@@ -190,12 +188,10 @@ def _measure_together(f, settings) -> int:
     """The fleet's record opened, every host measured (each storing its own
     run labelled fleet=ID), the record closed; then the one document and
     table of the hosts' comparisons (comparison.fleet_document)."""
-    from dataclasses import replace
 
-    from .. import fleet
-    from ..comparison import fleet_document
-    from ..present import present_fleet
-    from ..tables import format_fleet
+    from .. import fleet   # --help must not load it
+    from ..comparison import fleet_document   # --help must not load it
+    from ..present import present_fleet   # --help must not load it
 
     record, f.fleet_id = fleet.open_record(settings, f.hosts)
     f.run()
@@ -208,10 +204,7 @@ def _measure_together(f, settings) -> int:
 
 
 def run_variants(args, argv) -> int:
-    import contextlib
-
-    from .. import fleet, session, variantbuild, variantcache
-    from .variants import check_mode_options, check_ops, one_cpu_each, with_mode_defaults
+    from .. import fleet, session, variantbuild, variantcache   # --help must not load it
 
     hosts, par, ssh_config = _common(args)
     source = variantbuild.check_source(args.source)
@@ -244,8 +237,6 @@ def run_variants(args, argv) -> int:
     arches = f.connect_all()   # what each host is (uname -m): what to build for it
     try:
         if f.stopped is not None:   # Ctrl-C while connecting: nothing built, nothing measured
-            from ..interrupts import Interrupted
-
             raise Interrupted(f.stopped)
         compilers = {arch: compiler_for_hosts(arch, [h for h, a in arches.items() if a == arch], cc)
                      for arch in dict.fromkeys(arches.values())}
@@ -276,9 +267,9 @@ def compiler_for_hosts(arch: str, hosts: list[str], cc: list[str] | None) -> lis
     (for this machine's architecture only), this machine's cc for its own
     architecture, else the Debian cross compiler (which package, if not
     installed)."""
-    import shlex
+    import shlex   # --help must not load it
 
-    from .. import crossprobe, probe, variantbuild
+    from .. import crossprobe, probe, variantbuild   # --help must not load it
 
     here = probe.host_arch()
     who = f"host {hosts[0]} is" if len(hosts) == 1 else f"hosts {', '.join(hosts)} are"
@@ -300,6 +291,5 @@ def compiler_for_hosts(arch: str, hosts: list[str], cc: list[str] | None) -> lis
 def on_cpus(variants: list, cpus: list[str]) -> list:
     """The builds (made for one CPU) on each CPU of a host, named after it
     when there are several (-DFAST cpu=1), as `variants` names them."""
-    from dataclasses import replace
 
     return [replace(v, cpu=c, name=f"{v.name} cpu={c}" if len(cpus) > 1 else v.name) for v in variants for c in cpus]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 
 from ..console import dump_json, warn
-from ..safetext import printable
 from ..errors import UsageError
+from ..safetext import printable
 from . import REFS, add_json_flag, add_store_option
 
 
@@ -35,8 +35,7 @@ def add_parser(sub) -> None:
 
 def where_of(texts: list[str] | None) -> dict[str, str]:
     """--where KEY=VALUE options as a dict (all must hold)."""
-    from .. import labels
-    from ..safetext import printable
+    from .. import labels   # --help must not load it
 
     out: dict[str, str] = {}
     for text in texts or []:
@@ -53,8 +52,8 @@ def where_of(texts: list[str] | None) -> dict[str, str]:
 
 
 def run(args, argv) -> int:
-    from ..history import format_history
-    from ..store import open_store
+    from ..history import format_history   # --help must not load it
+    from ..store import open_store   # --help must not load it
 
     if args.action != "delete" and args.runs:
         raise UsageError(f"unexpected argument '{args.runs[0]}': only `history delete` takes runs")
@@ -88,8 +87,8 @@ def run(args, argv) -> int:
 
 
 def _delete(args) -> int:
-    from ..history import format_history
-    from ..store import open_store
+    from ..history import format_history   # --help must not load it
+    from ..store import open_store   # --help must not load it
 
     if not args.runs:
         raise UsageError("history delete needs the runs to delete (ids or labels, e.g. `history delete 3 4`)")

@@ -3,6 +3,9 @@ into the store, each once."""
 
 from __future__ import annotations
 
+from .. import interrupts
+from ..console import warn
+from ..safetext import printable
 from . import add_store_option
 
 
@@ -22,10 +25,8 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import interrupts
-    from ..console import warn
-    from ..store import open_store
-    from ..transfer import held_after, read_file, streamed
+    from ..store import open_store   # --help must not load it
+    from ..transfer import held_after, read_file, streamed   # --help must not load it
 
     big = [path for path in args.files if streamed(path)]   # read as they are stored, never whole
     files = [(path, None if path in big else read_file(path)) for path in args.files]   # the rest checked first
@@ -44,11 +45,9 @@ def _run_streamed(args, files) -> int:
     """Files among them over docschema.STREAM_FROM: all in one transaction
     (a bad file anywhere stores nothing), a large one read as it is stored."""
     # a command loads what it uses when it runs, never for --help
-    from .. import interrupts
-    from ..console import warn
-    from ..docschema import NeedsWhole
-    from ..store import open_store
-    from ..transfer import held_after, read_file, stream_file
+    from ..docschema import NeedsWhole   # --help must not load it
+    from ..store import open_store   # --help must not load it
+    from ..transfer import held_after, read_file, stream_file   # --help must not load it
 
     heads: list = []
     interrupts.say_done(lambda: held_after(args.store, [d for _, docs in files if docs for d in docs] + heads)
@@ -66,8 +65,6 @@ def _run_streamed(args, files) -> int:
 
 
 def _said(path: str, done: list, completed: dict, store) -> None:
-    from ..safetext import printable     # as in run: loaded when the command runs
-
     new = [str(rid) for rid, stored in done if stored and rid not in completed]
     old = [str(rid) for rid, stored in done if not stored]
     print(f"{printable(path)}: imported {len(new)} run(s)" + (f" ({', '.join(new)})" if new else "")

@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from ..session import default_suite, local_target
+    from ..session import default_suite, local_target   # --help must not load it
 
     target = local_target()
     table = target.benchmark_table()

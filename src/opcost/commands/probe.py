@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import probe, crossprobe
+    from .. import probe, crossprobe   # --help must not load it
 
     if args.probe_command == "build":
         path = crossprobe.build(args.arch, args.cc, args.static, args.out)

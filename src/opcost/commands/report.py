@@ -6,15 +6,15 @@ one document, reading each run's plain sample columns only."""
 
 from __future__ import annotations
 
-from .. import protocol
+from .. import output, protocol
 from ..errors import UsageError
+from ..formats import FORMATS, screened
+from ..model import kind_of
 from ..safetext import printable
 from . import REFS, add_store_option
 
 
 def add_parser(sub) -> None:
-    from ..formats import FORMATS
-
     s = sub.add_parser("report", help="write stored runs or a comparison as text, markdown, csv, json, "
                        "Go benchmark format (benchstat) or hyperfine JSON",
                        description=REFS + " Without RUN, --last or --compare: the latest run. Formats: "
@@ -46,8 +46,6 @@ def add_parser(sub) -> None:
 def check(args) -> str:
     """The arguments, before the store is opened: returns the kind of
     document the report is of."""
-    from .. import output
-    from ..formats import FORMATS
 
     fmt = args.format
     if fmt not in FORMATS:
@@ -58,7 +56,7 @@ def check(args) -> str:
         if args.compare is not None or args.runs or args.last:
             raise UsageError("--series BENCH --by KEY names its runs by their labels; give no RUN, --last or "
                              "--compare with it")
-        from ..series import check_by
+        from ..series import check_by   # --help must not load it
 
         check_by(args.by, f"--series {printable(args.series)}")
         kind = "series"
@@ -92,9 +90,7 @@ def check(args) -> str:
 
 
 def run(args, argv) -> int:
-    from .. import output
-    from ..formats import FORMATS, screened
-    from ..store import open_store
+    from ..store import open_store   # --help must not load it
 
     kind = check(args)
     module = FORMATS[args.format]
@@ -104,13 +100,13 @@ def run(args, argv) -> int:
     docs = []
     with open_store(args.store, readonly=True) as store:
         if kind == "series":
-            from ..series import read_order, stored_document
+            from ..series import read_order, stored_document   # --help must not load it
 
             order, how = read_order(args.order, args.order_file)
             docs.append(stored_document(store, args.series, args.by.strip(), order=order, order_how=how,
                                         delta=args.delta, force=args.any_machine))
         elif kind == "comparison":
-            from ..comparison import compare_stored
+            from ..comparison import compare_stored   # --help must not load it
 
             docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta,
                                        force=args.any_machine, force_flag="--any-machine"))
@@ -138,7 +134,7 @@ def _fleet(store, doc: dict) -> dict:
     hosts' runs); any other run as it is."""
     if doc.get("kind") != "fleet":
         return doc
-    from ..comparison import stored_fleet
+    from ..comparison import stored_fleet   # --help must not load it
 
     return stored_fleet(store, doc) or doc
 
@@ -148,15 +144,14 @@ def _serialize(module, doc: dict) -> bytes:
     `series --run` run, in a format that renders what they printed
     (`serialize_stored`), as its comparison or series, rebuilt from its plan
     (comparison.stored_comparison, series.stored_series)."""
-    from ..model import kind_of
 
     if kind_of(doc) == "fleet" and "fleet" not in module.KINDS:
         raise UsageError(f"-f {module.NAME}: run {doc.get('run_id')} is a fleet record, which {module.NAME} does "
                          f"not take; give -f text or -f json")
     stored = getattr(module, "serialize_stored", None)
     if stored is not None and "results" in doc and doc.get("run_id") is not None:
-        from ..comparison import stored_comparison
-        from ..series import stored_series
+        from ..comparison import stored_comparison   # --help must not load it
+        from ..series import stored_series   # --help must not load it
 
         rebuilt = stored_comparison(doc) or stored_series(doc)
         if rebuilt is not None:

@@ -6,6 +6,7 @@ from functools import partial
 
 from ..console import warn
 from ..errors import UsageError
+from ..targets.vm_options import add_vm_options
 from . import add_measure_options, add_notes_flag
 
 
@@ -20,14 +21,13 @@ def add_parser(sub) -> None:
     s.add_argument("--parallel", default=None, metavar="N",
                    help="also run N copies at once, copy i pinned to the i-th allowed CPU (wrapping), and "
                    "report per-copy and total throughput and scaling efficiency against one copy")
-    from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
 
 
 def run(args, argv) -> int:
-    from .. import session
-    from ..present import present, results_table
+    from .. import session   # --help must not load it
+    from ..present import present, results_table   # --help must not load it
 
     settings = session.Settings.from_args(args, argv, "run")
     settings.check()
@@ -39,7 +39,7 @@ def run(args, argv) -> int:
             raise UsageError(f"--parallel {args.parallel} places every copy on its own CPU itself; drop "
                              + ("--cpu" if args.cpu else f"cpu= from {pinned[0]}")
                              + " (restrict the CPUs with taskset instead)")
-        from ..parallel import place
+        from ..parallel import place   # --help must not load it
 
         cpus, wrapped = place(settings.parallel, target.allowed_cpus())
         if wrapped:

@@ -10,6 +10,8 @@ from .. import protocol
 from ..console import warn
 from ..errors import EXIT_BENCH_FAILED, UsageError
 from ..safetext import printable
+from ..tables import format_series
+from ..targets.vm_options import add_vm_options, given
 from . import add_measure_options
 
 
@@ -38,7 +40,6 @@ def add_parser(sub) -> None:
                    "time (docs/counts.md)")
     protocol.add_delta(s)
     add_measure_options(s)
-    from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
 
@@ -70,8 +71,7 @@ def _mode(args) -> str:
     if measuring:
         raise UsageError(f"{measuring[0]} is for --run SPEC --over ... (measuring); a series of stored runs "
                          "reads what they measured: leave it out")
-    from ..series import check_by
-    from ..targets.vm_options import given
+    from ..series import check_by   # --help must not load it
 
     vm = given(args)
     if vm:   # a series of stored runs boots nothing: its runs say where they ran
@@ -104,17 +104,16 @@ def run(args, argv) -> int:
 
 def series_table(doc: dict, *, color: bool, width: int | None) -> str:
     """The series table (its width is its own)."""
-    from ..tables import format_series
 
     return format_series(doc, color=color)
 
 
 def stored(args) -> int:
-    from ..present import present
-    from ..series import read_order, stored_document
-    from ..session import exports_of
-    from ..spec import split_spec
-    from ..store import open_store
+    from ..present import present   # --help must not load it
+    from ..series import read_order, stored_document   # --help must not load it
+    from ..session import exports_of   # --help must not load it
+    from ..spec import split_spec   # --help must not load it
+    from ..store import open_store   # --help must not load it
 
     exports = exports_of(args, "series")
     bench, _ = split_spec(args.bench)
@@ -126,10 +125,10 @@ def stored(args) -> int:
 
 
 def measured(args, argv) -> int:
-    from .. import session
-    from ..present import present
-    from ..series import measured_document, over_variants
-    from ..spec import parse_over
+    from .. import session   # --help must not load it
+    from ..present import present   # --help must not load it
+    from ..series import measured_document, over_variants   # --help must not load it
+    from ..spec import parse_over   # --help must not load it
 
     param, values = parse_over(args.over)
     settings = session.Settings.from_args(args, argv, "series")
@@ -140,7 +139,7 @@ def measured(args, argv) -> int:
     m = session.measure(settings, variants, target)
     doc = None
     if any(r.get("processes") for r in m.results):
-        from ..comparison import deciding_on
+        from ..comparison import deciding_on   # --help must not load it
 
         try:
             with deciding_on(args.verdict_on):

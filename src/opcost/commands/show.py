@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from functools import partial
 
+from .. import formats
+from ..errors import UsageError
 from ..safetext import printable
+from ..tables import format_comparison, format_fleet, format_results, format_series, format_variants
 from . import REFS, add_export_options, add_notes_flag, add_store_option
 
 
@@ -22,14 +25,12 @@ def add_parser(sub) -> None:
 
 
 def run(args, argv) -> int:
-    from ..present import present
-    from ..session import exports_of
-    from ..store import open_store
+    from ..present import present   # --help must not load it
+    from ..session import exports_of   # --help must not load it
+    from ..store import open_store   # --help must not load it
 
     exports = exports_of(args, "result")
     if args.functions is not None and args.functions < 1:
-        from ..errors import UsageError
-
         raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
         # the table alone reads no sample when the summaries are stored (a run of 10^6 samples)
@@ -39,12 +40,10 @@ def run(args, argv) -> int:
 
             fdoc = stored_fleet(store, doc)
             if fdoc is not None:
-                from .. import formats
-
                 formats.check(exports, "fleet")
                 return present(fdoc, fleet_table, exports, alone=True)
     if args.functions is not None:
-        from ..emucount import format_functions
+        from ..emucount import format_functions   # --help must not load it
 
         print(format_functions(doc, args.functions))
         return 0
@@ -53,8 +52,6 @@ def run(args, argv) -> int:
 
 
 def fleet_table(doc: dict, *, color: bool, width: int | None) -> str:
-    from ..tables import format_fleet
-
     return f"run {doc['run_id']}, fleet\n" + format_fleet(doc, color=color, width=width)
 
 
@@ -76,9 +73,8 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None, a
     rebuilt from the stored results and the stored plan alone (model.Plan:
     arms, delta, --over, switches per operation); any other, or a run whose
     plan is not known, as the results table."""
-    from ..comparison import stored_comparison
-    from ..series import stored_series
-    from ..tables import format_comparison, format_results, format_variants
+    from ..comparison import stored_comparison   # --help must not load it
+    from ..series import stored_series   # --help must not load it
 
     res = doc["results"]
     cdoc = stored_comparison(doc)
@@ -90,7 +86,5 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None, a
         return format_comparison(cdoc, color=color, width=width)
     sdoc = stored_series(doc)
     if sdoc is not None:
-        from ..tables import format_series
-
         return format_series(sdoc, color=color)
     return format_results(res, width=width, all_notes=all_notes)

@@ -5,8 +5,13 @@
 from __future__ import annotations
 
 import os
+import sys
 
+from .. import interrupts
+from ..console import warn
 from ..errors import UsageError
+from ..redact import redact
+from ..safetext import printable
 from . import REFS
 
 BATCH = 20      # runs per transaction of the destination: a copy stopped midway is taken up by running it again
@@ -35,9 +40,6 @@ def add_parser(sub) -> None:
 
 def _check(name: str, value: str) -> None:
     # a command's module is read by `opcost --help`: what it runs is imported when it runs (all below)
-    from ..redact import redact
-    from ..safetext import printable   # --help
-
     if not value.strip():
         raise UsageError(f"{name} is empty; give a store path or URL (e.g. ~/.local/share/opcost/opcost.db "
                          "or postgresql://HOST/DBNAME)")
@@ -49,7 +51,6 @@ def _check(name: str, value: str) -> None:
 def _where(url: str) -> str:
     """What identifies a store: its file (resolved) for a backend given a path
     (store.BACKENDS: not whole_url), or its URL (password masked)."""
-    from ..redact import redact   # --help: the store package is the engine's
     from ..store import BACKENDS   # --help: sqlite3 and the backends
 
     scheme, sep, rest = url.partition("://")
@@ -69,10 +70,6 @@ def _copied(url: str, docs: list[dict], where) -> str:
 
 def run(args, argv) -> int:
     # --help reads this module; what the copy runs is imported when it runs
-    import sys
-
-    from .. import interrupts   # --help
-    from ..console import warn   # --help
     from ..store import open_store   # --help
     from ..transfer import load_settled   # --help
 

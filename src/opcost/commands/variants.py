@@ -4,12 +4,16 @@ command). The builds are variantbuild.py's; measuring is the session's."""
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from pathlib import Path
 
 from .. import protocol
 from ..console import warn
 from ..errors import UsageError
 from ..safetext import printable
+from ..tables import format_variants
+from ..targets.vm_options import add_vm_options
 from . import add_measure_options, add_notes_flag
 
 
@@ -31,7 +35,6 @@ def add_parser(sub) -> None:
                        "--over 'kernel=K1|K2' (or cmdline=) runs each build on each: docs/kernels.md.")
     add_build_options(s, arch=True)
     add_notes_flag(s)
-    from ..targets.vm_options import add_vm_options
 
     add_vm_options(s)
     s.add_argument("--over", dest="machines", action="append", metavar="PARAM=V1|V2|...",
@@ -107,7 +110,7 @@ def check_mode_options(mode: str, args, given: dict) -> None:
 
 def with_mode_defaults(settings, mode: str, given: dict) -> None:
     """The samples and warmup of the mode (variantbuild.default_samples) where not given."""
-    from .. import variantbuild
+    from .. import variantbuild   # --help must not load it
 
     ds, dw = variantbuild.default_samples(mode)
     settings.protocol = settings.protocol.with_(samples=ds if given["samples"] is None else given["samples"],
@@ -115,7 +118,7 @@ def with_mode_defaults(settings, mode: str, given: dict) -> None:
 
 
 def run(args, argv) -> int:
-    from .. import variantbuild, session
+    from .. import variantbuild, session   # --help must not load it
 
     source = variantbuild.check_source(args.source)
     defines = variantbuild.check_defines(args.defines)
@@ -156,7 +159,6 @@ def machine_list(given: list[str] | None, target) -> list[tuple]:
     """--over kernel=K1|K2 / cmdline=A|B (each at most once): the machines
     every build runs on, as Variant.machine tuples, every combination in
     the order given; [()] without --over (the target's one machine)."""
-    import itertools
 
     if not given:
         return [()]
@@ -187,7 +189,6 @@ def on_machines(variants: list, machines: list[tuple]) -> list:
     """Every build on every machine, machine by machine, the reference
     builds (op mode) last as `show` lists them; each named after its
     machine when there are several (-DFAST kernel=K1)."""
-    from dataclasses import replace
 
     if machines == [()]:
         return variants
@@ -208,10 +209,9 @@ def compared(variants: list) -> int:
 
 def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, cpus, given, arch, ops,
                        extra_flags, machines) -> int:
-    from .. import variantbuild, variantcache, session
-    from ..comparison import deciding_on, variants_document
-    from ..present import present
-    from ..tables import format_variants
+    from .. import variantbuild, variantcache, session   # --help must not load it
+    from ..comparison import deciding_on, variants_document   # --help must not load it
+    from ..present import present   # --help must not load it
 
     in_vm = target.name == "vm"
     session.check_verdict_on(args.verdict_on, settings.counters, target)
@@ -232,7 +232,7 @@ def _build_and_measure(args, settings, target, *, source, defines, cc, cflags, c
         m = session.measure(settings, runs, target)
         b.store_in_cache()   # past every check: bad input never leaves a cached build
     res = m.results
-    from ..targets.vm.withhold import withhold_emulated
+    from ..targets.vm.withhold import withhold_emulated   # --help must not load it
 
     with deciding_on(args.verdict_on):
         doc = withhold_emulated(variants_document(res, delta=args.delta, run_id=m.recorder.run_id,

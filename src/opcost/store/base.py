@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
+from ..summaries import fill_summaries
 from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER_S, RESULT_STATUSES,  # noqa: F401
                   RUN_STATUSES, OnWait, SqlConnection, Step, lock_wait_s)
 from . import rows
@@ -29,6 +30,7 @@ from .owner import owner_here
 from .sqlmove import RunImporting, identity  # noqa: F401
 from .sqlread import RunReading
 from .sqlwrite import RunWriting
+
 
 class Store(Protocol):
     """What the recorder (record.py) and the readers (commands.py: history,
@@ -144,8 +146,6 @@ class SqlStore(RunWriting, RunReading, RunImporting):
                                 samples if sample_data else rows.plain_samples(samples), names,
                                 recover_plan)
         if summaries and samples:
-            from ..summaries import fill_summaries
-
             fill_summaries(doc)
         return doc
 

@@ -50,7 +50,7 @@ _LOST_WORDS = ("server closed the connection", "connection is lost", "connection
 def driver() -> ModuleType:
     """psycopg, or one StoreError naming the extra that brings it."""
     try:
-        import psycopg
+        import psycopg   # the optional extra `postgresql`: only when such a store is opened
         import psycopg.conninfo  # noqa: F401
     except ImportError:
         raise StoreError(f"PostgreSQL stores need psycopg 3: pip install '{EXTRA}' "

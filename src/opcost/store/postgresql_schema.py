@@ -14,7 +14,11 @@ PostgresStore._explicit_id).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable, Union
+
+from .recover import recover_plan
+from .rows import recovered_plans
 
 STAMP = "opcost"
 
@@ -100,8 +104,6 @@ ALTER TABLE runs ADD COLUMN uuid TEXT;
 
 
 def _v4(db: Any) -> None:
-    import uuid
-
     db.execute(V4)
     ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE uuid IS NULL").fetchall()]
     db.cursor().executemany("UPDATE runs SET uuid = %s WHERE id = %s", [(str(uuid.uuid4()), i) for i in ids])
@@ -110,9 +112,6 @@ def _v4(db: Any) -> None:
 
 # Version 5 (issue 24): the plan of a run, older runs' recovered from their argv.
 def _v5(db: Any) -> None:
-    from .recover import recover_plan
-    from .rows import recovered_plans
-
     db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
     db.cursor().executemany("UPDATE runs SET plan = %s WHERE id = %s",
                             recovered_plans(lambda sql: db.execute(sql).fetchall(), recover_plan))

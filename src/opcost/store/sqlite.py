@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import pathlib
 import sqlite3
-import stat
 import urllib.parse
 from types import ModuleType
 from typing import Any, ClassVar, Sequence
 
 from ..errors import StoreError, StoreGone
+from . import sqlite_file
 from .base import OnWait, SqlStore
 from .sqlite_schema import ADDED_IN, APPLICATION_ID, LATEST_VERSION, MIGRATIONS, statements
 
@@ -27,9 +27,7 @@ _BUSY_SLICE_S = 0.05  # SQLite's own busy wait per try (it polls every 1-10 ms t
                       # say so and check for Ctrl-C. Short, so that a waiting writer polls often
                       # and is not starved by writers taking the lock back to back.
 
-_FULL_BYTES = 1 << 20   # less free than this where the store is: an I/O error is the full disk
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_HINT = "--store PATH must be a writable SQLite file, or use --no-store"
+_HINT = sqlite_file.HINT
 _DAMAGED_HINT = ("move it aside (mv {path} {path}.damaged) and `opcost run` starts a new store, "
                  "or pass --store another file, or use --no-store")
 
@@ -76,14 +74,14 @@ class SqliteStore(SqlStore):
         self.path = pathlib.Path(raw) if self.memory else pathlib.Path(raw).expanduser()
         self._ident: tuple[int, int] | None = None   # (device, inode) of the file opened
         if not self.memory:
-            self._prepare_file()
+            sqlite_file.prepare(self.path, self.readonly)
         if readonly and (self.memory or not self.path.exists()):
             if not (missing_ok or self.memory):
                 raise StoreError(f"store {self.path} does not exist: give the --store that `opcost run` "
                                  "stored into (`opcost history` without --store reads the default one)")
             self._empty = True
             return
-        absent = [] if self.memory or readonly else [f for f in self._files() if not os.path.lexists(f)]
+        absent = [] if self.memory or readonly else [f for f in sqlite_file.files(self.path) if not os.path.lexists(f)]
         try:
             self._open()
         except StoreError:
@@ -93,77 +91,10 @@ class SqliteStore(SqlStore):
             # lock wait (StoreLocked: another opcost is making it) nor for a
             # store that was there before (its -wal or -journal may be what
             # makes it whole): then only an empty -journal of ours goes.
-            self._remove_made(absent)
+            sqlite_file.remove_made(self.path, absent)
             raise
         if not self.memory:
-            self._ident = self._file_ident()
-
-    def _files(self) -> list[str]:
-        """The store's file and the ones SQLite keeps beside it."""
-        return [str(self.path)] + [f"{self.path}{s}" for s in ("-journal", "-wal", "-shm")]
-
-    def _remove_made(self, absent: list[str]) -> None:
-        if str(self.path) not in absent:
-            absent = [f for f in absent if f.endswith("-journal") and _empty_file(f)]
-        for f in absent:
-            try:
-                if os.path.isfile(f) and not os.path.islink(f):
-                    os.unlink(f)
-            except OSError:
-                pass
-
-    # --- the file, before SQLite sees it ------------------------------------------------
-
-    def _prepare_file(self) -> None:
-        try:
-            self._prepare_file_unguarded()
-        except OSError as e:  # e.g. EACCES from stat() on an ancestor directory
-            raise StoreError(f"cannot access store {self.path} ({e.strerror or e}): "
-                             f"{_HINT}") from None
-
-    def _prepare_file_unguarded(self) -> None:
-        p = self.path
-        if p.is_dir():
-            raise StoreError(f"store {p} is a directory: --store PATH must be an SQLite file "
-                             f"(e.g. {p / 'opcost.db'}), or use --no-store")
-        if not self.readonly:
-            self._make_parent()
-        kind = _not_a_file(p)
-        if kind:
-            # SQLite would "open" a device and leave a -journal beside it (a FIFO
-            # would block the check below).
-            raise StoreError(f"store {p} is {kind}, not a file: --store PATH must be an SQLite file "
-                             "(an existing store or a new path), or use --no-store")
-        # Check the magic ourselves: SQLite's own complaint comes only at the first
-        # query and its wording varies between versions.
-        try:
-            with open(p, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
-        except (FileNotFoundError, NotADirectoryError):
-            return  # created by connect(), or (read-only) an empty store
-        except OSError as e:
-            raise StoreError(f"cannot read store {p} ({e.strerror or e}): {_HINT}") from None
-        if head and head != _SQLITE_MAGIC:
-            raise StoreError(f"store {p} is not an SQLite database: {_HINT}")
-
-    def _make_parent(self) -> None:
-        p = self.path
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise StoreError(f"cannot create directory {p.parent} for store {p}: a file is in "
-                             f"the way; {_HINT}") from None
-        except OSError as e:
-            raise StoreError(f"cannot create directory {p.parent} for store {p} "
-                             f"({e.strerror or e}): {_HINT}") from None
-
-    def _file_ident(self) -> tuple[int, int] | None:
-        """(device, inode) of the file at self.path now; None if there is none."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+            self._ident = sqlite_file.ident(self.path)
 
     # --- the dialect --------------------------------------------------------------------
 
@@ -173,7 +104,7 @@ class SqliteStore(SqlStore):
         # commit would "work" and be lost. Checked before each commit.
         if self._ident is None:
             return
-        now = self._file_ident()
+        now = sqlite_file.ident(self.path)
         if now != self._ident:
             what = "was removed" if now is None else "was replaced by another file"
             raise StoreGone(f"store {self.path} {what} while opcost was using it (while {doing}): "
@@ -186,7 +117,7 @@ class SqliteStore(SqlStore):
         # opcost may write at once, and readers never block them.
         if self.readonly:
             uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
-            if self._wal_unwritable():
+            if sqlite_file.wal_unwritable(self.path):
                 # A WAL store where its -shm cannot be made (a read-only mount):
                 # read the file as it is (its last writer checkpointed on close).
                 uri += "&immutable=1"
@@ -222,16 +153,6 @@ class SqliteStore(SqlStore):
                 pass
         super().close()
 
-    def _wal_unwritable(self) -> bool:
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(20)
-        except OSError:
-            return False
-        wal = len(head) == 20 and head[18] == 2      # file format versions 2: WAL
-        shm = pathlib.Path(str(self.path) + "-shm")
-        return wal and not shm.exists() and not os.access(self.path.parent, os.W_OK)
-
     def _schema_version(self, db: sqlite3.Connection) -> int:
         return int(db.execute("PRAGMA user_version").fetchone()[0])
 
@@ -261,17 +182,10 @@ class SqliteStore(SqlStore):
         return int(db.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
                               " coalesce((SELECT max(id) FROM runs), 0))").fetchone()[0])
 
-    def _disk_full(self) -> bool:
-        try:
-            st = os.statvfs(self.path.parent)
-        except (OSError, AttributeError):
-            return False
-        return st.f_bavail * st.f_frsize < _FULL_BYTES
-
     def _classify(self, e: Exception) -> tuple[str, str] | None:
         low = str(e).lower()
         code = getattr(e, "sqlite_errorcode", None)
-        if code is not None and code & 0xFF == 10 and self._disk_full():
+        if code is not None and code & 0xFF == 10 and sqlite_file.disk_full(self.path):
             return _CODES[13]   # a full disk seen as an I/O error (the -shm could not grow)
         if code is not None and code & 0xFF in _CODES:
             return _CODES[code & 0xFF]
@@ -287,22 +201,3 @@ class SqliteStore(SqlStore):
             return _CODES[13]
         return "failed", _HINT
 
-
-def _not_a_file(p: pathlib.Path) -> str | None:
-    """What p is when it is not a regular file (a device, a FIFO, a socket)."""
-    try:
-        mode = os.stat(p).st_mode
-    except OSError:
-        return None
-    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return None
-
-
-def _empty_file(f: str) -> bool:
-    try:
-        return os.path.getsize(f) == 0
-    except OSError:
-        return False

@@ -11,7 +11,11 @@ can filter and list without parsing JSON.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from typing import Callable, Union
+
+from .recover import recover_plan
+from .rows import recovered_plans
 
 # Stamped into the file header by migration 1 (PRAGMA application_id, "opco"), so
 # that we recognise our own stores and refuse to add tables to another program's
@@ -110,8 +114,6 @@ ALTER TABLE runs ADD COLUMN uuid TEXT;
 
 
 def _v4(db: sqlite3.Connection) -> None:
-    import uuid
-
     for statement in statements(V4):
         db.execute(statement)
     ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE uuid IS NULL")]
@@ -126,9 +128,6 @@ def _v4(db: sqlite3.Connection) -> None:
 # or the JSON null when it cannot be told; a NULL column (a store read as it is,
 # never migrated) is recovered when read.
 def _v5(db: sqlite3.Connection) -> None:
-    from .recover import recover_plan
-    from .rows import recovered_plans
-
     db.execute("ALTER TABLE runs ADD COLUMN plan TEXT")
     db.executemany("UPDATE runs SET plan = ? WHERE id = ?", recovered_plans(lambda sql: db.execute(sql).fetchall(), recover_plan))
 

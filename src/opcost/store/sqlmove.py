@@ -9,8 +9,8 @@ import uuid as _uuid
 from typing import Any, Iterable, Sequence
 
 from .. import labels as _labels
-from ..model import Process, Result, Run
 from ..errors import StoreError
+from ..model import Process, Result, Run
 from ..safetext import printable
 from . import rows
 from .owner import owner_alive

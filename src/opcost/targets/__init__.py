@@ -15,12 +15,15 @@ it to held(), and close_all() (cli.main, on every way out) closes it.
 from __future__ import annotations
 
 import functools
+import ipaddress
+import os
 import re
 from typing import Any, Callable
 
 from ..errors import UsageError
 from ..safetext import printable
 from .base import Target
+from .vm_options import from_args
 
 __all__ = ["TARGETS", "FROM_ARGS", "Target", "open_target", "target_of", "close_all", "held", "local_target", "parse_ssh"]
 
@@ -37,7 +40,7 @@ _OPEN: list[Any] = []   # targets open_target opened that hold something: closed
 def local_target() -> Target:
     """This machine (targets.local.LocalTarget), one per process, so its
     probe's table and CPU placements are asked once."""
-    from .local import local_target
+    from .local import local_target   # --help must not load it
 
     return local_target()
 
@@ -97,14 +100,12 @@ def parse_ssh(rest: str) -> tuple[str, int | None]:
     user, at, host = dest.rpartition("@")
     if not host or (at and not user):
         raise UsageError(f"--target ssh:{printable(rest)}: no host name; {example}")
-    from .transport import check_host
+    from .transport import check_host   # --help must not load it
 
     return check_host(dest), port
 
 
 def _ipv6(text: str) -> bool:
-    import ipaddress
-
     try:
         return ipaddress.ip_address(text).version == 6
     except ValueError:
@@ -114,9 +115,8 @@ def _ipv6(text: str) -> bool:
 def _open_ssh(rest: str, ssh_config: str | None = None, **options) -> Target:
     """ssh_config: ssh's -F FILE (default: $OPCOST_SSH_CONFIG, as for `fleet
     run`, else ssh's own ~/.ssh/config)."""
-    import os
 
-    from .ssh import SshTarget
+    from .ssh import SshTarget   # --help must not load it
 
     host, port = parse_ssh(rest)
     if ssh_config is None:
@@ -135,7 +135,7 @@ def _open_vm(rest: str, **options) -> Target:
     """vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&cmdline=ARGS]: a kernel booted in QEMU
     (targets/vm/, docs/kernels.md); `vm:` with the options of --kernel and the
     --vm-* options (vm_options.from_args: kernel=, cmdline=, cpus=, ...) gives the same."""
-    from .vm.target import open_vm, open_vm_spec
+    from .vm.target import open_vm, open_vm_spec   # --help must not load it
 
     if not rest:
         return open_vm(**options)
@@ -154,8 +154,6 @@ TARGETS: dict[str, tuple[Opener, str]] = {
 
 
 def _vm_from_args(args, texts) -> dict | None:
-    from .vm_options import from_args
-
     return from_args(args, texts)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ProbeError, ProbeTimeout, UsageError
+from ..pmu import Catalog
 from ..probe import ProbeRequest, ProcessResult
 from ..spec import split_spec
 
@@ -87,8 +88,6 @@ class ReplayTarget:
         return list(self.cpus)
 
     def pmu_catalog(self):
-        from ..pmu import Catalog
-
         return self._catalog if self._catalog is not None else Catalog()
 
     def default_cpu(self) -> int:

@@ -2,7 +2,11 @@
 commands run over it. It knows ssh, its options, its host keys and its
 processes; it knows nothing of the probe, its table or the host's
 environment (targets/ssh.py, the fleet's target, holds those), so another
-target that runs commands over ssh reuses it as it is.
+target that runs commands over ssh reuses it as it is. Three parts:
+`HostKeys` (what ssh would say of the host's key, no session opened),
+`Master` (the master connection: its socket directory and process) and
+`SshTransport` (the sessions over it, and stopping them), which holds the
+other two.
 
 - `ssh` is always started with an argument list (never a local shell), with
   `BatchMode=yes` and `StrictHostKeyChecking=yes` (an unknown host key is
@@ -33,8 +37,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..errors import HostLost, UsageError
+from ..interrupts import Interrupted
 from ..safetext import printable
 
 CONNECT_TIMEOUT_S = 20.0      # the master's connection and authentication
@@ -87,46 +93,19 @@ class HostKeyUnknown(UsageError):
     session, with its fingerprint and how to add it."""
 
 
-class SshTransport:
-    """The connection to one host. `connect()` before use, `close()` after
-    (also when interrupted); `cancel(signum)` (from another thread) kills
-    what runs, and whatever runs next raises Interrupted."""
+class HostKeys:
+    """What ssh would say of one host's key, learnt without opening a
+    session: its configuration (`ssh -G`), its known_hosts files
+    (`ssh-keygen -F`), and for a key found in none of them one connection
+    that offers no authentication."""
 
-    def __init__(self, host: str, ssh_config: str | None = None, port: int | None = None):
-        self.host = check_host(host)
-        self.ssh_config = ssh_config
-        self.port = port
-        self._ctl_dir: str | None = None
-        self._master: subprocess.Popen | None = None   # the master until it goes to the background
-        self._master_pid: int | None = None             # the master in the background
-        self._master_log: Path | None = None
-        self._procs: set[subprocess.Popen] = set()
-        self._lock = threading.Lock()
-        self.cancelled: int | None = None
-
-    # --- ssh command lines ----------------------------------------------------------
-
-    def opts(self) -> list[str]:
-        out = ["ssh"]
-        if self.ssh_config:
-            out += ["-F", self.ssh_config]
-        if self.port is not None:
-            out += ["-p", str(self.port)]
-        return out + ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
-
-    def base(self) -> list[str]:
-        assert self._ctl_dir is not None
-        return self.opts() + ["-o", f"ControlPath={self._ctl_dir}/cm", "-o", "ControlMaster=no"]
-
-    def argv(self, script: str, *args: str) -> list[str]:
-        """The local command line of `sh -c SCRIPT sh ARG...` there, over the master."""
-        return [*self.base(), "--", self.host, remote_command(script, *args)]
-
-    # --- host keys ------------------------------------------------------------------
+    def __init__(self, host: str, opts: list[str]):
+        self.host = host
+        self.opts = opts                           # ssh and the options every command shares
 
     def resolved(self) -> dict[str, str]:
         """`ssh -G`: the configuration ssh would use for the host (no network)."""
-        cp = subprocess.run([*self.opts(), "-G", "--", self.host], capture_output=True, text=True,
+        cp = subprocess.run([*self.opts, "-G", "--", self.host], capture_output=True, text=True,
                             timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
         if cp.returncode != 0:
             raise UsageError(f"{self.host}: ssh cannot read its configuration: "
@@ -137,7 +116,7 @@ class SshTransport:
             out.setdefault(k.lower(), v)
         return out
 
-    def key_known(self) -> bool:
+    def known(self) -> bool:
         """Whether a known_hosts file ssh reads for this host holds a key
         for it (`ssh-keygen -F`, no network)."""
         conf = self.resolved()
@@ -156,15 +135,15 @@ class SshTransport:
                 return True
         return False
 
-    def check_key(self) -> None:
+    def check(self) -> None:
         """HostKeyUnknown when ssh would refuse the host's key. No session
         is opened: known_hosts is read locally; for a key not found there,
         one connection that offers no authentication learns the key's
         fingerprint (and whether ssh accepts it some other way: a CA, a
         KnownHostsCommand)."""
-        if self.key_known():
+        if self.known():
             return
-        cmd = [*self.opts(), "-v", "-o", "ControlPath=none", "-o", "PubkeyAuthentication=no",
+        cmd = [*self.opts, "-v", "-o", "ControlPath=none", "-o", "PubkeyAuthentication=no",
                "-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no",
                "-o", "GSSAPIAuthentication=no", "-o", "HostbasedAuthentication=no",
                "-o", "NumberOfPasswordPrompts=0", "-o", f"ConnectTimeout={int(CONNECT_TIMEOUT_S)}",
@@ -200,52 +179,73 @@ class SshTransport:
         home = files[0].startswith("~/")     # left to the shell to expand
         return ("~/" if home else "") + shlex.quote(files[0][2:] if home else files[0])
 
-    # --- connecting and closing -------------------------------------------------------
 
-    def connect(self) -> None:
-        """The master connection (HostLost when it cannot be had)."""
+class Master:
+    """The multiplexed master connection to one host: its private socket
+    directory, its process (in the foreground until connected, then in the
+    background, found again by `ssh -O check`), its log. Sessions run over
+    its socket (`base()`)."""
+
+    def __init__(self, host: str, opts: list[str]):
+        self.host = host
+        self.opts = opts                           # ssh and the options every command shares
+        self.ctl_dir: str | None = None
+        self._proc: subprocess.Popen | None = None   # the master until it goes to the background
+        self._pid: int | None = None                 # the master in the background
+        self._log: Path | None = None
+
+    def base(self) -> list[str]:
+        """ssh, as a session over this master."""
+        assert self.ctl_dir is not None
+        return self.opts + ["-o", f"ControlPath={self.ctl_dir}/cm", "-o", "ControlMaster=no"]
+
+    def start(self, check_cancel: Callable[[], None]) -> None:
+        """Connect (HostLost when it cannot); `check_cancel()` is asked while
+        waiting, and what it raises ends the attempt."""
         short = tempfile.gettempdir() if len(tempfile.gettempdir()) < 40 else "/tmp"
-        self._ctl_dir = tempfile.mkdtemp(prefix="opcost-ssh-", dir=short)   # 0700
-        self._master_log = Path(self._ctl_dir) / "master.log"
-        with open(self._master_log, "wb") as log:
-            self._master = subprocess.Popen(
-                [*self.opts(), "-o", f"ControlPath={self._ctl_dir}/cm", "-o", "ControlMaster=yes",
+        self.ctl_dir = tempfile.mkdtemp(prefix="opcost-ssh-", dir=short)   # 0700
+        self._log = Path(self.ctl_dir) / "master.log"
+        with open(self._log, "wb") as log:
+            self._proc = subprocess.Popen(
+                [*self.opts, "-o", f"ControlPath={self.ctl_dir}/cm", "-o", "ControlMaster=yes",
                  "-o", f"ControlPersist={PERSIST_S}", "-o", f"ConnectTimeout={int(CONNECT_TIMEOUT_S)}",
                  "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "-N", "--", self.host],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 10
-        while self._master.poll() is None:   # it goes to the background once connected
-            if self.cancelled is not None:
-                kill(self._master)
-                self.check_cancel()
+        while self._proc.poll() is None:   # it goes to the background once connected
+            try:
+                check_cancel()
+            except BaseException:
+                kill(self._proc)
+                raise
             if time.monotonic() > deadline:
-                kill(self._master)
+                kill(self._proc)
                 raise HostLost(f"{self.host}: cannot connect: no connection within {CONNECT_TIMEOUT_S + 10:.0f} s")
             time.sleep(0.05)
-        if self._master.returncode != 0 or not self._sock().exists():
-            raise HostLost(f"{self.host}: cannot connect: {self.master_error()}")
-        self._master_pid = self._check_master()
-        self.check_cancel()
+        if self._proc.returncode != 0 or not self._sock().exists():
+            raise HostLost(f"{self.host}: cannot connect: {self.error()}")
+        self._pid = self._check()
 
-    def master_error(self) -> str:
-        text = self._master_log.read_text(errors="replace") if self._master_log else ""
+    def error(self) -> str:
+        """What the master's log says went wrong, in one line."""
+        text = self._log.read_text(errors="replace") if self._log else ""
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("debug")]
         if any("Host key verification failed" in ln for ln in lines):
             return "host key verification failed (unknown or changed host key)"
         if lines:
             return lines[-1]
-        if self._master is not None and self._master.returncode not in (0, None):
-            return f"ssh exit {self._master.returncode}"
+        if self._proc is not None and self._proc.returncode not in (0, None):
+            return f"ssh exit {self._proc.returncode}"
         # exit 0 is the master going to the background once connected: the loss came later, unsaid
         return ("its ssh connection ended without a message (the host rebooted, or its sshd or the network "
                 "went away?)" if not self._pid_alive() else "ssh could not use its connection (exit 255) and "
                 "said nothing")
 
     def _sock(self) -> Path:
-        assert self._ctl_dir is not None
-        return Path(self._ctl_dir) / "cm"
+        assert self.ctl_dir is not None
+        return Path(self.ctl_dir) / "cm"
 
-    def _check_master(self) -> int | None:
+    def _check(self) -> int | None:
         """The background master's pid (`ssh -O check`), None if it is gone."""
         try:
             cp = subprocess.run([*self.base(), "-O", "check", "--", self.host], capture_output=True, text=True,
@@ -256,13 +256,11 @@ class SshTransport:
         return int(m.group(1)) if cp.returncode == 0 and m else None
 
     def close(self) -> None:
-        """Kill the sessions still running, close the master (`ssh -O
-        exit`), remove the local socket directory. Safe to call twice, and
-        after a failed connect."""
-        self.kill_sessions()
-        if self._master is not None and self._master.poll() is None:
-            kill(self._master)   # never connected
-        if self._ctl_dir is not None and self.alive():
+        """Close the master (`ssh -O exit`, killed if it lingers), remove the
+        socket directory. Safe to call twice, and after a failed start."""
+        if self._proc is not None and self._proc.poll() is None:
+            kill(self._proc)   # never connected
+        if self.ctl_dir is not None and self.alive():
             try:
                 subprocess.run([*self.base(), "-O", "exit", "--", self.host], capture_output=True,
                                timeout=10, stdin=subprocess.DEVNULL)
@@ -271,15 +269,84 @@ class SshTransport:
             deadline = time.monotonic() + 5
             while self._pid_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            if self._pid_alive() and self._master_pid is not None:
+            if self._pid_alive() and self._pid is not None:
                 try:
-                    os.kill(self._master_pid, signal.SIGKILL)
+                    os.kill(self._pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-        self._master = None
-        if self._ctl_dir is not None:
-            shutil.rmtree(self._ctl_dir, ignore_errors=True)
-            self._ctl_dir = None
+        self._proc = None
+        if self.ctl_dir is not None:
+            shutil.rmtree(self.ctl_dir, ignore_errors=True)
+            self.ctl_dir = None
+
+    def _pid_alive(self) -> bool:
+        if self._pid is None:
+            return False
+        try:
+            stat = Path(f"/proc/{self._pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+    def alive(self) -> bool:
+        """The master connection is up (its process there, its socket too)."""
+        return self.ctl_dir is not None and self._pid_alive() and self._sock().exists()
+
+
+class SshTransport:
+    """The connection to one host. `connect()` before use, `close()` after
+    (also when interrupted); `cancel(signum)` (from another thread) kills
+    what runs, and whatever runs next raises Interrupted."""
+
+    def __init__(self, host: str, ssh_config: str | None = None, port: int | None = None):
+        self.host = check_host(host)
+        self.ssh_config = ssh_config
+        self.port = port
+        self.master = Master(self.host, self.opts())
+        self.keys = HostKeys(self.host, self.opts())
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self.cancelled: int | None = None
+
+    # --- ssh command lines ----------------------------------------------------------
+
+    def opts(self) -> list[str]:
+        out = ["ssh"]
+        if self.ssh_config:
+            out += ["-F", self.ssh_config]
+        if self.port is not None:
+            out += ["-p", str(self.port)]
+        return out + ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+
+    def base(self) -> list[str]:
+        return self.master.base()
+
+    def argv(self, script: str, *args: str) -> list[str]:
+        """The local command line of `sh -c SCRIPT sh ARG...` there, over the master."""
+        return [*self.base(), "--", self.host, remote_command(script, *args)]
+
+    # --- host keys ------------------------------------------------------------------
+
+    def resolved(self) -> dict[str, str]:
+        """`ssh -G`: the configuration ssh would use for the host (no network)."""
+        return self.keys.resolved()
+
+    def check_key(self) -> None:
+        """HostKeyUnknown when ssh would refuse the host's key (no session opened)."""
+        self.keys.check()
+
+    # --- connecting and closing -------------------------------------------------------
+
+    def connect(self) -> None:
+        """The master connection (HostLost when it cannot be had)."""
+        self.master.start(self.check_cancel)
+        self.check_cancel()
+
+    def close(self) -> None:
+        """Kill the sessions still running, close the master, remove the
+        local socket directory. Safe to call twice, and after a failed connect."""
+        self.kill_sessions()
+        self.master.close()
 
     def kill_sessions(self) -> None:
         """End every session still running (their local ssh killed)."""
@@ -297,25 +364,14 @@ class SshTransport:
 
     def check_cancel(self) -> None:
         if self.cancelled is not None:
-            from ..interrupts import Interrupted
-
             raise Interrupted(self.cancelled)
-
-    def _pid_alive(self) -> bool:
-        if self._master_pid is None:
-            return False
-        try:
-            stat = Path(f"/proc/{self._master_pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
     def alive(self) -> bool:
         """The master connection is up (its process there, its socket too)."""
-        return self._ctl_dir is not None and self._pid_alive() and self._sock().exists()
+        return self.master.alive()
 
     def lost(self, what: str) -> HostLost:
-        return HostLost(f"{self.host}: connection lost{what}: {self.master_error()}")
+        return HostLost(f"{self.host}: connection lost{what}: {self.master.error()}")
 
     # --- remote commands --------------------------------------------------------------
 
