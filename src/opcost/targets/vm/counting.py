@@ -19,8 +19,13 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+import contextlib
+import json
 
 from ...errors import UsageError
+from ... import emucount, probe
+from ...emucount import Symbols
+from .choice import cache_dir
 
 WANT = "/opcost/want-kallsyms"
 
@@ -30,8 +35,6 @@ class Counting:
     initramfs's request for the kernel's symbols; removed by close()."""
 
     def __init__(self, full_symbols: bool):
-        from ... import emucount
-
         plugin = emucount.plugin_path()
         if plugin is None:
             raise UsageError("the counting plugin (opcost-count.so) is not built: `make -C probe` in the source "
@@ -53,8 +56,6 @@ class Counting:
         (this boot's _text, and the image's symbols: sent now, or known) and
         the probe's fold the blocks. Stops at a process that failed (how many
         windows it left is not known). Returns the image's symbols."""
-        from ... import emucount, probe
-
         text, sent = kernel_text(b.kallsyms)
         if sent:
             offsets = sent
@@ -84,10 +85,6 @@ def cached_offsets(sha: str) -> list[tuple[int, str]] | None:
     """A kernel image's text symbols (offsets from _text), as its first
     counting boot sent them: the same for every boot of that image, so kept
     in the cache directory (kallsyms-SHA.json) and not sent again."""
-    import json
-
-    from .choice import cache_dir
-
     try:
         d = json.loads((cache_dir() / f"kallsyms-{sha}.json").read_text())
         return [(int(o), str(n)) for o, n in d["offsets"]]
@@ -96,11 +93,6 @@ def cached_offsets(sha: str) -> list[tuple[int, str]] | None:
 
 
 def cache_offsets(sha: str, offsets: list[tuple[int, str]]) -> None:
-    import contextlib
-    import json
-
-    from .choice import cache_dir
-
     path = cache_dir() / f"kallsyms-{sha}.json"
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +120,6 @@ def kernel_text(lines: list[bytes]) -> tuple[int | None, list[tuple[int, str]]]:
 
 def symbols(text: int | None, offsets: list[tuple[int, str]], probe_exe: str | None):
     """The kernel's functions at this boot's addresses, and the probe's."""
-    from ...emucount import Symbols
-
     entries: list[tuple[int, int, str]] = []
     if text is not None and offsets:
         offs = sorted(offsets)

@@ -15,6 +15,8 @@ from .kvmsay import accel_line
 from . import host
 from .arch import DEFAULT_ARCH, GUEST_ARCHES, kernel_arch
 from .qemu import check_qemu
+from ...env import collect
+from ..local import local_target
 
 if TYPE_CHECKING:
     from .choice import Choice
@@ -36,8 +38,6 @@ class VmGuest:
     @property
     def local(self):
         if self._local is None:
-            from ..local import local_target
-
             self._local = local_target()
         return self._local
 
@@ -110,8 +110,6 @@ class VmGuest:
     def env(self) -> dict:
         """The host's environment, the guest's CPUID/XCR0 as its first boot
         saw them, and a `vm` field: QEMU, acceleration, every machine booted."""
-        from ...env import collect
-
         version = self.probe_version()
         info = {"probe_version": version, "compiler": version.split(" ", 3)[-1] if version else None}
         env = collect(self.local.cpuid(), info)

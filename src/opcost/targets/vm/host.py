@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import errno
 
 def host_tsc_invariant() -> bool:
     """The host's TSC runs at a constant rate, also in deep C-states."""
@@ -20,8 +21,6 @@ def kvm_usable() -> str | None:
     """None when /dev/kvm opens read-write, else why not and what to do, in
     one clause: no /dev/kvm (the CPU shows no VMX/SVM: a VM without nested
     virtualisation; or the module is not loaded), no permission."""
-    import errno
-
     try:
         fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
     except OSError as e:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import struct
 from pathlib import Path
+import os
+import shutil
+import subprocess
 
 from ...errors import UsageError
 from .arch import GUEST_ARCHES, image_arch
@@ -118,11 +121,7 @@ XEN_ELFNOTE_PHYS32_ENTRY = 18   # the PVH entry point's ELF note (Linux: CONFIG_
 
 
 def _decompress(payload: bytes) -> tuple[bytes | None, str]:
-    import bz2
-    import lzma
-    import shutil
-    import subprocess
-    import zlib
+    import bz2, lzma, zlib   # the decompressors: only a kernel's first PVH extraction (then cached) needs them
 
     for magic, name, tool in _PAYLOADS:
         if not payload.startswith(magic):
@@ -147,8 +146,6 @@ def _decompress(payload: bytes) -> tuple[bytes | None, str]:
 def has_pvh_note(elf: bytes) -> bool:
     """An x86_64 ELF with the PVH entry note: QEMU's -kernel enters it at once
     (no decompression in the guest)."""
-    import struct
-
     if elf[:5] != b"\x7fELF\x02":
         return False
     phoff, = struct.unpack_from("<Q", elf, 0x20)
@@ -171,9 +168,6 @@ def pvh_vmlinux(kernel: Path, sha: str, cache: Path) -> tuple[Path | None, str]:
     """The uncompressed kernel (vmlinux) of the bzImage `kernel` when it has a
     PVH entry, made once per image (cache/vmlinux-SHA.elf), or None; and
     why, said."""
-    import os
-    import struct
-
     out = cache / f"vmlinux-{sha}.elf"
     if out.is_file():
         return out, "the bzImage's vmlinux entered at its PVH entry (remembered)"

@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+import dataclasses
+import tempfile
 
 from ... import probe
 from ...arches import elf_arch
@@ -83,8 +85,6 @@ def stripped(exe: Path) -> bytes:
     strip is there: a smaller initramfs unpacks sooner, under TCG a second
     of every boot. Made once per binary and process, in a private temporary
     directory removed at once."""
-    import tempfile
-
     st = exe.stat()
     key = (str(exe), st.st_mtime_ns, st.st_size)
     if key not in _STRIPPED:
@@ -121,8 +121,6 @@ def guest_files(reqs: list[probe.ProbeRequest]) -> tuple[list[tuple], dict[str, 
     guest's probe (`time -- /opcost/build-N`), so it must be static (the
     guest has no libc). A build for another architecture never gets here
     (UsageError: the guest runs x86_64)."""
-    import dataclasses
-
     files: dict[str, Path] = {}
     names: dict[str, str] = {}
 

@@ -9,6 +9,7 @@ import os
 from ... import probe
 from ...errors import ProbeError, UsageError
 from .protocol import Command
+from ...model import process_median
 
 
 def finish(req: probe.ProbeRequest, res: probe.ProcessResult, c: Command, rec: dict, accel: str, qemu: str):
@@ -46,7 +47,6 @@ def pooled(parts: list):
     if len(parts) == 1:
         return first
     vm = dict(first.header["vm"])
-    from ...model import process_median
 
     # each process's own figure: the within-boot spread against the between-boot one (stats.boot_spread)
     vm["processes"] = [{"pid": p.header.get("pid"), "position_in_boot": p.header["vm"]["position_in_boot"],

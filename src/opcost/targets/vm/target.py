@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import re
+from urllib.parse import parse_qsl, urlsplit
 
 from ... import probe
 from ...errors import UsageError
@@ -184,8 +186,6 @@ def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = Non
 def check_cpu_model(model: str) -> str:
     """--vm-cpu MODEL: a QEMU CPU model name (letters, digits, - _ . and
     QEMU's ,feature=on|off / ,+feature forms); "" is the default."""
-    import re
-
     if model and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(,[A-Za-z0-9_.\-+=]+)*", model):
         raise UsageError(f"--vm-cpu {printable(model)!r}: not a QEMU CPU model; give a name such as Skylake-Server, "
                          "EPYC, max (TCG) or host (KVM); `qemu-system-x86_64 -cpu help` lists them")
@@ -196,8 +196,6 @@ def open_vm_spec(spec: str) -> VmTarget:
     """A vm target from a target spec, for open_target's registry:
     `vm:PATH[?cpus=N&mem=MiB&accel=kvm|tcg|auto&machine=microvm|pc|auto&cmdline=ARGS]` (the cmdline
     URL-encoded). UsageError when a part is wrong."""
-    from urllib.parse import parse_qsl, urlsplit
-
     valid = ("cpus", "mem", "accel", "machine", "cmdline")
     u = urlsplit(spec)
     if u.scheme != "vm" or not u.path:
