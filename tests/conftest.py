@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,29 @@ def pytest_unconfigure(config):
     if path:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+_INHERITED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found():
+    """A blocked signal mask and SIG_IGN survive fork and exec: a test that left
+    them in this worker (cli.main blocks and ignores the signals on its way out;
+    tests call cli._main) would make every opcost this worker starts after it
+    deaf to Ctrl-C and SIGTERM, and some later signal test fail for no reason
+    of its own. Put back, and the test that did it fails here instead."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    handlers = {s: signal.getsignal(s) for s in _INHERITED}
+    yield
+    changed = signal.pthread_sigmask(signal.SIG_BLOCK, []) != mask or any(
+        signal.getsignal(s) == signal.SIG_IGN and h != signal.SIG_IGN for s, h in handlers.items())
+    if changed:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for s, h in handlers.items():
+            if h is not None:
+                signal.signal(s, h)
+        pytest.fail("this test left signals blocked or ignored in the test process (call cli._main, not cli.main)")
 
 
 @pytest.fixture(scope="session")

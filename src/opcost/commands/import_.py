@@ -56,7 +56,7 @@ def _run_streamed(args, files) -> int:
         try:
             done = store.import_files([docs if docs is not None else stream_file(path, heads)
                                        for path, docs in files])
-        except NeedsWhole:   # a large file that cannot be stored as it is read: read whole, as before
+        except NeedsWhole:   # a large file that cannot go to the store as it is read: read whole, as before
             files = [(path, docs if docs is not None else read_file(path)) for path, docs in files]
             done = store.import_files([docs for _, docs in files])
         for (path, _), (runs, completed) in zip(files, done):
