@@ -16,13 +16,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 import kernels
-from test_vm_boot import _qemu_with
+from test_vm_boot import interrupt_in_boot
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1",
@@ -148,23 +147,5 @@ def test_signal_during_an_arm64_boot_leaves_no_qemu_and_no_temporary_file(cli_en
     proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(arm64_kernel), "--kernel-cmdline", marker,
                                      *FAKE), cwd=tmp_path, env=cli_environ(TMPDIR=str(tmp)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        t0 = time.monotonic()
-        while not _qemu_with(marker) and proc.poll() is None and time.monotonic() - t0 < 120:
-            time.sleep(0.1)
-        qemu = _qemu_with(marker)
-        assert qemu, f"QEMU did not start (opcost: {proc.poll()}, {proc.stderr.read() if proc.poll() is not None else ''})"
-        assert any(open(f"/proc/{q}/cmdline", "rb").read().split(b"\0")[0].endswith(b"qemu-system-aarch64") for q in qemu)
-        time.sleep(1.0)   # inside the boot
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 128 + sig, err
-        t0 = time.monotonic()
-        while _qemu_with(marker) and time.monotonic() - t0 < 5:
-            time.sleep(0.1)
-        assert not _qemu_with(marker), "a QEMU outlived opcost"
-        assert list(tmp.iterdir()) == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    err = interrupt_in_boot(proc, marker, sig, tmp, program=b"qemu-system-aarch64")
+    assert proc.returncode == 128 + sig, err

@@ -178,6 +178,13 @@ def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_
     proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(kernel), "--kernel-cmdline", marker,
                                      *FAKE), cwd=tmp_path,
                             env=cli_environ(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    interrupt_in_boot(proc, marker, sig, tmp)
+
+
+def interrupt_in_boot(proc, marker: str, sig, tmp, program: bytes | None = None) -> str:
+    """Signal `proc` (an opcost booting a kernel whose cmdline holds `marker`)
+    a second into its QEMU's boot; then no QEMU of it is left and `tmp` (its
+    TMPDIR) is empty. `program`: the QEMU binary it must have started. Its stderr."""
     try:
         t0 = time.monotonic()
         while (not _qemu_with(marker) and proc.poll() is None
@@ -185,14 +192,17 @@ def test_signal_during_a_real_boot_leaves_no_qemu(cli_environ, tmp_path, kernel_
             time.sleep(0.1)
         qemu = _qemu_with(marker)
         assert qemu, f"QEMU did not start (opcost: {proc.poll()}, {proc.stderr.read() if proc.poll() is not None else ''})"
-        time.sleep(1.0)
+        if program is not None:
+            assert any(open(f"/proc/{q}/cmdline", "rb").read().split(b"\0")[0].endswith(program) for q in qemu)
+        time.sleep(1.0)   # inside the boot
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        _, err = proc.communicate(timeout=30)
         t0 = time.monotonic()
         while _qemu_with(marker) and time.monotonic() - t0 < 5:
             time.sleep(0.1)
         assert not _qemu_with(marker), "a QEMU outlived opcost"
         assert list(tmp.iterdir()) == []
+        return err.decode(errors="replace") if isinstance(err, bytes) else err
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -51,6 +51,22 @@ class _Refused:
         self.what = what
 
 
+def _decoded(decoder: Any, chunk: bytes, lines: int) -> str:
+    """The next chunk of a file as text (the last one when empty). `lines`:
+    the line the chunk starts on, for the error. DocumentProblem: not UTF-8,
+    or a NUL byte (no JSON text holds one)."""
+    nul = chunk.find(b"\0")
+    try:
+        text = decoder.decode(chunk[:nul] if nul >= 0 else chunk, final=not chunk or nul >= 0)
+    except UnicodeDecodeError as e:
+        raise DocumentProblem("not UTF-8 text, so not opcost JSON; give files written by `opcost export` "
+                              "or `run --json`", lines + chunk[:e.start].count(b"\n")) from None
+    if nul >= 0:
+        raise DocumentProblem("binary data (a NUL byte), not UTF-8 text of JSON, so not opcost JSON; give "
+                              "files written by `opcost export` or `run --json`", lines + chunk[:nul].count(b"\n"))
+    return text
+
+
 def read_text(f: IO[bytes], size: int | None = None) -> str:
     """The whole of f as text, if it is at most MAX_BYTES of UTF-8 without
     a NUL byte (no JSON text holds one). `size`: what fstat says of a
@@ -69,16 +85,7 @@ def read_text(f: IO[bytes], size: int | None = None) -> str:
         if total > MAX_BYTES:
             raise DocumentProblem(f"more than import reads ({limit}; an endless device or pipe?); give files "
                                   "written by `opcost export` or `run --json`")
-        nul = chunk.find(b"\0")
-        try:
-            text = decoder.decode(chunk[:nul] if nul >= 0 else chunk, final=not chunk or nul >= 0)
-        except UnicodeDecodeError as e:
-            raise DocumentProblem("not UTF-8 text, so not opcost JSON; give files written by `opcost export` "
-                                  "or `run --json`", lines + chunk[:e.start].count(b"\n")) from None
-        if nul >= 0:
-            raise DocumentProblem("binary data (a NUL byte), not UTF-8 text of JSON, so not opcost JSON; give "
-                                  "files written by `opcost export` or `run --json`",
-                                  lines + chunk[:nul].count(b"\n"))
+        text = _decoded(decoder, chunk, lines)
         if not chunk:
             return "".join(parts)
         lines += chunk.count(b"\n")
@@ -308,17 +315,7 @@ class Stream:
             return False
         chunk = self.f.read(_STREAM_CHUNK)
         self.total += len(chunk)
-        lines = self.line_at(len(self.buf))
-        nul = chunk.find(b"\0")
-        try:
-            text = self._decoder.decode(chunk[:nul] if nul >= 0 else chunk, final=not chunk or nul >= 0)
-        except UnicodeDecodeError as e:
-            raise DocumentProblem("not UTF-8 text, so not opcost JSON; give files written by `opcost export` "
-                                  "or `run --json`", lines + chunk[:e.start].count(b"\n")) from None
-        if nul >= 0:
-            raise DocumentProblem("binary data (a NUL byte), not UTF-8 text of JSON, so not opcost JSON; give "
-                                  "files written by `opcost export` or `run --json`",
-                                  lines + chunk[:nul].count(b"\n"))
+        text = _decoded(self._decoder, chunk, self.line_at(len(self.buf)))
         self.line += self.buf.count("\n", 0, self.pos)
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
