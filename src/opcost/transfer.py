@@ -227,8 +227,8 @@ class StreamedRun:
                     res[key] = []
                     seen: set = set()
                     for j in s.items():
-                        proc, text = s.value(fast=True)
-                        plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
+                        proc, text = s.process()
+                        proc, plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
                         self._shape(proc, pos, j, seen)
                         yield pos, proc, plain
             doc["results"] = results
