@@ -288,8 +288,9 @@ def _plain_column(key: str, col: tuple) -> bool:
     nums = col if type(None) not in kinds else [v for v in col if v is not None]
     if not nums:
         return True
-    low = 0 if key in _PLAIN_COUNTS else -_BOUND
-    return low <= min(nums) and max(nums) < _BOUND and math.isfinite(sum(nums))
+    least = min(nums)
+    return (least >= 0 if key in _PLAIN_COUNTS else -_BOUND < least) and max(nums) < _BOUND \
+        and math.isfinite(sum(nums))
 
 
 def _plain_mixed(samples: list) -> bool:
