@@ -96,12 +96,10 @@ class RunMoving(SqlConnection):
         def column(key: str) -> Any:
             return map(dict.get, batch, repeat(key))
 
-        db.cursor().executemany(
-            self._sql("INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)"),
-            zip(repeat(pid), count(), chain(repeat(1, len(proc.warmup)), repeat(0, len(proc.samples))),
-                column("iters"), column("ns_per_op"), column("tsc_per_op"),
-                rows.encode_plain(batch) if plain else map(rows.encode, batch)))
+        self._insert_samples(db, zip(
+            repeat(pid), count(), chain(repeat(1, len(proc.warmup)), repeat(0, len(proc.samples))),
+            column("iters"), column("ns_per_op"), column("tsc_per_op"),
+            rows.encode_plain(batch) if plain else map(rows.encode, batch)), plain)
 
     def _held(self, db: Any, run_id: int) -> tuple[tuple, list, dict[int, dict[int, tuple[Any, int]]]]:
         """Run `run_id` as stored: (label, kind, status, owner), its results
