@@ -261,13 +261,17 @@ def plain_samples(samples: Any) -> bool:
         return True
     if set(map(type, samples)) != {dict}:
         return False
-    shapes = set(map(tuple, samples))
-    if len(shapes) != 1:
+    keys, n = tuple(samples[0]), len(samples)
+    m = len(keys)
+    names = list(chain.from_iterable(samples))
+    # One shape: position j of every sample's keys is keys[j] (a dict's keys
+    # are distinct, so no sample can be shorter or longer and still match).
+    if len(names) != n * m or any(names[j::m].count(k) != n for j, k in enumerate(keys)):
         return _plain_mixed(samples)
-    keys = shapes.pop()
     if not _PLAIN_KEYS.issuperset(keys) or "ns_per_op" not in keys:
         return False
-    return all(map(_plain_column, keys, zip(*map(dict.values, samples))))
+    vals = list(chain.from_iterable(map(dict.values, samples)))
+    return all(_plain_column(k, vals[j::m]) for j, k in enumerate(keys))
 
 
 _COLUMN_TYPES = dict.fromkeys(_PLAIN_NUMBERS, frozenset((int, float))) | dict.fromkeys(
@@ -275,7 +279,7 @@ _COLUMN_TYPES = dict.fromkeys(_PLAIN_NUMBERS, frozenset((int, float))) | dict.fr
     (*_PLAIN_INT_OR_NULL, "i"), frozenset((int, type(None)))) | {"executed": frozenset((int,))}
 
 
-def _plain_column(key: str, col: tuple) -> bool:
+def _plain_column(key: str, col: list) -> bool:
     """One field of every sample: of its type (None only where the schema
     allows it), finite, below 2^63 in magnitude, a count not negative."""
     kinds = set(map(type, col))
