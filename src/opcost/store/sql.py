@@ -130,6 +130,12 @@ class SqlDialect:
         longer the one at self.path (removed or replaced while in use), so
         that nothing is committed into a file no one will read again."""
 
+    @contextlib.contextmanager
+    def _bulk_load(self) -> Iterator[None]:
+        """Dialect: settings for one large write transaction (an import of
+        10^6 samples), put back after it; none by default."""
+        yield
+
     def _notice_after(self) -> float:
         """Seconds a write waits before saying so (SqlStore: base.NOTICE_AFTER_S)."""
         return NOTICE_AFTER_S

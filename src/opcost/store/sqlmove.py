@@ -198,7 +198,7 @@ class RunImporting(RunMoving):
 
         A document may also be a streamed run (transfer.StreamedRun: `uuid`,
         `head`, `processes()`, then `skeleton`), stored as it is read."""
-        with self._transaction("importing runs", exclusive=True) as db:
+        with self._bulk_load(), self._transaction("importing runs", exclusive=True) as db:
             out, self.completed = self._import_docs(db, docs)
         return out
 
@@ -206,7 +206,7 @@ class RunImporting(RunMoving):
         """import_runs of several files' documents (or streamed runs) in one
         transaction: a bad file anywhere stores nothing. Per file: what
         import_runs returns, and its `completed`."""
-        with self._transaction("importing runs", exclusive=True) as db:
+        with self._bulk_load(), self._transaction("importing runs", exclusive=True) as db:
             return [self._import_docs(db, docs) for docs in files]
 
     def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
