@@ -1083,11 +1083,20 @@ def _median(xs: list) -> float:
     return float(statistics.median(xs))
 
 
-def facts(procs: list[dict]) -> dict:
+def aux_median(samples: list[dict]) -> float | None:
+    """One process's auxiliary cost per op (samples' aux_ns_per_op): its
+    median batch; None when its batches have none."""
+    v = [s["aux_ns_per_op"] for s in samples if "aux_ns_per_op" in s]
+    return _median(v) if v else None
+
+
+def facts(procs: list[dict], aux_medians: list[float] | None = None) -> dict:
     """What the probe processes of one variant were (not statistics): the
     TSC rate, the overheads subtracted, an auxiliary cost timed alone, the
     iterations, CPUs and placement, operations per iteration, a nominal cost,
-    the parent's size, why counters are missing. Medians over processes."""
+    the parent's size, why counters are missing. Medians over processes.
+    aux_medians: each process's aux_median, already taken (stats.Digest,
+    whose processes come without their batches); else from their samples."""
     headers = [p["header"] for p in procs if p.get("header")]
     if not headers:
         return {}
@@ -1099,8 +1108,9 @@ def facts(procs: list[dict]) -> dict:
         # Per batch (samples' aux_ns_per_op: the median per process, then
         # across processes); probes before that reported one figure per
         # process in the header (ns_per_op).
-        per_proc = [_median(v) for v in ([s["aux_ns_per_op"] for s in p["samples"] if "aux_ns_per_op" in s]
-                                         for p in procs) if v]
+        if aux_medians is None:
+            aux_medians = [m for m in (aux_median(p["samples"]) for p in procs) if m is not None]
+        per_proc = list(aux_medians)
         per_proc += [a["ns_per_op"] for a in aux if "ns_per_op" in a]
         if per_proc:
             out["aux_ns"] = {"what": aux[0]["what"], "per_op": _median(per_proc)}
@@ -1135,13 +1145,14 @@ def facts(procs: list[dict]) -> dict:
     return out
 
 
-def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
-    """A summary: the statistics with the facts of the processes, and what
-    follows from both (the time of one iteration, the overshoot over a
-    nominal cost), in the order the documents have always had."""
+def with_facts(stats_summary: dict, procs: list[dict], aux_medians: list[float] | None = None) -> dict:
+    """A summary: the statistics with the facts of the processes (facts:
+    aux_medians as it takes them), and what follows from both (the time of
+    one iteration, the overshoot over a nominal cost), in the order the
+    documents have always had."""
     if not stats_summary.get("n_processes"):
         return stats_summary
-    f = facts(procs)
+    f = facts(procs, aux_medians)
     flags = stats_summary.get("flags")
     out = {k: v for k, v in stats_summary.items() if k != "flags"}
     for k, v in f.items():
