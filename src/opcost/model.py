@@ -384,6 +384,9 @@ def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
     return float(min(sample["run_delay_ns"] + h.get("run_delay_ns", 0), sample.get("wall_ns") or float("inf")))
 
 
+_NUMBER = (int, float)
+
+
 def batch_off_cpu_ns(sample: dict) -> float | None:
     """Of a batch of a benchmark that does not block, the wall time its
     measuring thread was off its CPU, ns (None: the probe could not tell).
@@ -393,10 +396,11 @@ def batch_off_cpu_ns(sample: dict) -> float | None:
     the guest kernel accounts as hypervisor steal (and interrupt time, with
     IRQ time accounting), which wall time less run_ns catches. The larger
     off-CPU share of the two, of the batch's wall time."""
-    vals = [sample.get(k) for k in ("run_ns", "run_delay_ns", "wall_ns")]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+    run, delay, wall = sample.get("run_ns"), sample.get("run_delay_ns"), sample.get("wall_ns")
+    if not (isinstance(run, _NUMBER) and isinstance(delay, _NUMBER) and isinstance(wall, _NUMBER)) \
+            or isinstance(run, bool) or isinstance(delay, bool) or isinstance(wall, bool):
         return None
-    run, delay, wall = (float(v) for v in vals)   # type: ignore[arg-type]
+    run, delay, wall = float(run), float(delay), float(wall)
     if wall <= 0 or run <= 0:
         return None
     on = min(1.0, run / (run + max(delay, 0)), run / wall)
@@ -410,19 +414,34 @@ def figure_of(samples: list[dict], header: dict | None = None) -> str:
     every batch carries what it needs (run_ns, run_delay_ns, wall_ns, and
     the helper's run_ns when it shares the CPU); else FIGURE_WALL (a probe
     or a kernel that did not report it, a document from before)."""
+    return _figure(samples, header)[0]
+
+
+def _figure(samples: list[dict], header: dict | None) -> tuple[str, list[float] | None]:
+    """figure_of, and the time each batch lost by it (batch_off_cpu_ns or
+    batch_lost_ns; None for FIGURE_WALL): each batch's loss taken once."""
     if not samples:
-        return FIGURE_WALL
+        return FIGURE_WALL, None
     header = header or {}
     helper = any(isinstance(s.get("helper"), dict) for s in samples)
     blocks = header.get("blocks")
+    lost: list[float] = []
     if not helper and blocks is not True:
-        if blocks is False and all(batch_off_cpu_ns(s) is not None for s in samples):
-            return FIGURE_CPU
-        return FIGURE_WALL
+        if blocks is not False:
+            return FIGURE_WALL, None
+        for s in samples:
+            x = batch_off_cpu_ns(s)
+            if x is None:
+                return FIGURE_WALL, None
+            lost.append(x)
+        return FIGURE_CPU, lost
     same = _helper_same_cpu(header, samples)
-    if all(isinstance(s.get("wall_ns"), (int, float)) and batch_lost_ns(s, same) is not None for s in samples):
-        return FIGURE_LESS_WAITING
-    return FIGURE_WALL
+    for s in samples:
+        x = batch_lost_ns(s, same) if isinstance(s.get("wall_ns"), (int, float)) else None
+        if x is None:
+            return FIGURE_WALL, None
+        lost.append(x)
+    return FIGURE_LESS_WAITING, lost
 
 
 def _helper_same_cpu(header: dict, samples: list[dict]) -> bool:
@@ -441,16 +460,11 @@ def batch_figures(samples: list[dict], header: dict | None = None) -> tuple[str,
     the batch's net time (ns_per_op: overheads subtracted, as always) less
     the time it lost, per operation: off its CPU (FIGURE_CPU), waiting for a
     CPU (FIGURE_LESS_WAITING), nothing (FIGURE_WALL)."""
-    fig = figure_of(samples, header)
-    if fig == FIGURE_WALL:
+    fig, losses = _figure(samples, header)
+    if losses is None:
         return fig, [float(s["ns_per_op"]) for s in samples]
-    same = _helper_same_cpu(header or {}, samples)
-    out = []
-    for s in samples:
-        lost = batch_off_cpu_ns(s) if fig == FIGURE_CPU else batch_lost_ns(s, same)
-        ops = float(s["iters"]) * float(s.get("ops_per_iter", 1))
-        out.append(float(s["ns_per_op"]) - (lost or 0.0) / ops)
-    return fig, out
+    return fig, [float(s["ns_per_op"]) - (lost or 0.0) / (float(s["iters"]) * float(s.get("ops_per_iter", 1)))
+                 for s, lost in zip(samples, losses)]
 
 
 def process_median(samples: list[dict], header: dict | None = None) -> float:
@@ -461,9 +475,15 @@ def process_median(samples: list[dict], header: dict | None = None) -> float:
     process's header: without it only a two-party benchmark (its samples
     show the helper) is told apart, and any other gets wall time. Pure
     Python, so input is checked before numpy loads."""
+    return process_figure(samples, header)[1]
+
+
+def process_figure(samples: list[dict], header: dict | None = None) -> tuple[str, float]:
+    """process_median, and the name of its figure (figure_of), from one pass."""
     import statistics   # --help must not load it
 
-    return float(statistics.median(batch_figures(samples, header)[1]))
+    fig, figures = batch_figures(samples, header)
+    return fig, float(statistics.median(figures))
 
 
 def process_median_wall(samples: list[dict]) -> float:

@@ -19,7 +19,7 @@ import diptest  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .model import (FIGURE_MIXED, FIGURE_WALL, aux_median, batch_lost_ns, figure_of,  # noqa: E402,F401
-                    process_median, process_median_wall)
+                    process_figure, process_median, process_median_wall)
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240229
@@ -272,10 +272,11 @@ def process_stats(samples: list[dict], header: dict | None = None) -> dict:
     wall time, and its CPU time per op. Pass its header (it says whether
     the benchmark blocks)."""
     ns = [s["ns_per_op"] for s in samples]
+    figure, med = process_figure(samples, header)   # the figure of a process, defined once (model)
     out: dict = {
-        "median_ns": process_median(samples, header),   # the figure of a process, defined once (model)
+        "median_ns": med,
         "median_wall_ns": process_median_wall(samples),
-        "figure": figure_of(samples, header),
+        "figure": figure,
         "median_tsc": median([s["tsc_per_op"] for s in samples]),
         "user_ns_per_op": _per_op(samples, "user_ns"),
         "sys_ns_per_op": _per_op(samples, "sys_ns"),
