@@ -60,20 +60,17 @@ def fill_summaries(doc: dict) -> dict:
     from .stats import Digest   # numpy: when a summary is computed, not when this module loads
 
     for r in doc.get("results", []):
-        fresh = refreshed(r.get("summary"), Digest.of([p for p in r.get("processes") or [] if p.get("samples")]))
-        if fresh is not None:
-            r["summary"] = fresh
+        procs = [p for p in r.get("processes") or [] if p.get("samples")]
+        if procs and Summary.of(r).get("n_processes") != len(procs):
+            r["summary"] = resummarized(r.get("summary"), Digest.of(procs))
     return doc
 
 
-def refreshed(stored: dict | None, d: Digest) -> dict | None:
-    """The summary a result whose processes are in the stats.Digest d must
-    have in place of `stored`, or None when `stored` is current (of as many
-    processes as have measured batches) or nothing was measured. derived and
-    parallel (they need the run's plan) are kept as stored."""
+def resummarized(stored: dict | None, d: Digest) -> dict:
+    """The summary of a result whose stored one (`stored`: None, or of fewer
+    processes) is behind, from its processes in the stats.Digest d; derived
+    and parallel (they need the run's plan) kept as stored."""
     s = Summary(stored)
-    if not d.procs or s.get("n_processes") == len(d.procs):
-        return None
     fresh = summarize_digest(d)
     for keep in ("derived", "parallel"):
         if keep in s:

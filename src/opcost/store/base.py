@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
-from ..summaries import fill_summaries, refreshed
+from ..summaries import fill_summaries, resummarized
 from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER_S, RESULT_STATUSES,  # noqa: F401
                   RUN_STATUSES, OnWait, SqlConnection, Step, lock_wait_s)
 from . import rows
@@ -183,5 +183,4 @@ class SqlStore(RunWriting, RunReading, RunImporting):
                 proc.samples = rows.decode_samples(d for d, in self._run(
                     db, "SELECT data FROM samples WHERE process_id = ? AND warmup = 0 ORDER BY idx", (pid,)))
                 digests[result_id].add(proc.to_json())
-        fresh = {rid: refreshed(rows.decode(behind[rid]), d) for rid, d in digests.items()}
-        return {rid: s for rid, s in fresh.items() if s is not None}
+        return {rid: resummarized(rows.decode(behind[rid]), d) for rid, d in digests.items()}
