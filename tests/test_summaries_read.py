@@ -1,10 +1,11 @@
 """Issue 38, item 6: a stored run without its summaries (killed before its
 end, or an import of such a file) reads exactly as the same run with them:
-`show`, `report` (text, markdown) and `compare` print the same bytes and
-`report -f json` the same document, on SQLite and PostgreSQL. `show` and `report -f text|markdown` compute the
-missing summaries one process at a time (store/base.py's _digested, the
-processes' batches dropped into a stats.Digest), never holding the run,
-and write nothing back: the store is read, as it always was."""
+`show`, `report` (text, markdown, csv) and `compare` print the same bytes
+and `report -f json` the same document, on SQLite and PostgreSQL. `show`
+and `report -f text|markdown|csv` compute the missing summaries one process
+at a time (store/base.py's _digested, the processes' batches dropped into a
+stats.Digest), never holding the run, and write nothing back: the store is
+read, as it always was."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def readings(capsys, store: str) -> dict[str, str]:
     out = {"show": opcost(capsys, "show", "1", "--store", store),
            "show 2": opcost(capsys, "show", "2", "--store", store),
            "compare": opcost(capsys, "compare", "1", "2", "--store", store, "--force")}
-    for fmt in ("text", "markdown", "json"):
+    for fmt in ("text", "markdown", "csv", "json"):
         out[fmt] = opcost(capsys, "report", "1", "-f", fmt, "--store", store)
     return out
 

@@ -165,6 +165,6 @@ def _runs(store, ids, *, sample_data: bool, table_only: bool = False):
     sample_data=False: each sample only its plain columns (what a page of
     many runs draws); table_only: a plain run without its samples, its
     summaries computed a process at a time where it has none (a format whose
-    `TABLE_ONLY` says its results table is all it writes: text, markdown)."""
+    `TABLE_ONLY` says its results table is all it writes: text, markdown, csv)."""
     for run_id in ids:
         yield store.load_run(run_id, sample_data=sample_data, summaries=True, table_only=table_only)
