@@ -335,9 +335,6 @@ class Digest:
         """One process ({"header", "samples" (measured only), round...})."""
         self.seen += 1
         samples = p.get("samples") or []
-        for s in samples:
-            for name, fr in (s.get("counters_running") or {}).items():
-                self.running.setdefault(name, []).append(fr)
         if not samples:
             return
         header = p.get("header")
@@ -350,23 +347,37 @@ class Digest:
         cpus = (header or {}).get("cpus") or []
         same = len(cpus) > 1 and cpus[0] == cpus[1]
         self.paired = self.paired or same
-        want = header["cpus"][0] if header else None
+        self._batches(samples, same, header["cpus"][0] if header else None)
+
+    def _batches(self, samples: list[dict], same: bool, want: object) -> None:
+        """One process's batches into the sums and counts over every batch,
+        one after the other as they have always been summed (kept in locals
+        for speed: a run of 10^6 batches)."""
+        lost, wall, batches, over, nivcsw = self.lost, self.wall, self.batches, self.over, self.nivcsw
+        migrated, steal, running = self.migrated, self.steal, self.running
         for s in samples:
+            shares = s.get("counters_running")
+            if shares:
+                for name, fr in shares.items():
+                    running.setdefault(name, []).append(fr)
             x = batch_lost_ns(s, same)
             if x is not None and s.get("wall_ns"):
-                self.batches += 1
-                self.lost += x
-                self.wall += s["wall_ns"]
-                self.over += x > CONTENDED_BATCH_SHARE * s["wall_ns"]
-                self.nivcsw += s.get("nivcsw", 0) + (s.get("helper") or {}).get("nivcsw", 0)
-            if s["cpu_before"] != s["cpu_after"] or (want is not None and s["cpu_before"] != want):
-                self.migrated += 1
+                batches += 1
+                lost += x
+                wall += s["wall_ns"]
+                over += x > CONTENDED_BATCH_SHARE * s["wall_ns"]
+                nivcsw += s.get("nivcsw", 0) + (s.get("helper") or {}).get("nivcsw", 0)
+            before = s["cpu_before"]
+            if before != s["cpu_after"] or (want is not None and before != want):
+                migrated += 1
             if s.get("steal_ticks", 0) > 0:
-                self.steal += 1
+                steal += 1
             if "counters_running_fraction" in s:
                 fr = s.get("counters_running_fraction")
                 lo, hi = self.fraction_range or (fr, fr)
                 self.fraction_range = (min(lo, fr), max(hi, fr))
+        self.lost, self.wall, self.batches, self.over, self.nivcsw = lost, wall, batches, over, nivcsw
+        self.migrated, self.steal = migrated, steal
 
     def contention(self) -> dict | None:
         """How much of the measured time the processes lost waiting for their
