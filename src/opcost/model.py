@@ -446,7 +446,7 @@ def _figure(samples: list[dict], header: dict | None) -> tuple[str, list[float] 
 
 def _helper_same_cpu(header: dict, samples: list[dict]) -> bool:
     """The helper of a two-party benchmark shares the measuring CPU: by the
-    header's cpus (the pinning asked for; as stats.contention reads it), or,
+    header's cpus (the pinning asked for; as stats.Digest reads it), or,
     without them, by where the first batch saw it."""
     cpus = header.get("cpus") or []
     if len(cpus) > 1:
