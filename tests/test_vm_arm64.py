@@ -149,3 +149,31 @@ def test_signal_during_an_arm64_boot_leaves_no_qemu_and_no_temporary_file(cli_en
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = interrupt_in_boot(proc, marker, sig, tmp, program=b"qemu-system-aarch64")
     assert proc.returncode == 128 + sig, err
+
+
+def test_arm64_series_run_over_three_labels_in_each_boot(run_cli, tmp_path, arm64_kernel):
+    """`series --run` on arm64 guests, as cheap as a series can be: the
+    fewest labels a series takes (3), two processes each, all three labels
+    in each boot (one machine): three boots, a preflight and two rounds.
+    Every label measured in the aarch64 guest and flagged emulated, the
+    figures the fake clock's, and `show` replays the series from the store."""
+    out = tmp_path / "s.json"
+    cp = run_cli("series", "--run", "syscall.null", "--kernel", str(arm64_kernel), "--over", "spin=1|1|8", "-p", "2",
+                 *FAKE, "--allow-emulated", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"].startswith("opcost.series") and doc["env"]["vm"]["value"]["guest_arch"] == "aarch64"
+    assert [lb["value"] for lb in doc["labels"]] == ["1", "1", "8"], doc["labels"]
+    assert all(lb["emulated"] and lb["n_processes"] == 2 for lb in doc["labels"])
+    assert doc["labels"][0]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
+    run = json.loads(run_cli("export", "1").stdout)
+    assert len(run["results"]) == 3 and run["kind"] == "series"
+    for r in run["results"]:
+        assert r["status"] == "ok" and len(r["processes"]) == 2, r
+        for p in r["processes"]:
+            h, v = p["header"], p["header"]["vm"]
+            assert h["arch"] == "aarch64" and v["arch"] == "aarch64" and v["machine"] == "virt"
+            assert v["guest"]["release"] == arm64_release() and v["processes_in_boot"] == 3
+    shown = run_cli("show", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert cp.stdout.split("\n\n", 1)[1] == shown.stdout.split("\n\n", 1)[1], shown.stdout   # the same series
