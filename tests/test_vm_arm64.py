@@ -68,6 +68,28 @@ def test_the_architecture_is_read_from_the_image(tmp_path):
     assert image_arch(bytes(bz)) == "x86_64" and image_arch(b"\x7fELF" + bytes(0x300)) is None
 
 
+def test_a_gzipped_image_cut_short_or_damaged_is_refused(tmp_path):
+    """An Image.gz is read through before any boot: a stream that stops
+    short, or whose CRC does not match, is refused; a whole one passes."""
+    from opcost.errors import UsageError
+    from opcost.targets.vm.image import check_kernel
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    whole = gzip.compress(bytes(head) + os.urandom(1 << 16))
+    bad = bytearray(whole)
+    bad[-8] ^= 0xFF   # the trailer's CRC-32
+    for name, data, why in (("stop.gz", whole[:len(whole) // 2], "cut short: its gzip stream stops before its end"),
+                            ("bad.gz", bytes(bad), "damaged: its gzip stream does not decompress"),
+                            ("ok.gz", whole, None)):
+        (tmp_path / name).write_bytes(data)
+        if why is None:
+            assert check_kernel(str(tmp_path / name)) == (tmp_path / name).resolve()
+            continue
+        with pytest.raises(UsageError, match=why):
+            check_kernel(str(tmp_path / name))
+
+
 def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tmp_path):
     from opcost.targets.vm.qemu import Machine, VmConfig, qemu_argv
 

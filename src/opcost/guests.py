@@ -14,6 +14,7 @@ markdown and html alike (`header_lines`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 ACCEL_NAMES = {"tcg": "TCG (emulated)", "kvm": "KVM"}
@@ -120,7 +121,7 @@ def header_lines(entries: list, emulated: dict | None, arms: tuple[str, str] = (
     return lines
 
 
-def emulated_line(emu: dict | None, n: int, entries: list = ()) -> str | None:
+def emulated_line(emu: dict | None, n: int, entries: Sequence = ()) -> str | None:
     """Whether the timings are an emulator's and what that did to the
     verdicts (the document's `emulated`, targets/vm/withhold.py, over its
     `n` entries), or None. A comparison that gives no verdict for another
