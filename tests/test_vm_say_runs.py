@@ -133,3 +133,8 @@ def test_a_side_of_runs_on_different_guests_names_each():
                          "B ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max"]
     assert guests.guests_of_sides(res[:1], [{"processes": []}]) is None   # a side not in a guest: nothing said
     assert guests.result_lines([{"key": "x", "processes": []}]) == []
+    # a run whose variants ran on two guests (cmdline=|quiet): one line each, with its variants
+    two = guests.result_lines([dict(r, key=k) for r, k in zip(res[:2], ("x:cmdline=", "x:cmdline=quiet"))])
+    assert two == ["x:cmdline= ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max",
+                   "x:cmdline=quiet ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max",
+                   "emulated (QEMU TCG): the timings are the emulator's, not this CPU's"]
