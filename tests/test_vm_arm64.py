@@ -106,6 +106,19 @@ def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tm
     assert qemu_argv(VmConfig(qemu="/opt/q"), m, "tcg", "virt", 10, 11, 12)[0] == "/opt/q"   # OPCOST_QEMU wins
 
 
+def test_an_arm64_guest_is_counted_by_the_plugin_whatever_the_accel_option(tmp_path):
+    """An arm64 guest on this x86_64 host always runs under TCG, so the
+    plugin counts it with --accel auto too (an x86_64 guest there: only when
+    KVM cannot be used)."""
+    from opcost.targets.vm import Machine, VmConfig, VmTarget
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    (tmp_path / "Image").write_bytes(bytes(head))
+    t = VmTarget(VmConfig(accel="auto"), Machine(tmp_path / "Image"))
+    assert t.host_arch() == "aarch64" and t.counts_by_emulator()
+
+
 def test_variants_builds_for_an_arm64_guest_with_no_emulator(tmp_path):
     """The builds of `opcost variants` for an arm64 guest: for aarch64, run
     in the guest (never under qemu-user here), a program linked -static."""

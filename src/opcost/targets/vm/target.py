@@ -99,6 +99,8 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
         guest's costly classes are not counted, its instructions are)."""
         if self.host_arch() not in ("x86_64", "aarch64"):
             return False
+        if self.host_arch() != probe.host_arch():
+            return True   # another architecture's guest: always under TCG (KVM runs its host's only)
         return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",
