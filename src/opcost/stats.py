@@ -373,7 +373,7 @@ class Digest:
             if s.get("steal_ticks", 0) > 0:
                 steal += 1
             if "counters_running_fraction" in s:
-                fr = s.get("counters_running_fraction")
+                fr = s["counters_running_fraction"]
                 lo, hi = self.fraction_range or (fr, fr)
                 self.fraction_range = (min(lo, fr), max(hi, fr))
         self.lost, self.wall, self.batches, self.over, self.nivcsw = lost, wall, batches, over, nivcsw
