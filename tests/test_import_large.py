@@ -302,3 +302,24 @@ def test_streamed_import_on_each_backend_exports_what_was_given(store_url, tmp_p
     for name, store in (("ref", ref), ("got", store_url)):
         assert opcost(capsys, "export", "1", "--store", store, "-o", str(tmp_path / f"{name}.out"))[0] == 0
     assert (tmp_path / "ref.out").read_text() == (tmp_path / "got.out").read_text()
+
+
+def test_an_imports_transaction_settings_are_put_back(tmp_path):
+    """SQLite: the import's one transaction runs with a 64 MiB cache and,
+    in WAL mode, synchronous NORMAL (1); the connection has its own again
+    after it, whatever happened inside."""
+    from opcost.store import open_store
+
+    with open_store(str(tmp_path / "s.db")) as store:
+        db = store._db
+
+        def now() -> tuple:
+            return tuple(db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous", "cache_size"))
+
+        before = now()
+        assert before[0] == "wal"       # a store being written (its schema just made)
+        with pytest.raises(ZeroDivisionError):
+            with store._bulk_load():
+                assert now() == ("wal", 1, -65536)
+                1 / 0
+        assert now() == before and before[1] != 1
