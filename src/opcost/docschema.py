@@ -415,12 +415,13 @@ class Stream:
     def process(self) -> tuple[Any, str]:
         """The next value (a process: an object) and its text, numbers not
         checked here. Read by orjson (twice json's speed) when its end is
-        found cheaply: the next `},{"index":` (a process's first key, as
-        opcost writes them), or a slice up to it would not parse (a prefix
-        of a JSON value ending inside a string or an unclosed object never
-        does, so a slice that parses is exactly this value). Otherwise (the
-        last process of a list, anything orjson refuses, a value over
-        MAX_VALUE) `value(fast=True)` reads it, with its words for errors."""
+        found cheaply: at the `}` of the next `},{"index":` (a process's
+        first key, as opcost writes them), if the slice up to there parses
+        (a prefix of a JSON value that ends inside a string or an unclosed
+        object never does, so a slice that parses is exactly this value).
+        Otherwise (the last process of a list, anything orjson refuses, a
+        value over MAX_VALUE) `value(fast=True)` reads it, with its words
+        for errors."""
         if self.peek() == "{":
             start, scanned = self.pos, self.pos + 1
             while True:
