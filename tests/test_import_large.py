@@ -246,10 +246,15 @@ def _odd_numbers(d: dict) -> dict:
     procs[2]["header"]["op"] = 'odd},{"index": 7, "samples": [{'
     procs[3]["samples"][0]["index"] = 1
     rng = random.Random(38)
-    for p in procs[4:]:
+    for k, p in enumerate(procs[4:], 4):      # 4: floats of 2^63 and more (not plain); 5, 6: plain
         for smp in p["samples"]:
-            smp["ns_per_op"] = rng.choice([5e-324, 2.2250738585072014e-308, 0.1 + 0.2, 1 / 3, 1e22, 9.223372036854775e18,
-                                           rng.random() * 10 ** rng.randint(-20, 20), -0.0])
+            smp["ns_per_op"] = rng.choice([5e-324, 2.2250738585072014e-308, 0.1 + 0.2, 1 / 3, -0.0, 9.2e18,
+                                           rng.random() * 10 ** rng.randint(-20, 18)])
+    procs[4]["samples"][0]["ns_per_op"], procs[4]["samples"][1]["ns_per_op"] = 1e22, 9.3e18
+    for smp in procs[6]["samples"]:      # NULL columns (PostgreSQL's COPY writes them \\N)
+        del smp["iters"]
+        smp["tsc_per_op"] = None
+    assert [docschema.plain_samples(p["samples"]) for p in procs[4:]] == [False, True, True]
     return d
 
 
