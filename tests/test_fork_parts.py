@@ -7,6 +7,7 @@ itself is not run here (the script needs it; the anchors report runs it)."""
 from __future__ import annotations
 
 import mmap
+import time
 import os
 import shutil
 import subprocess
@@ -101,3 +102,12 @@ def test_bad_options_exit_2():
     cp = subprocess.run([sys.executable, str(ROOT / "validation" / "anchors" / "fork_parts.py"), "--runs", "0"],
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode == 2 and "--runs and --loops must be >= 1" in cp.stderr
+
+
+def test_shape_while_running_reads_the_named_descendant_and_kills_all():
+    code = "import subprocess; subprocess.run(['sleep', '30'])"
+    t0 = time.monotonic()
+    got = F.shape_while_running([sys.executable, "-c", code], None, "sleep", 0.5)
+    assert got and got["vmas"] > 3 and got["pte_bytes"] > 0
+    assert F.shape_while_running([sys.executable, "-c", code], None, "no-such-comm", 0.3) is None
+    assert time.monotonic() - t0 < 10  # the sleeps were killed, not waited for

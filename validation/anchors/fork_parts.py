@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             raise Failure("could not read perf's process or the probe's parent to size proc.fork")
         params = size_like(afp, pfp)
         sized = f"proc.fork:resident={params['resident']},mappings={params['mappings']}"
-        long_run = ["run", sized, "-p", "1", "-n", "100000", "--cpu", str(cpu), "--no-store", "--no-progress"]
+        long_run = ["run", sized, "-p", "1", "-n", "10000", "--cpu", str(cpu), "--no-store", "--no-progress"]
         shapes = {"perf (perf bench syscall fork)": shape_while_running(pinned(anchor.argv, cpu)[0], None, None),
                   "fork_loop linked against perf's libraries": shape_while_running(
                       pinned([str(bins["libs"]), "exit", "100000"], cpu)[0], None, None),
