@@ -6,6 +6,7 @@ itself is not run here (the script needs it; the anchors report runs it)."""
 
 from __future__ import annotations
 
+import json
 import mmap
 import time
 import os
@@ -111,3 +112,20 @@ def test_shape_while_running_reads_the_named_descendant_and_kills_all():
     assert got and got["vmas"] > 3 and got["pte_bytes"] > 0
     assert F.shape_while_running([sys.executable, "-c", code], None, "no-such-comm", 0.3) is None
     assert time.monotonic() - t0 < 10  # the sleeps were killed, not waited for
+
+
+def _parent(spec: str, tmp_path: Path) -> dict:
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "-m", "opcost", "run", spec, "-p", "1", "-n", "2", "-w", "0", "--iters", "1",
+                    "--no-store", "--no-progress", "--json", str(out)], check=True, capture_output=True, timeout=120,
+                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    return json.loads(out.read_text())["results"][0]["processes"][0]["header"]["parent"]
+
+
+def test_written_mappings_each_hold_one_anonymous_page(tmp_path):
+    bare = _parent("proc.fork:mappings=40", tmp_path)
+    got = _parent("proc.fork:mappings=40,written=40", tmp_path)
+    # 40 more mappings, each with its own copied page: fork copies their page-table entries.
+    assert got["vmas"] - bare["vmas"] == 40
+    assert got["vmas_written"] - bare["vmas_written"] == 40
+    assert got["anon_bytes"] - bare["anon_bytes"] >= 40 * 4096

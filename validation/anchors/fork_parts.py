@@ -2,11 +2,13 @@
 """Fork's parts: where `perf bench syscall fork` and opcost's proc.fork differ, measured.
 
 The anchors report compares opcost's proc.fork (fork + the child's _exit(0)
-+ waitpid, in the static probe, its parent sized like perf's process with
-resident= and mappings=) with `perf bench syscall fork`. The two differ in
-two ways that sizing does not reach, and this script measures each, all
-variants INTERLEAVED (--runs rounds, each in a new random order), pinned to
-one CPU:
++ waitpid, in the static probe, its parent sized like perf's process) with
+`perf bench syscall fork`. They differ in the child's way out (perf's runs
+exit(0) in a process of dozens of shared libraries) and, unless written=
+is given, in the parent's shape (perf's anonymous pages lie in about 125
+written library mappings, each copied by fork). This script measures each
+part, all variants INTERLEAVED (--runs rounds, each in a new random order),
+pinned to one CPU:
 
   perf bench syscall fork      perf's own loop, in perf's process
   perf's libs, exit(0)         the same loop, hand-written (fork_loop.c), linked
@@ -16,7 +18,10 @@ one CPU:
   perf's libs (now), _exit(0)  ... bound at load time: the child resolves no symbol
   static, _exit(0)             the loop in a static binary (the bare probe's shape)
   opcost proc.fork             the bare probe
-  opcost proc.fork sized       the probe's parent sized like perf's process
+  opcost proc.fork sized       the probe's parent given perf's anonymous bytes and
+                               mapping count (resident=, mappings=)
+  ... and written=             ... and perf's mappings holding anonymous pages
+                               (written=: the anchors report's sizing)
 
 Figures are per fork, waiting for the CPU left out on every side: opcost
 does it itself (wall time less run delay); the loops and perf are their
@@ -47,7 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from validation.anchors.model import Anchor, Tools  # noqa: E402
 from validation.anchors.parsers import parse_perf_bench  # noqa: E402
-from validation.anchors.sides import TIMEOUT_S, opcost_command, pinned, run_anchor, run_opcost  # noqa: E402
+from validation.anchors.sides import opcost_benches, opcost_command, pinned, run_anchor, run_opcost  # noqa: E402
 from validation.anchors.sizing import anchor_footprint, descendants, opcost_parent, size_like  # noqa: E402
 from validation.harness.report import write_document  # noqa: E402
 from validation.harness.script import Failure, log, pick_cpu, script_main  # noqa: E402
@@ -139,6 +144,10 @@ def shape_while_running(argv: list[str], env: dict[str, str] | None, comm: str |
         proc.wait()
 
 
+def spec(params: dict[str, str]) -> str:
+    return "proc.fork:" + ",".join(f"{k}={v}" for k, v in params.items())
+
+
 def loop_anchor(binary: Path, how: str, loops: int) -> Anchor:
     return Anchor("fork_loop", [str(binary), how, str(loops)], parse_perf_bench)
 
@@ -161,7 +170,8 @@ def options() -> argparse.ArgumentParser:
     return ap
 
 
-def variants(perf: str, bins: dict[str, Path], loops: int, cmd, env, cpu: int, sized: str, work: Path) -> dict:
+def variants(perf: str, bins: dict[str, Path], loops: int, cmd, env, cpu: int, sized: list[str],
+             work: Path) -> dict:
     """name -> a function measuring it once: (ns per fork, CPU share, whether opcost)."""
     def ext(anchor: Anchor):
         return lambda: (lambda g: (figure(g), g["cpu_share"], False))(run_anchor(anchor, cpu))
@@ -178,7 +188,7 @@ def variants(perf: str, bins: dict[str, Path], loops: int, cmd, env, cpu: int, s
         "perf's libs (now), _exit(0)": ext(loop_anchor(bins["libs-now"], "_exit", loops)),
         "static, _exit(0)": ext(loop_anchor(bins["static"], "_exit", loops)),
         "opcost proc.fork": opc("proc.fork"),
-        f"opcost {sized}": opc(sized),
+        **{f"opcost {sp}": opc(sp) for sp in sized},
     }
 
 
@@ -233,13 +243,16 @@ def main(argv: list[str] | None = None) -> int:
         afp, pfp = anchor_footprint(anchor, cpu), opcost_parent(cmd, env, "proc.fork", cpu, work)
         if not (afp and pfp):
             raise Failure("could not read perf's process or the probe's parent to size proc.fork")
-        params = size_like(afp, pfp)
-        sized = f"proc.fork:resident={params['resident']},mappings={params['mappings']}"
-        long_run = ["run", sized, "-p", "1", "-n", "10000", "--cpu", str(cpu), "--no-store", "--no-progress"]
+        sized = [spec(size_like(afp, pfp))]
+        if "written" in opcost_benches(cmd, env).get("proc.fork", set()):
+            sized.append(spec(size_like(afp, pfp, written=True)))
+        else:
+            log("this opcost's proc.fork has no written=: sized by resident= and mappings= only")
+        long_run = ["run", sized[-1], "-p", "1", "-n", "10000", "--cpu", str(cpu), "--no-store", "--no-progress"]
         shapes = {"perf (perf bench syscall fork)": shape_while_running(pinned(anchor.argv, cpu)[0], None, None),
                   "fork_loop linked against perf's libraries": shape_while_running(
                       pinned([str(bins["libs"]), "exit", "100000"], cpu)[0], None, None),
-                  f"the probe, {sized}": shape_while_running([*cmd, *long_run], env, "opcost-probe", 3.0)}
+                  f"the probe, {sized[-1]}": shape_while_running([*cmd, *long_run], env, "opcost-probe", 3.0)}
         sides = variants(perf, bins, args.loops, cmd, env, cpu, sized, work)
         runs: dict[str, list] = {name: [] for name in sides}
         log(f"{args.runs} rounds of {len(sides)} variants on CPU {cpu}, seed {seed}, load {load0:.1f}")
