@@ -66,10 +66,10 @@ def make_rows(cfg: Config) -> list[Row]:
             "perf bench syscall fork", children=True, sized_like_anchor=True,
             differs="perf's child calls exit(0) in a process of many shared libraries (Debian's perf 6.12: 55): "
                     "it runs their destructors and lazy symbol lookups, about 270 page faults a fork, where the "
-                    "probe's child _exit(0)s; the probe's parent gets perf's anonymous bytes and mapping count "
-                    "(resident=, mappings=), not its shape: one anonymous area and read-only mappings, where "
-                    "perf's anonymous pages lie in about 125 written library mappings, each copied by fork "
-                    "(validation/anchors/fork_parts.py measures both)", band=(None, RATIO_BAND[1])),
+                    "probe's child _exit(0)s; the probe's parent is sized like perf's process: its anonymous "
+                    "bytes, its mappings, and those holding anonymous pages, which fork copies (resident=, "
+                    "mappings=, written=; validation/anchors/fork_parts.py measures each part)",
+            band=(None, RATIO_BAND[1])),
     ]
     for ipc, mode in (("socket", "process"), ("pipe", "thread")):
         rows.append(Row(f"msg.hackbench {ipc} {mode}", "msg.hackbench",
