@@ -64,7 +64,7 @@ def make_rows(cfg: Config) -> list[Row]:
         Row("proc.fork", "proc.fork", {}, "fork",
             anchor_perf_syscall("fork", 1_000, "this perf has no `perf bench syscall fork` (perf >= 6.2)"),
             "perf bench syscall fork", children=True, sized_like_anchor=True,
-            differs="perf's child calls exit(0) in a process of many shared libraries (Debian's perf 6.12: 55): "
+            differs="perf's child calls exit(0) in a process of many shared libraries (Debian's perf 6.12: 54): "
                     "it runs their destructors and lazy symbol lookups, about 270 page faults a fork, where the "
                     "probe's child _exit(0)s; the probe's parent is sized like perf's process: its anonymous "
                     "bytes, its mappings, and those holding anonymous pages, which fork copies (resident=, "
