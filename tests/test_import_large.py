@@ -216,8 +216,9 @@ def test_show_reads_no_sample_when_the_summaries_are_stored(tmp_path, capsys, mo
     for i, d in enumerate((with_summary, without)):
         assert opcost(capsys, "import", write(tmp_path / f"{i}.json", d), "--store", store)[0] == 0
     decoded_samples = []
-    real = store_rows.decode
+    real, real_many = store_rows.decode, store_rows.decode_samples
     monkeypatch.setattr(store_rows, "decode", lambda t: decoded_samples.append(t) or real(t))
+    monkeypatch.setattr(store_rows, "decode_samples", lambda ts: real_many(decoded_samples.append(t) or t for t in ts))
     code, table, _ = opcost(capsys, "show", "1", "--store", store)
     assert code == 0 and "syscall.null" in table
     assert not any(t and '"ns_per_op"' in t for t in decoded_samples)     # no sample read
