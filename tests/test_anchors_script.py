@@ -323,7 +323,9 @@ def test_one_tiny_run_with_perf(probe_bin, tmp_path):
     ops = {o["operation"]: o for o in doc["operations"]}
     sn = ops["syscall.null"]
     assert sn["status"] == "ok" and len(sn["runs"]) == 2 and sn["n_runs"] == 2
-    assert 0.2 < sn["ratio"] < 5  # same operation, same order of magnitude
+    # same operation, same order of magnitude: a unit slip (ns against us) is 1000x; the band is
+    # wide because perf's wall time keeps the waiting opcost leaves out (0.19 seen at load 8)
+    assert 0.05 < sn["ratio"] < 20
     assert "perf bench syscall basic" in sn["anchor_command"]
     assert "| `syscall.null:via=libc` |" in cp.stdout
 
