@@ -57,11 +57,10 @@ def fill_summaries(doc: dict) -> dict:
     none yet, and one that was interrupted between storing a process and
     summarizing it is behind. The store's readers call it (`load_run(...,
     summaries=True)`), never a command."""
-    from .stats import Digest   # numpy: when a summary is computed, not when this module loads
-
     for r in doc.get("results", []):
         procs = [p for p in r.get("processes") or [] if p.get("samples")]
         if procs and Summary.of(r).get("n_processes") != len(procs):
+            from .stats import Digest   # numpy: only when a summary is computed (a refusal before it imports none)
             r["summary"] = resummarized(r.get("summary"), Digest.of(procs))
     return doc
 
