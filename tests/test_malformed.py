@@ -15,6 +15,7 @@ is then its own test."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -154,6 +155,8 @@ def template(tmp_path_factory, probe_bin) -> Path:
     arm[0x46:0x48] = (1).to_bytes(2, "little")                                  # one section, no optional header
     arm[0x58 + 16:0x58 + 24] = (0x100000).to_bytes(4, "little") + (0x1000).to_bytes(4, "little")   # ends at 1 MiB
     (t / "armcut.img").write_bytes(bytes(arm))   # its EFI stub's PE header says 1 MiB + 4 KiB: cut short
+    (t / "armcut.img.gz").write_bytes(gzip.compress(bytes(arm)))   # whole, but what it holds is cut short
+    (t / "armstop.img.gz").write_bytes(gzip.compress(bytes(arm) + os.urandom(4096))[:600])   # its stream stops
     (t / "subdir").mkdir()
     (t / "garbage.db").write_bytes(b"this is not a database\n" * 50)
     shutil.copy(t / "opcost" / "opcost.db", t / "damaged.db")

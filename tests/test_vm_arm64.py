@@ -68,6 +68,28 @@ def test_the_architecture_is_read_from_the_image(tmp_path):
     assert image_arch(bytes(bz)) == "x86_64" and image_arch(b"\x7fELF" + bytes(0x300)) is None
 
 
+def test_a_gzipped_image_cut_short_or_damaged_is_refused(tmp_path):
+    """An Image.gz is read through before any boot: a stream that stops
+    short, or whose CRC does not match, is refused; a whole one passes."""
+    from opcost.errors import UsageError
+    from opcost.targets.vm.image import check_kernel
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    whole = gzip.compress(bytes(head) + os.urandom(1 << 16))
+    bad = bytearray(whole)
+    bad[-8] ^= 0xFF   # the trailer's CRC-32
+    for name, data, why in (("stop.gz", whole[:len(whole) // 2], "cut short: its gzip stream stops before its end"),
+                            ("bad.gz", bytes(bad), "damaged: its gzip stream does not decompress"),
+                            ("ok.gz", whole, None)):
+        (tmp_path / name).write_bytes(data)
+        if why is None:
+            assert check_kernel(str(tmp_path / name)) == (tmp_path / name).resolve()
+            continue
+        with pytest.raises(UsageError, match=why):
+            check_kernel(str(tmp_path / name))
+
+
 def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tmp_path):
     from opcost.targets.vm.qemu import Machine, VmConfig, qemu_argv
 
@@ -82,6 +104,19 @@ def test_qemu_boots_an_arm64_image_on_virt_with_its_own_console_and_data_port(tm
     assert argv[argv.index("-append") + 1].startswith("console=ttyAMA0 ")
     assert "pci-serial,chardev=data" in argv and "stdio,id=data" in argv
     assert qemu_argv(VmConfig(qemu="/opt/q"), m, "tcg", "virt", 10, 11, 12)[0] == "/opt/q"   # OPCOST_QEMU wins
+
+
+def test_an_arm64_guest_is_counted_by_the_plugin_whatever_the_accel_option(tmp_path):
+    """An arm64 guest on this x86_64 host always runs under TCG, so the
+    plugin counts it with --accel auto too (an x86_64 guest there: only when
+    KVM cannot be used)."""
+    from opcost.targets.vm import Machine, VmConfig, VmTarget
+
+    head = bytearray(0x400)
+    head[0x38:0x3C] = b"ARM\x64"
+    (tmp_path / "Image").write_bytes(bytes(head))
+    t = VmTarget(VmConfig(accel="auto"), Machine(tmp_path / "Image"))
+    assert t.host_arch() == "aarch64" and t.counts_by_emulator()
 
 
 def test_variants_builds_for_an_arm64_guest_with_no_emulator(tmp_path):
@@ -149,3 +184,65 @@ def test_signal_during_an_arm64_boot_leaves_no_qemu_and_no_temporary_file(cli_en
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = interrupt_in_boot(proc, marker, sig, tmp, program=b"qemu-system-aarch64")
     assert proc.returncode == 128 + sig, err
+
+
+def test_arm64_series_run_over_three_labels_in_each_boot(run_cli, tmp_path, arm64_kernel):
+    """`series --run` on arm64 guests, as cheap as a series can be: the
+    fewest labels a series takes (3), two processes each, all three labels
+    in each boot (one machine): three boots, a preflight and two rounds.
+    Every label measured in the aarch64 guest and flagged emulated, the
+    figures the fake clock's, and `show` replays the series from the store."""
+    out = tmp_path / "s.json"
+    cp = run_cli("series", "--run", "syscall.null", "--kernel", str(arm64_kernel), "--over", "spin=1|1|8", "-p", "2",
+                 *FAKE, "--allow-emulated", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"].startswith("opcost.series") and doc["env"]["vm"]["value"]["guest_arch"] == "aarch64"
+    assert [lb["value"] for lb in doc["labels"]] == ["1", "1", "8"], doc["labels"]
+    assert all(lb["emulated"] and lb["n_processes"] == 2 for lb in doc["labels"])
+    assert doc["labels"][0]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
+    run = json.loads(run_cli("export", "1").stdout)
+    assert len(run["results"]) == 3 and run["kind"] == "series"
+    for r in run["results"]:
+        assert r["status"] == "ok" and len(r["processes"]) == 2, r
+        for p in r["processes"]:
+            h, v = p["header"], p["header"]["vm"]
+            assert h["arch"] == "aarch64" and v["arch"] == "aarch64" and v["machine"] == "virt"
+            assert v["guest"]["release"] == arm64_release() and v["processes_in_boot"] == 3
+    shown = run_cli("show", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert cp.stdout.split("\n\n", 1)[1] == shown.stdout.split("\n\n", 1)[1], shown.stdout   # the same series
+
+
+def test_arm64_guest_instructions_are_counted_by_the_plugin(run_cli, tmp_path, arm64_kernel):
+    """The counting plugin in qemu-system-aarch64 (issue 34 on arm64): one
+    process of syscall.null (a preflight and one counting boot). User
+    instructions exact (the probe's loop: the same count in every batch's
+    smallest), kernel ones exact too in the batches no timer tick fell in
+    (with randomize_kstack_offset=off), counted on the kernel's side of the address
+    space and folded into the kernel's functions by this boot's base
+    (arm64's kallsyms has no _text: the init sends _stext), the syscall
+    entry path among them; a class (x86's) refused before any boot."""
+    out = tmp_path / "c.json"
+    # randomize_kstack_offset=off: no get_random_u16 (and its refills, some calls' only) in each call
+    cp = run_cli("run", "syscall.null", "--kernel", str(arm64_kernel), "--kernel-cmdline", "randomize_kstack_offset=off",
+                 "--accel", "tcg", "--counters", "instructions:k,instructions:u", "-p", "1", "--samples", "11",
+                 "--warmup", "1", "--target-ms", "1", "--json", str(out), timeout=600)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    (p,) = r["processes"]
+    h = p["header"]
+    assert {c["name"]: c["source"] for c in h["counters"]} == {"instructions:k": "emulator", "instructions:u": "emulator"}
+    assert "qemu-system-aarch64 (TCG)" in h["counters"][0]["how"]
+    u = [s["counters"]["instructions:u"] for s in p["samples"]]
+    k = [s["counters"]["instructions:k"] for s in p["samples"]]
+    assert min(u) == int(min(u)) and 5 <= min(u) <= 100, u   # svc and the loop's few instructions a call
+    assert 100 <= min(k) <= 5000, k                           # el0 entry, the syscall, the return
+    # exact: the batches no timer tick fell in (about 3 in 4 here; fewer than 2 of 11: ~1e-5) give one integer
+    assert min(k) == int(min(k)) and k.count(min(k)) >= 2, k
+    assert int(h["vm"]["kernel_text"], 16) >= 1 << 63          # the kernel's half of the address space
+    names = [f for f, _ in h["count_functions"]]
+    assert "invoke_syscall" in names and any(n.startswith("el0") for n in names), names
+    refused = run_cli("run", "syscall.null", "--kernel", str(arm64_kernel), "--accel", "tcg", "--counters",
+                      "cr3-writes:k", "-p", "1")
+    assert refused.returncode == 2 and "classifies x86 instructions only" in refused.stderr, refused.stderr

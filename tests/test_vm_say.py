@@ -71,7 +71,7 @@ def test_the_header_names_each_arms_kernel_and_the_boot_logs_difference(study):
 
 def test_without_allow_emulated_the_header_says_no_verdict(study):
     doc = withhold_emulated(copy.deepcopy(study[1]), allow=False)
-    assert doc["emulated"] == {"benchmarks": ["syscall.null"], "allow_emulated": False}
+    assert doc["emulated"] == {"benchmarks": ["syscall.null"], "allow_emulated": False, "withheld": 1}
     assert doc["comparisons"][0]["verdict"] is None
     cmp = Comparison.from_json(doc)
     assert guests.header_lines(cmp.comparisons, cmp.context["emulated"])[-1] == ("emulated (QEMU TCG): the timings are the emulator's, not this CPU's; "

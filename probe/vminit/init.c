@@ -20,6 +20,7 @@
  *     E <i> <line>                 a line command i printed on stderr
  *     X <i> <status>               command i ended: exit status, or -signal
  *     K _text <hex address>        where the kernel's text starts in this boot
+ *                                  (_text, or _stext where kallsyms has no _text)
  *                                  (KASLR moves it every boot), when the job
  *                                  asks (the file /opcost/want-kallsyms)
  *     K <hex offset> <name>        a kernel text symbol (t/T of /proc/kallsyms,
@@ -382,13 +383,21 @@ static void kallsyms(void)
 		return;
 	}
 	char line[512], name[256], type;
-	unsigned long long addr, text = 0;
+	unsigned long long addr, text = 0, stext = 0;
+	/* the base: _text, or _stext where kallsyms lists no _text (arm64: its
+	 * image head is not in the kernel's text ranges) */
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx %c %255s", &addr, &type, name) == 3 && strcmp(name, "_text") == 0) {
+		if (sscanf(line, "%llx %c %255s", &addr, &type, name) != 3)
+			continue;
+		if (strcmp(name, "_text") == 0) {
 			text = addr;
 			break;
 		}
+		if (strcmp(name, "_stext") == 0 && !stext)
+			stext = addr;
 	}
+	if (!text)
+		text = stext;
 	framef("K _text %llx", text);
 	if (full && text) {
 		rewind(f);

@@ -15,7 +15,7 @@ from . import __version__
 from .counters import is_helper
 from .env import differences
 from .errors import UnknownRun, UsageError
-from .guests import guests_entry
+from .guests import guests_entry, guests_of_sides
 from .model import (FLEET_SCHEMA, Comparison, Entry, Summary, plan_of, process_median, result_key, same_machine,
                     switches_of)
 from .probe import host_arch
@@ -675,6 +675,9 @@ def _runs_entry(key: str, res: dict, ra: list[tuple], rb: list[tuple], *, delta:
     e = {"bench": res["bench"], "key": key, "op": res.get("op", ""), "a": side(ra), "b": side(rb)}
     e.update(replicates.compare_runs([Summary.of(r).process_medians for _, r in ra],
                                      [Summary.of(r).process_medians for _, r in rb], delta=delta))
+    guests = guests_of_sides([r for _, r in ra], [r for _, r in rb])   # what each side's runs ran on
+    if guests is not None:
+        e["guests"] = guests
     e["flags"] = []
     for arm, sd in (("A", e["a"]), ("B", e["b"])):
         for f in sd["summary"]["flags"]:
@@ -728,12 +731,15 @@ def resolve_side(store, ref: str) -> list[int]:
     return [store.resolve(p) for p in parts]
 
 
-def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag: str = "--force") -> dict:
+def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag: str = "--force",
+                   allow_emulated: bool = False) -> dict:
     """The opcost.comparison/1 document of stored runs (`opcost compare`,
     `opcost report --compare`): each side one run reference, several joined
     by commas, or a list of them; refused when a run is on both sides, or
     runs whose machines differ unless `force` (the option that says so:
-    `force_flag`). Switches per operation come from the runs' plans (A's first)."""
+    `force_flag`). Switches per operation come from the runs' plans (A's first).
+    A verdict on timings a TCG guest gave is withheld as `ab` withholds it,
+    unless `allow_emulated` (--allow-emulated)."""
     sides = []
     for ref in (ref_a, ref_b):
         refs = [ref] if isinstance(ref, str) else list(ref)
@@ -755,9 +761,10 @@ def compare_stored(store, ref_a, ref_b, *, delta: float, force: bool, force_flag
     runs_b = [store.load_run(i, summaries=True) for i in ids_b]
     same_machine([(r["run_id"], r.get("env") or {}) for r in runs_a + runs_b], force=force,
                  anyway=f"{force_flag} to compare anyway")
-    return stored_runs_document(runs_a, runs_b, delta=delta,
-                                switches=switches_of(*(plan_of(r) for r in runs_a + runs_b)),
-                                diffs=differences(runs_a[0].get("env") or {}, runs_b[0].get("env") or {}))
+    doc = stored_runs_document(runs_a, runs_b, delta=delta,
+                               switches=switches_of(*(plan_of(r) for r in runs_a + runs_b)),
+                               diffs=differences(runs_a[0].get("env") or {}, runs_b[0].get("env") or {}))
+    return withhold_emulated(doc, allow_emulated)
 
 
 def stored_comparison(doc: dict) -> dict | None:

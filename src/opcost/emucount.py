@@ -70,7 +70,7 @@ def _split_event(event: str) -> tuple[str, str, bool]:
 
 
 def split(events: list[str], *, mode: str | None, target: str, foreign: bool, programs: bool,
-          perf_counts=lambda: False) -> tuple[list[str], list[str]]:
+          perf_counts=lambda: False, unclassified: str | None = None) -> tuple[list[str], list[str]]:
     """(what the probe counts with perf, what the emulator counts), both in
     the order asked. `mode`: "user" (the local target: the probe under
     qemu-user), "system" (the vm target under TCG: the plugin in
@@ -79,6 +79,9 @@ def split(events: list[str], *, mode: str | None, target: str, foreign: bool, pr
     count instructions here (a core PMU). A list that also names events
     only perf counts (software events...) leaves `instructions` to perf, as
     before: the emulator serves a run only when it can serve all of it.
+    `unclassified`: the architecture of code the emulator would count whose
+    instructions the plugin does not classify (classify.h knows x86's
+    only: an aarch64 or arm probe, an arm64 guest), or None.
     UsageError (exit 2) for what cannot be counted here."""
     ours = [e for e in events if _split_event(e)[0] in EVENTS]
     others = [e for e in events if _split_event(e)[0] not in EVENTS]
@@ -94,6 +97,9 @@ def split(events: list[str], *, mode: str | None, target: str, foreign: bool, pr
                              "local target's probe under qemu-user, or a guest under TCG (--kernel IMAGE --accel tcg); "
                              f"the {target} target has none here")
         return list(events), []
+    if classes and unclassified:
+        raise UsageError(f"--counters {classes[0]}: the counting plugin classifies x86 instructions only; on "
+                         f"{unclassified} it counts instructions (instructions:u, and instructions:k in a guest), not their classes")
     for e in ours:
         base, uk, helper = _split_event(e)
         if uk == "k" and mode == "user":

@@ -14,6 +14,7 @@ markdown and html alike (`header_lines`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 ACCEL_NAMES = {"tcg": "TCG (emulated)", "kvm": "KVM"}
@@ -43,14 +44,27 @@ def guests_entry(res_a: dict, res_b: dict) -> dict | None:
     """A comparison entry's `guests`: {a, b} (guest_of) and, when both
     kernels' boot logs were read, the mitigation lines only one of them
     logged (only_a, only_b). None unless both arms ran in guests."""
-    ga, gb = guest_of(res_a), guest_of(res_b)
-    if ga is None or gb is None:
+    return guests_of_sides([res_a], [res_b])
+
+
+def guests_of_sides(side_a: list[dict], side_b: list[dict]) -> dict | None:
+    """guests_entry over sides of several results (`compare` of several
+    stored runs a side): a and b the first result's guest, a_runs and b_runs
+    the others' (only when there are others), and the boot-log mitigation
+    lines only one side's kernels logged (over every result of a side, when
+    every one was read). None unless every result ran in a guest."""
+    ga, gb = [guest_of(r) for r in side_a], [guest_of(r) for r in side_b]
+    if not ga or not gb or any(g is None for g in ga + gb):
         return None
-    out: dict[str, Any] = {"a": ga, "b": gb}
-    la, lb = ga["boot_mitigations"], gb["boot_mitigations"]
-    if la is not None and lb is not None:
-        out["boot_mitigations_differ"] = {"only_a": [x for x in la if x not in lb],
-                                          "only_b": [x for x in lb if x not in la]}
+    out: dict[str, Any] = {"a": ga[0], "b": gb[0]}
+    for side, gs in (("a", ga), ("b", gb)):
+        if len(gs) > 1:
+            out[f"{side}_runs"] = gs[1:]
+    logs = [[g["boot_mitigations"] for g in gs if g is not None] for gs in (ga, gb)]
+    if all(x is not None for side in logs for x in side):
+        la, lb = ([line for x in side for line in x] for side in logs)
+        out["boot_mitigations_differ"] = {"only_a": list(dict.fromkeys(x for x in la if x not in lb)),
+                                          "only_b": list(dict.fromkeys(x for x in lb if x not in la))}
     return out
 
 
@@ -79,10 +93,11 @@ def header_lines(entries: list, emulated: dict | None, arms: tuple[str, str] = (
         g = getattr(e, "guests", None)
         if not isinstance(g, dict):
             continue
-        for side in ("a", "b"):
-            d = describe(g.get(side) or {})
-            if d not in seen[side]:
-                seen[side].append(d)
+        for side in ("a", "b"):   # a side of several stored runs: each run's guest (`a_runs`, `b_runs`)
+            for one in [g.get(side) or {}, *(g.get(f"{side}_runs") or [])]:
+                d = describe(one)
+                if d not in seen[side]:
+                    seen[side].append(d)
         differ = g.get("boot_mitigations_differ")
         if isinstance(differ, dict):
             read = True
@@ -100,22 +115,57 @@ def header_lines(entries: list, emulated: dict | None, arms: tuple[str, str] = (
             lines.append("kernel boot logs: the same mitigations in A and B")
     elif any(seen.values()):
         lines.append("kernel boot logs: not read (a run from before opcost read them)")
-    emu = emulated_line(emulated, len(entries))
+    emu = emulated_line(emulated, len(entries), entries)
     if emu:
         lines.append(emu)
     return lines
 
 
-def emulated_line(emu: dict | None, n: int) -> str | None:
+def emulated_line(emu: dict | None, n: int, entries: Sequence = ()) -> str | None:
     """Whether the timings are an emulator's and what that did to the
     verdicts (the document's `emulated`, targets/vm/withhold.py, over its
-    `n` entries), or None."""
+    `n` entries), or None. A comparison that gives no verdict for another
+    reason (`compare` of one run a side: `entries` have none) says only
+    that the timings are emulated, not that --allow-emulated would give one."""
     if not isinstance(emu, dict):
         return None
     which = emu.get("benchmarks") or []
     some = "" if len(which) == n else f" ({', '.join(map(str, which))})"
+    head = f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; "
+    given = any(getattr(e, "verdict", None) is not None for e in entries)
+    withheld = emu.get("withheld")   # verdicts withheld for emulation (absent: a document from before)
     if emu.get("allow_emulated"):
-        return (f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; verdicts are given "
-                "only because --allow-emulated asked for them")
-    return (f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; no verdict on cost "
-            "(--allow-emulated gives one)")
+        if entries and not given:
+            return head + "--allow-emulated allows verdicts on them, but none is given here (each row says why)"
+        return head + "verdicts are given only because --allow-emulated asked for them"
+    if withheld == 0 and not given:
+        return head + "no verdict is given on them"
+    return head + "no verdict on cost (--allow-emulated gives one)"
+
+
+def result_lines(results: list[dict]) -> list[str]:
+    """What a plain run's results ran on (`run --kernel K`, its `show`,
+    markdown and html), said in its header as a comparison says each arm's:
+    `ran on: ...` (guest_of, describe) when every variant ran on one guest,
+    else one line per guest with the variants that ran there; then that
+    the timings are emulated when a guest ran under TCG. Nothing when no
+    variant ran in a guest."""
+    where: dict[str, list[str]] = {}
+    emulated: list[str] = []
+    for r in results:
+        g = guest_of(r)
+        if g is None:
+            continue
+        key = str(r.get("key") or r.get("bench") or "?")
+        where.setdefault(describe(g), []).append(key)
+        if g.get("accel") == "tcg":
+            emulated.append(key)
+    if len(where) == 1:
+        lines = [f"ran on: {next(iter(where))}"]
+    else:
+        lines = [f"{', '.join(keys)} ran on: {d}" for d, keys in where.items()]
+    if emulated:
+        measured = sum(len(keys) for keys in where.values())
+        some = "" if len(emulated) == measured else f" ({', '.join(emulated)})"
+        lines.append(f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's")
+    return lines if where else []

@@ -166,9 +166,11 @@ def counter_split(plan, variants: list[Variant], target: Target) -> tuple[str | 
     def perf_counts() -> bool:   # a core PMU in sysfs: perf counts instructions here
         return any(p.core for p in read_sysfs(os.environ.get("OPCOST_PMU_SYSFS") or SYSFS).values())
 
+    arches = {v.arch or target.host_arch() for v in variants}   # a vm target's: its guests'
     _, emu = split(list(plan.events), mode=mode, target=target.name,
-                   foreign=any(not runs_natively(v.arch or target.host_arch()) for v in variants),
-                   programs=any(v.program for v in variants), perf_counts=perf_counts)
+                   foreign=any(not runs_natively(a) for a in arches),
+                   programs=any(v.program for v in variants), perf_counts=perf_counts,
+                   unclassified=next((a for a in sorted(arches) if a not in ("x86_64", "i386")), None))
     if not emu:
         return plan.probe_list(), ()
     rest = replace(plan, events=[e for e in plan.events if e not in emu])

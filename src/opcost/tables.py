@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .counters import CLOCK_EVENTS, display_name, split_name
-from .guests import header_lines
+from .guests import header_lines, result_lines
 from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, geomean_text, result_key
 from .safetext import printable
 
@@ -127,7 +127,7 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
         par = r.get("parallel") or s.get("parallel")
         if par:
             parallel.append(format_parallel(name, par))
-    out = []
+    out = ["\n".join(result_lines(results))]   # what a vm run ran on, and that it was emulated
     if len(rows) > 1:
         out.append(_table(rows, right={2, 4, 5, 6, 7, 8, 9, 11}, width=width, drop=(10, 5, 4, 9, 8, 6, 7)))
         out.append("median, CI, min, p90 and CV over per-process medians; cycles at the TSC rate; "
@@ -142,7 +142,7 @@ def format_results(results: list[dict], width: int | None = None, all_notes: boo
         out.append("notes:\n" + "\n".join("  " + n.text for n in notes))
     elif notes:
         out.append(group_notes(notes, measured))
-    return "\n\n".join(out)
+    return "\n\n".join(x for x in out if x)
 
 
 def _result_notes(r: dict, s: Summary, name: str, disturbed: dict[int, int]) -> list[Note]:
@@ -621,8 +621,8 @@ def format_comparison(doc: dict, color: bool = False, width: int | None = None) 
     cmp = Comparison.from_json(doc)
     table, notes = _comparison_table(cmp, color, width)
     out = [_comparison_head(cmp), table]
-    if cmp.interleaved:   # the vm target's kernels and emulation, in the header
-        out[0] += "".join("\n" + line for line in header_lines(cmp.comparisons, cmp.context.get("emulated")))
+    # the vm target's kernels (each side's, stored runs too) and emulation, in the header
+    out[0] += "".join("\n" + line for line in header_lines(cmp.comparisons, cmp.context.get("emulated")))
     if cmp.sequential:
         out.append(_design_text(cmp))
     if cmp.geomean_ratio is not None:

@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
                    help="a run of side B; repeat for several")
     protocol.add_delta(s, interleaved=False)
     s.add_argument("--force", action="store_true", help="compare even when CPU model or architecture differ")
+    s.add_argument("--allow-emulated", action="store_true",
+                   help="give verdicts on runs emulated under QEMU's TCG too (their timings are QEMU's, not the "
+                   "CPU's), as ab --allow-emulated does")
     add_store_option(s)
     add_export_options(s, "the opcost.comparison/1 document")
 
@@ -52,5 +55,6 @@ def run(args, argv) -> int:
     exports = exports_of(args, "comparison")
     with open_store(args.store, readonly=True) as store:
         doc = compare_stored(store, ref_a[0] if len(ref_a) == 1 else ref_a,
-                             ref_b[0] if len(ref_b) == 1 else ref_b, delta=args.delta, force=args.force)
+                             ref_b[0] if len(ref_b) == 1 else ref_b, delta=args.delta, force=args.force,
+                             allow_emulated=args.allow_emulated)
     return present(doc, format_comparison, exports)

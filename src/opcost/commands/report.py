@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     protocol.add_delta(s, interleaved=False)
     s.add_argument("--any-machine", action="store_true", help="with --compare or --series: compare even when CPU "
                    "model or architecture differ")
+    s.add_argument("--allow-emulated", action="store_true", help="with --compare or --series: give verdicts "
+                   "(change points) on runs emulated under QEMU's TCG too, as `opcost compare --allow-emulated`")
     s.add_argument("--format", "-f", default="text", metavar="F",
                    help=f"one of {', '.join(FORMATS)} (default text)")
     s.add_argument("-o", "--output", metavar="FILE", default="-",
@@ -72,9 +74,10 @@ def check(args) -> str:
     else:
         if args.runs and args.last:
             raise UsageError("give RUN... or --last, not both (--last is the latest run)")
-        if args.any_machine:
-            raise UsageError("--any-machine goes with --compare A B or --series BENCH (runs of different "
-                             "machines compared); a report of runs compares nothing")
+        for flag, given in (("--any-machine", args.any_machine), ("--allow-emulated", args.allow_emulated)):
+            if given:
+                raise UsageError(f"{flag} goes with --compare A B or --series BENCH (stored runs compared); a "
+                                 "report of runs compares nothing")
         kind = "result"
     module = FORMATS[fmt]
     if kind not in module.KINDS:
@@ -104,12 +107,14 @@ def run(args, argv) -> int:
 
             order, how = read_order(args.order, args.order_file)
             docs.append(stored_document(store, args.series, args.by.strip(), order=order, order_how=how,
-                                        delta=args.delta, force=args.any_machine))
+                                        delta=args.delta, force=args.any_machine,
+                                        allow_emulated=args.allow_emulated))
         elif kind == "comparison":
             from ..comparison import compare_stored   # --help must not load it
 
             docs.append(compare_stored(store, args.compare[0], args.compare[1], delta=args.delta,
-                                       force=args.any_machine, force_flag="--any-machine"))
+                                       force=args.any_machine, force_flag="--any-machine",
+                                       allow_emulated=args.allow_emulated))
         else:
             refs = list(args.runs)
             if not refs:

@@ -45,7 +45,7 @@ from typing import Any, Iterable, TypeGuard
 
 from ..counters import split_name
 from ..errors import UsageError
-from ..guests import header_lines
+from ..guests import header_lines, result_lines
 from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, geomean_text, process_medians, result_key
 from ..tables import fmt_ns
 from ..safetext import printable
@@ -352,6 +352,9 @@ def _run_page(page: _Page, doc: dict) -> None:
     page.add(f"<h1>{esc(_run_title(doc))}</h1>\n<p class=note>{', '.join(facts)}</p>")
     if doc.get("argv"):
         page.add(f"<p class=note>command: <code>{esc(' '.join(map(str, doc['argv'])))}</code></p>")
+    ran = result_lines(results)   # the vm target's kernel, emulation
+    if ran:
+        page.add("<p class=note>" + "<br>".join(esc(line) for line in ran) + "</p>")
     page.add("<h2>Summary</h2>")
     page.add(_summary_table(results))
     notes = _result_notes(results)

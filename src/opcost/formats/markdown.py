@@ -8,7 +8,7 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..guests import header_lines
+from ..guests import header_lines, result_lines
 from ..model import Comparison, Entry, Series, Summary, geomean_text, result_key
 from ..safetext import printable
 from ..tables import fmt_ns, fmt_pct
@@ -64,6 +64,9 @@ def _result(doc: dict) -> list[str]:
         for f in s.get("flags", []):
             notes.append(f"- {key}: {escape(f['flag'])}: {escape(f.get('detail', ''))}")
     out = [_run_title(doc), ""]
+    ran = result_lines(doc["results"])   # the vm target's kernel, emulation
+    if ran:
+        out += [f"- {escape(line)}" for line in ran] + [""]
     if len(rows) > 1:
         out += table(rows, {2, 4, 5, 6, 7, 8})
         out += ["", "Median, CI, min, p90 and CV over per-process medians (n processes); cycles at the TSC rate."]

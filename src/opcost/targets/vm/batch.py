@@ -107,7 +107,8 @@ class VmBatch:
         if counting:
             try:
                 self._ksyms[self.sha(m.kernel)] = counting.into(b, [r for _, r in subs], in_boot, self.sha(m.kernel),
-                                                                self._ksyms.get(self.sha(m.kernel), []), self.cfg.qemu)
+                                                                self._ksyms.get(self.sha(m.kernel), []),
+                                                                qemu_for(self.cfg.qemu, m.arch), m.arch)
             finally:
                 counting.close()
         return [pooled(parts) for parts in done]

@@ -50,17 +50,18 @@ class Counting:
     def files(self) -> dict[str, Path]:
         return {WANT: Path(self.want)}
 
-    def into(self, b, reqs: list, results: list, sha: str, offsets: list, qemu: str) -> list:
+    def into(self, b, reqs: list, results: list, sha: str, offsets: list, qemu: str, arch: str) -> list:
         """The plugin's windows into each process's batches, in the order the
         guest ran them (emucount.inject_windows); the kernel's functions
         (this boot's _text, and the image's symbols: sent now, or known) and
-        the probe's fold the blocks. Stops at a process that failed (how many
-        windows it left is not known). Returns the image's symbols."""
-        text, sent = kernel_text(b.kallsyms)
+        the probe's (the `arch` guest's probe) fold the blocks. Stops at a
+        process that failed (how many windows it left is not known). Returns
+        the image's symbols."""
+        text, sent = kernel_text(b.kallsyms); open("/tmp/say39c-dbg","w").write(repr(b.kallsyms[:5]))
         if sent:
             offsets = sent
             cache_offsets(sha, sent)
-        syms = symbols(text, offsets, str(probe.probe_path(probe.host_arch())))
+        syms = symbols(text, offsets, str(probe.probe_path(arch)))
         head, windows = emucount.read_windows(self.out)
         at = 0
         for k, res in enumerate(results):

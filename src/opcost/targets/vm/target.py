@@ -94,10 +94,13 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
     def counts_by_emulator(self) -> bool:
         """The guest's instructions are counted by QEMU's plugin: its boots run
         under TCG (--accel tcg, or auto where KVM cannot be used), in an
-        x86_64 guest (the plugin knows x86 instructions and the probe's x86
-        window markers only)."""
-        if self.host_arch() != "x86_64":
+        x86_64 or arm64 guest (the plugin knows their window markers,
+        probe/marker.h; it classifies x86 instructions only, so an arm64
+        guest's costly classes are not counted, its instructions are)."""
+        if self.host_arch() not in ("x86_64", "aarch64"):
             return False
+        if self.host_arch() != probe.host_arch():
+            return True   # another architecture's guest: always under TCG (KVM runs its host's only)
         return self.cfg.accel == "tcg" or (self.cfg.accel == "auto" and host.kvm_usable() is not None)
 
     def _boot(self, m: Machine, cmds, timeout: float, on_frame=None, what: str = "",

@@ -27,14 +27,16 @@ def withhold_emulated(doc: dict, allow: bool) -> dict:
         doc["emulated"] = {"benchmarks": emulated, "allow_emulated": bool(allow)}
     if allow:
         return doc
-    changed = False
+    changed = 0
     for e in cmp.comparisons:
         if (e.decided_on or {}).get("source") == "emulator":
             continue   # decided on the emulator's exact counts (--verdict-on), not on its timings
         if e.verdict is not None and tcg_emulated(e.flags):
             e.withheld = WITHHELD
             e.verdict = None
-            changed = True
+            changed += 1
+    if emulated:   # how many: the header says --allow-emulated gives one only when one was (guests.emulated_line)
+        doc["emulated"]["withheld"] = changed
     counts = cmp.summary.get("counts")   # the comparison's counts of each verdict
     if changed and isinstance(counts, dict):
         for k in counts:
