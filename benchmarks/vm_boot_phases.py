@@ -61,6 +61,7 @@ compare ways within one run, never across runs."""
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import os
@@ -74,6 +75,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +100,11 @@ int main(void) {
 	if (d < 0) d = open("/dev/console", O_WRONLY | O_NOCTTY);
 	unsigned lo, hi;
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));   /* under TCG: the host's TSC ticks since QEMU's `cont` */
-	if (d >= 0) { char t[40]; write(d, t, snprintf(t, sizeof t, "init %llu\n", ((unsigned long long)hi << 32) | lo)); close(d); }
+	if (d >= 0) {
+		char t[40];
+		write(d, t, snprintf(t, sizeof t, "init %llu\n", ((unsigned long long)hi << 32) | lo));
+		close(d);
+	}
 	int k = open("/dev/kmsg", O_RDONLY | O_NONBLOCK), c = open("/dev/console", O_WRONLY | O_NOCTTY);
 	for (;;) {
 		ssize_t n = read(k, buf, sizeof buf - 1);
@@ -336,9 +342,6 @@ def main(argv: list[str]) -> int:
 def where_time_went(rows: dict, offsets: list | None) -> None:
     """The --rip samples of each way's kmsg boots: the kernel functions that
     took the most of them, and per 0.2 s of host time the leading one."""
-    import bisect
-    from collections import Counter
-
     if not offsets:
         print("--rip: no symbols for this kernel (a counting run caches them: opcost run syscall.null "
               "--kernel K --counters instructions:u --accel tcg)")
