@@ -7,7 +7,7 @@ new SQLite store and `opcost show RUN` of it, each in a fresh process as a
 user would run them. The aim: each within 10 s and 500 MiB. The run has
 its summary, as every run that reached its end stores it; `--no-summary`
 measures a run killed before its end, whose `show` computes the summary
-from every sample (still held in memory: see docs/commands/stores.md).
+from its processes, read one at a time (docs/commands/stores.md).
 
 Each figure is the command's wall time and its peak resident memory
 (os.wait4's ru_maxrss). The reference, measured in the same run, in its own

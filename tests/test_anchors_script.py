@@ -323,7 +323,9 @@ def test_one_tiny_run_with_perf(probe_bin, tmp_path):
     ops = {o["operation"]: o for o in doc["operations"]}
     sn = ops["syscall.null"]
     assert sn["status"] == "ok" and len(sn["runs"]) == 2 and sn["n_runs"] == 2
-    assert 0.2 < sn["ratio"] < 5  # same operation, same order of magnitude
+    # same operation, same order of magnitude: a unit slip (ns against us) is 1000x; the band is
+    # wide because perf's wall time keeps the waiting opcost leaves out (0.19 seen at load 8)
+    assert 0.05 < sn["ratio"] < 20
     assert "perf bench syscall basic" in sn["anchor_command"]
     assert "| `syscall.null:via=libc` |" in cp.stdout
 
@@ -397,6 +399,8 @@ def test_geomean_of_cv_ratios():
 def test_footprint_of_a_running_process():
     me = A.footprint(os.getpid())
     assert me["vmas"] > 5 and me["anon_bytes"] > 0
+    assert me["vmas"] == len(Path(f"/proc/{os.getpid()}/maps").read_text().splitlines())
+    assert 0 < me["vmas_written"] < me["vmas"]  # the heap and stack hold anonymous pages, the text none
     assert A.footprint(2 ** 22 + 12345) is None  # no such pid
 
 
@@ -413,6 +417,18 @@ def test_size_like_adds_what_the_probe_lacks():
     # A probe already larger than the anchor gets nothing added.
     assert A.size_like({"anon_bytes": 1000, "vmas": 5}, {"anon_bytes": 9000, "vmas": 12}) == \
         {"resident": "0", "mappings": "0"}
+
+
+def test_size_like_with_written_mappings():
+    # perf's process on the AMD VM against the bare probe: 126 and 5 mappings hold anonymous pages.
+    perf = {"anon_bytes": 3332 << 10, "vmas": 320, "vmas_written": 126}
+    probe = {"anon_bytes": 84 << 10, "vmas": 13, "vmas_written": 5}
+    got = A.size_like(perf, probe, written=True)
+    # 120 written pages (126 - 5, less the resident= area's own mapping), taken from resident= and mappings=.
+    assert got == {"resident": str((3248 << 10) - 120 * 4096), "mappings": str(320 - 13 - 1 - 120), "written": "120"}
+    # Without vmas_written on a side (an older opcost's header), nothing is written.
+    assert A.size_like(perf, {"anon_bytes": 84 << 10, "vmas": 13}, written=True)["written"] == "0"
+    assert "written" not in A.size_like(perf, probe)
 
 
 LM_BENCHES = {"syscall.null": {"via"}, "syscall.read": set(), "syscall.write": set(), "syscall.stat": {"path"},

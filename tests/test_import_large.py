@@ -76,12 +76,14 @@ def test_a_streamed_file_stores_what_the_whole_reading_stores(tmp_path, capsys, 
     code, out, _ = opcost(capsys, "import", f, "--store", str(tmp_path / "whole.db"))
     assert code == 0 and "imported 1 run(s) (1)" in out
     monkeypatch.setattr(docschema, "STREAM_FROM", 2048)
-    read = []
-    real = docschema.Stream.value
+    read, processes = [], []
+    real, real_process = docschema.Stream.value, docschema.Stream.process
     monkeypatch.setattr(docschema.Stream, "value", lambda self, fast=False: read.append(fast) or real(self, fast))
+    monkeypatch.setattr(docschema.Stream, "process", lambda self: processes.append(1) or real_process(self))
     code, out, _ = opcost(capsys, "import", f, "--store", str(tmp_path / "streamed.db"))
     assert code == 0 and "imported 1 run(s) (1)" in out
-    assert read.count(True) == 12          # every process was read as a stream, one at a time
+    assert len(processes) == 12            # every process was read as a stream, one at a time
+    assert read.count(True) == 2           # by orjson, but the last of each result (json's scanner: no end found)
     whole, streamed = rows(tmp_path / "whole.db"), rows(tmp_path / "streamed.db")
     assert whole[:3] == streamed[:3] and whole[4] == streamed[4]
     assert decoded(whole[3]) == decoded(streamed[3]) and len(whole[3]) == 2 * 6 * 21
@@ -207,6 +209,69 @@ def test_plain_samples_never_vouches_for_what_the_schema_refuses():
     assert docschema.plain_samples(doc(1, 50)["results"][0]["processes"][0]["samples"])
 
 
+def test_plain_samples_of_one_shape_never_vouch_for_what_the_schema_refuses():
+    """Samples with the same keys in the same order are checked column by
+    column: one field of one sample set to an odd value (600 cases); what
+    is vouched for validates, and has no number orjson reads otherwise
+    than json (magnitude 2^63 or more)."""
+    rng = random.Random(3838)
+    validator = docschema._process_validator()
+    vouched = 0
+    for _ in range(600):
+        one = _sample(rng) | {"ns_per_op": 1.0}
+        samples = [dict(one) for _ in range(4)]
+        k = rng.choice(sorted(one))
+        samples[rng.randrange(4)][k] = rng.choice(ODD + [float("nan"), float("inf"), -(2**63) + 1, 2.0**63])
+        if rng.random() < 0.2:     # one sample's keys in another order, or one key fewer: not one shape
+            j = rng.randrange(4)
+            items = list(samples[j].items())
+            samples[j] = dict(items[1:] + items[:1] if rng.random() < 0.5 else items[1:])
+        if docschema.plain_samples(samples):
+            vouched += 1
+            assert validator.is_valid({"index": 0, "samples": samples}), samples
+            assert all(abs(v) < 2**63 for s in samples for v in s.values() if type(v) in (int, float)), samples
+    assert vouched > 100
+
+
+def _odd_numbers(d: dict) -> dict:
+    """Values orjson reads otherwise than json (integers beyond 64 bits
+    become floats), floats of every length, and text that looks like the
+    next process's start or a sample with an index: the streamed import
+    must store what the whole reading stores all the same."""
+    procs = d["results"][0]["processes"]
+    procs[0]["samples"][1]["ns"] = 2**70
+    procs[1]["header"]["tsc_hz"] = 10**25
+    procs[1]["samples"][0]["start_raw_ns"] = -(2**63) - 1
+    procs[2]["samples"][2]["user_ns"] = 18446744073709551615
+    procs[2]["header"]["op"] = 'odd},{"index": 7, "samples": [{'
+    procs[3]["samples"][0]["index"] = 1
+    rng = random.Random(38)
+    for k, p in enumerate(procs[4:], 4):      # 4: floats of 2^63 and more (not plain); 5, 6: plain
+        for smp in p["samples"]:
+            smp["ns_per_op"] = rng.choice([5e-324, 2.2250738585072014e-308, 0.1 + 0.2, 1 / 3, -0.0, 9.2e18,
+                                           rng.random() * 10 ** rng.randint(-20, 18)])
+    procs[4]["samples"][0]["ns_per_op"], procs[4]["samples"][1]["ns_per_op"] = 1e22, 9.3e18
+    for smp in procs[6]["samples"]:      # NULL columns (PostgreSQL's COPY writes them \\N)
+        del smp["iters"]
+        smp["tsc_per_op"] = None
+    assert [docschema.plain_samples(p["samples"]) for p in procs[4:]] == [False, True, True]
+    return d
+
+
+@pytest.mark.parametrize("indent", [None, 1], ids=["compact", "indented"])
+def test_what_orjson_reads_otherwise_is_stored_as_the_whole_reading_stores_it(tmp_path, capsys, monkeypatch, indent):
+    d = _odd_numbers(doc(7, 5))
+    f = write(tmp_path / "run.json", d, indent)
+    assert opcost(capsys, "import", f, "--store", str(tmp_path / "whole.db"))[0] == 0
+    monkeypatch.setattr(docschema, "STREAM_FROM", 2048)
+    assert opcost(capsys, "import", f, "--store", str(tmp_path / "streamed.db"))[0] == 0
+    whole, streamed = rows(tmp_path / "whole.db"), rows(tmp_path / "streamed.db")
+    assert whole[:3] == streamed[:3] and decoded(whole[3]) == decoded(streamed[3])
+    big = [json.loads(r[-1]) for r in streamed[3]]
+    assert {2**70, -(2**63) - 1, 18446744073709551615} <= {v for smp in big for v in smp.values()}   # whole integers
+    assert '"tsc_hz":10000000000000000000000' in streamed[2][1][2]
+
+
 def test_show_reads_no_sample_when_the_summaries_are_stored(tmp_path, capsys, monkeypatch):
     from opcost.store import rows as store_rows
 
@@ -216,8 +281,9 @@ def test_show_reads_no_sample_when_the_summaries_are_stored(tmp_path, capsys, mo
     for i, d in enumerate((with_summary, without)):
         assert opcost(capsys, "import", write(tmp_path / f"{i}.json", d), "--store", store)[0] == 0
     decoded_samples = []
-    real = store_rows.decode
+    real, real_many = store_rows.decode, store_rows.decode_samples
     monkeypatch.setattr(store_rows, "decode", lambda t: decoded_samples.append(t) or real(t))
+    monkeypatch.setattr(store_rows, "decode_samples", lambda ts: real_many(decoded_samples.append(t) or t for t in ts))
     code, table, _ = opcost(capsys, "show", "1", "--store", store)
     assert code == 0 and "syscall.null" in table
     assert not any(t and '"ns_per_op"' in t for t in decoded_samples)     # no sample read
@@ -227,10 +293,12 @@ def test_show_reads_no_sample_when_the_summaries_are_stored(tmp_path, capsys, mo
     assert table.split("\n", 1)[1] == computed.split("\n", 1)[1]
 
 
-def test_streamed_import_on_each_backend_exports_what_was_given(store_url, tmp_path, capsys, monkeypatch):
-    """SQLite and PostgreSQL: a streamed import, exported again, is the
-    whole reading's export (into SQLite) byte for byte."""
-    f = write(tmp_path / "run.json", doc(5, 8))
+@pytest.mark.parametrize("odd", [False, True], ids=["plain", "odd-numbers"])
+def test_streamed_import_on_each_backend_exports_what_was_given(store_url, tmp_path, capsys, monkeypatch, odd):
+    """SQLite and PostgreSQL (its plain samples by COPY): a streamed import,
+    exported again, is the whole reading's export (into SQLite) byte for
+    byte, odd numbers too (5e-324, -0.0, integers beyond 64 bits)."""
+    f = write(tmp_path / "run.json", _odd_numbers(doc(7, 5)) if odd else doc(5, 8))
     ref = str(tmp_path / "ref.db")
     assert opcost(capsys, "import", f, "--store", ref)[0] == 0
     monkeypatch.setattr(docschema, "STREAM_FROM", 2048)
@@ -239,3 +307,24 @@ def test_streamed_import_on_each_backend_exports_what_was_given(store_url, tmp_p
     for name, store in (("ref", ref), ("got", store_url)):
         assert opcost(capsys, "export", "1", "--store", store, "-o", str(tmp_path / f"{name}.out"))[0] == 0
     assert (tmp_path / "ref.out").read_text() == (tmp_path / "got.out").read_text()
+
+
+def test_an_imports_transaction_settings_are_put_back(tmp_path):
+    """SQLite: the import's one transaction runs with a 64 MiB cache and,
+    in WAL mode, synchronous NORMAL (1); the connection has its own again
+    after it, whatever happened inside."""
+    from opcost.store import open_store
+
+    with open_store(str(tmp_path / "s.db")) as store:
+        db = store._db
+
+        def now() -> tuple:
+            return tuple(db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous", "cache_size"))
+
+        before = now()
+        assert before[0] == "wal"       # a store being written (its schema just made)
+        with pytest.raises(ZeroDivisionError):
+            with store._bulk_load():
+                assert now() == ("wal", 1, -65536)
+                1 / 0
+        assert now() == before and before[1] != 1

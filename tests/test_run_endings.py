@@ -104,12 +104,13 @@ def test_progress_lines_when_not_a_terminal():
 def _result(name, meds, rounds):
     from opcost import stats
 
-    procs = [{"round": r, "header": None, "samples": []} for r in rounds]
+    d = stats.Digest()     # processes as a summary holds them: their facts, without batches
+    d.procs = [{"round": r, "header": None} for r in rounds]
     mid = float(sorted(meds)[len(meds) // 2])
     summary = {"process_medians_ns": meds, "median_ns": mid, "n_processes": len(meds), "cv": 0.01}
     return {"bench": name, "key": name, "op": "x", "status": "ok", "processes": [],
             "summary": {**summary, "min_ns": min(meds), "p90_ns": max(meds), "ci95_ns": [mid, mid],
-                        "flags": stats.flags(procs, [], summary)}}
+                        "flags": stats.flags(d, summary)}}
 
 
 def test_outliers_only_where_they_matter_and_disturbed_rounds_once():

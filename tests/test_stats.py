@@ -45,6 +45,22 @@ def test_bootstrap_ci_is_reproducible_and_brackets_the_median():
     assert stats.bootstrap_ci_median([3.0, 3.0, 3.0]) == [3.0, 3.0]
 
 
+@pytest.mark.parametrize("n", [2, 7, 1001])
+def test_the_bootstrap_drawn_in_chunks_is_the_one_drawn_at_once(monkeypatch, n):
+    """bootstrap_ci_median draws its resamples BOOTSTRAP_CHUNK values at a
+    time (a summary of 1,000 processes held 240 MB of indices): the same
+    interval as every resample drawn in one array, as it was drawn before."""
+    import numpy as np
+
+    xs = [100.0 + ((i * 7919) % 97) / 10 for i in range(n)]
+    rng = np.random.default_rng(stats.BOOTSTRAP_SEED)
+    meds = np.median(np.asarray(xs)[rng.integers(0, n, size=(stats.BOOTSTRAP_RESAMPLES, n))], axis=1)
+    whole = [float(v) for v in np.percentile(meds, [2.5, 97.5])]
+    assert stats.bootstrap_ci_median(xs) == whole
+    monkeypatch.setattr(stats, "BOOTSTRAP_CHUNK", 7 * n + 3)     # chunks of 7 resamples, the last shorter
+    assert stats.bootstrap_ci_median(xs) == whole
+
+
 def test_mad_outliers_by_hand():
     # median 10, |dev| = 0,1,1,0,0,90 -> MAD 0.5, scaled 0.7413; 90 > 3*0.7413
     assert stats.mad_outliers([10, 11, 9, 10, 10, 100]) == [5]

@@ -50,6 +50,23 @@ static long count_vmas(void)
 	return n;
 }
 
+/* Mappings holding anonymous pages (a nonzero "Anonymous:" in
+ * /proc/self/smaps): those whose page-table entries fork copies; -1 if
+ * unreadable. */
+static long count_written_vmas(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Anonymous:", 10) == 0 && strtol(line + 10, NULL, 10) > 0)
+			n++;
+	fclose(f);
+	return n;
+}
+
 /* The header's "parent": what the parent is now (after setup), from /proc;
  * nothing when /proc is unreadable. */
 static void footprint_header(struct bench_ctx *ctx, struct jb *j)
@@ -69,6 +86,9 @@ static void footprint_header(struct bench_ctx *ctx, struct jb *j)
 	jb_int(j, "resident_bytes", rss);
 	jb_int(j, "anon_bytes", anon);
 	jb_int(j, "vmas", vmas);
+	long written = count_written_vmas();
+	if (written >= 0)
+		jb_int(j, "vmas_written", written);
 	jb_obj_end(j);
 }
 
@@ -77,6 +97,7 @@ int footprint_setup(struct bench_ctx *ctx)
 	memset(&fp, 0, sizeof(fp));
 	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	long resident = param_long(ctx, "resident"), mappings = param_long(ctx, "mappings");
+	long written = param_long(ctx, "written");
 
 	if (resident > 0) {
 		fp.anon_len = ((size_t)resident + page - 1) / page * page;
@@ -94,38 +115,49 @@ int footprint_setup(struct bench_ctx *ctx)
 			((volatile char *)fp.anon)[off] = 1;
 	}
 
-	if (mappings > 0) {
-		fp.maps = calloc((size_t)mappings, sizeof(*fp.maps));
+	if (mappings > 0 || written > 0) {
+		fp.maps = calloc((size_t)(mappings + written), sizeof(*fp.maps));
 		if (!fp.maps) {
-			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: out of memory", mappings);
+			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld,written=%ld: out of memory", mappings, written);
 			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		int fd = memfd_create("opcost-mapping", MFD_CLOEXEC);
 		if (fd < 0) {
-			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: memfd_create: %s", mappings, strerror(errno));
+			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld,written=%ld: memfd_create: %s", mappings, written,
+				 strerror(errno));
 			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		if (ftruncate(fd, (off_t)page) < 0 || pwrite(fd, "x", 1, 0) != 1) {
-			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: memfd of one page: %s", mappings, strerror(errno));
+			snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld,written=%ld: memfd of one page: %s", mappings,
+				 written, strerror(errno));
 			close(fd);
 			footprint_teardown(ctx);
 			return BENCH_UNSUPPORTED;
 		}
 		/* Every mapping at file offset 0: two neighbours never continue
-		 * each other's offsets, so the kernel cannot merge them. */
-		for (long i = 0; i < mappings; i++) {
-			void *p = mmap(NULL, page, PROT_READ, MAP_PRIVATE, fd, 0);
+		 * each other's offsets, so the kernel cannot merge them. The
+		 * written= ones are mapped writable and written once: each gets an
+		 * anon_vma and a copy-on-write anonymous page, as a shared
+		 * library's data and relocations do, so fork copies their
+		 * page-table entries (it skips a file mapping with none). */
+		for (long i = 0; i < mappings + written; i++) {
+			int w = i >= mappings;
+			void *p = mmap(NULL, page, w ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
 			if (p == MAP_FAILED) {
-				snprintf(ctx->err, sizeof(ctx->err), "mappings=%ld: mmap number %ld: %s (vm.max_map_count?)",
-					 mappings, i + 1, strerror(errno));
+				snprintf(ctx->err, sizeof(ctx->err),
+					 "%s=%ld: mmap number %ld: %s (vm.max_map_count?)", w ? "written" : "mappings",
+					 w ? written : mappings, w ? i - mappings + 1 : i + 1, strerror(errno));
 				close(fd);
 				footprint_teardown(ctx);
 				return BENCH_UNSUPPORTED;
 			}
 			fp.maps[fp.nmaps++] = p;
-			(void)*(volatile const char *)p;
+			if (w)
+				*(volatile char *)p = 1;
+			else
+				(void)*(volatile const char *)p;
 		}
 		close(fd);
 	}

@@ -150,10 +150,11 @@ class Budget:
                 "per_process_ms": round(self.per_process_ms(), 3)}
 
 
-def summary_of(processes: list[dict]) -> dict | None:
+def summary_of(measured: list[dict], n_processes: int) -> dict | None:
     """summary["time_budget"]: the protocol a budget gave a variant, from
-    its processes (None: no budget shaped it)."""
-    shaped = [p for p in processes if isinstance(p.get("budget"), dict) and p.get("samples")]
+    its processes that have measured batches (`measured`, of `n_processes`
+    in all; None: no budget shaped it)."""
+    shaped = [p for p in measured if isinstance(p.get("budget"), dict)]
     if not shaped:
         return None
     b = shaped[0]["budget"]
@@ -163,4 +164,4 @@ def summary_of(processes: list[dict]) -> dict | None:
             "iteration_ms": h.get("batch_ms"),
             "asked": {"processes": b.get("asked_processes"), "warmup": hb.get("asked_warmup"),
                       "samples": hb.get("asked_samples")},
-            "used": {"processes": len(processes), "warmup": h.get("warmup"), "samples": h.get("samples")}}
+            "used": {"processes": n_processes, "warmup": h.get("warmup"), "samples": h.get("samples")}}

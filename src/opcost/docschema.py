@@ -21,9 +21,12 @@ import codecs
 import functools
 import json
 import math
+import re
 from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import IO, Any
+
+import orjson
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 FILES = {"opcost.result/1": "result-1.json", "opcost.comparison/1": "comparison-1.json",
@@ -239,21 +242,66 @@ _PLAIN_OTHER = ("type", "i", "warmup", "executed")   # the probe's own fields th
 _COUNT_MAX = 2**63 - 1
 
 
+_BOUND = float(2**63)         # a plain number is below this: orjson reads a larger integer as a float
+
+
 def plain_samples(samples: Any) -> bool:
     """True: every sample is an object of the probe's numeric fields only,
-    each of the type the schema gives it, finite and far below the bounds
-    (so valid, and without text that could hold NUL or a surrogate). False
-    says nothing: `problem` decides. Whole-list passes at C speed (map,
-    chain, count) rather than a Python loop per field: a run of 10^6
-    samples has 2x10^7 values (issue 38)."""
+    each of the type the schema gives it, finite and of magnitude below
+    2^63 (so valid, without text that could hold NUL or a surrogate, and
+    with no integer that orjson would have read as a float). False says
+    nothing: `problem` decides. Whole-column passes at C speed (map, zip,
+    min, max, sum) rather than a Python loop per field: a run of 10^6
+    samples has 2x10^7 values (issue 38). Samples that all have the same
+    keys in the same order (the probe writes them so) are checked column by
+    column; others value by value (`_plain_mixed`)."""
     if type(samples) is not list:
         return False
-    n = len(samples)
-    if not n:
+    if not samples:
         return True
-    if set(map(type, samples)) != {dict} or not all(map(_PLAIN_KEYS.issuperset, samples)) \
-            or not all(map(dict.__contains__, samples, repeat("ns_per_op"))):
+    if set(map(type, samples)) != {dict}:
         return False
+    keys, n = tuple(samples[0]), len(samples)
+    m = len(keys)
+    names = list(chain.from_iterable(samples))
+    # One shape: position j of every sample's keys is keys[j] (a dict's keys
+    # are distinct, so no sample can be shorter or longer and still match).
+    if len(names) != n * m or any(names[j::m].count(k) != n for j, k in enumerate(keys)):
+        return _plain_mixed(samples)
+    if not _PLAIN_KEYS.issuperset(keys) or "ns_per_op" not in keys:
+        return False
+    vals = list(chain.from_iterable(map(dict.values, samples)))
+    return all(_plain_column(k, vals[j::m]) for j, k in enumerate(keys))
+
+
+_COLUMN_TYPES = dict.fromkeys(_PLAIN_NUMBERS, frozenset((int, float))) | dict.fromkeys(
+    _PLAIN_NULLABLE, frozenset((int, float, type(None)))) | dict.fromkeys(_PLAIN_COUNTS, frozenset((int,))) | dict.fromkeys(
+    (*_PLAIN_INT_OR_NULL, "i"), frozenset((int, type(None)))) | {"executed": frozenset((int,))}
+
+
+def _plain_column(key: str, col: list) -> bool:
+    """One field of every sample: of its type (None only where the schema
+    allows it), finite, below 2^63 in magnitude, a count not negative."""
+    kinds = set(map(type, col))
+    if key == "type":
+        return kinds == {str} and col.count("sample") == len(col)
+    if key == "warmup":
+        return kinds == {bool}
+    if not kinds <= _COLUMN_TYPES[key]:
+        return False
+    nums = col if type(None) not in kinds else [v for v in col if v is not None]
+    if not nums:
+        return True
+    least = min(nums)
+    return (least >= 0 if key in _PLAIN_COUNTS else -_BOUND < least) and max(nums) < _BOUND \
+        and math.isfinite(sum(nums))
+
+
+def _plain_mixed(samples: list) -> bool:
+    """plain_samples of samples whose keys differ: value by value."""
+    if not all(map(_PLAIN_KEYS.issuperset, samples)) or not all(map(dict.__contains__, samples, repeat("ns_per_op"))):
+        return False
+    n = len(samples)
     vals = list(chain.from_iterable(map(dict.values, samples)))
     types = list(map(type, vals))
     kinds = set(types)
@@ -278,7 +326,7 @@ def plain_samples(samples: Any) -> bool:
             return False
     nums = vals if kinds <= {int, float} else list(compress(vals, map({int, float}.__contains__, types)))
     try:    # fsum: inf, nan (and an integer beyond a double) make it not finite; then the bounds
-        return not nums or (math.isfinite(math.fsum(nums)) and -1e39 < min(nums) and max(nums) < 1e39)
+        return not nums or (math.isfinite(math.fsum(nums)) and -_BOUND < min(nums) and max(nums) < _BOUND)
     except OverflowError:
         return False
 
@@ -295,6 +343,8 @@ class NeedsWhole(Exception):
 _FAST = json.JSONDecoder(parse_constant=_constant)       # processes: C speed; numbers checked after
 _EXACT = json.JSONDecoder(parse_float=_float, parse_int=_int, parse_constant=_constant)
 _SPACE = " \t\n\r"
+_NEXT_PROCESS = re.compile(r'\}[ \t\n\r]*,[ \t\n\r]*\{[ \t\n\r]*"index"[ \t\n\r]*:')   # compact or indented
+_OVERLAP = 256               # how far back a search for _NEXT_PROCESS starts again after more text is read
 
 
 class Stream:
@@ -309,6 +359,7 @@ class Stream:
         self.eof = False
         self.total = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._last = 0           # the text length of the last process read: how far to look for the next's end
 
     def _more(self) -> bool:
         if self.eof:
@@ -353,16 +404,52 @@ class Stream:
                 if len(self.buf) - self.pos > MAX_VALUE:
                     raise DocumentProblem(f"one value of more than {MAX_VALUE // 2**20} MiB (a process?); "
                                           "export it in smaller runs", self.line_at(self.pos)) from None
+                before = self.pos
                 if self._more():
                     continue
-                self._bad(e.msg, e.pos)
+                self._bad(e.msg, e.pos - before + self.pos)    # _more may have moved the text to buf[0]
             text = self.buf[self.pos:end]
             self.pos = end
             return v, text
 
+    def process(self) -> tuple[Any, str]:
+        """The next value (a process: an object) and its text, numbers not
+        checked here. Read by orjson (twice json's speed) when its end is
+        found cheaply: at the `}` of the next `},{"index":` (a process's
+        first key, as opcost writes them), if the slice up to there parses
+        (a prefix of a JSON value that ends inside a string or an unclosed
+        object never does, so a slice that parses is exactly this value).
+        Otherwise (the last process of a list, anything orjson refuses, a
+        value over MAX_VALUE) `value(fast=True)` reads it, with its words
+        for errors."""
+        if self.peek() == "{":
+            start, scanned = self.pos, self.pos + 1
+            while True:
+                found = _NEXT_PROCESS.search(self.buf, scanned)
+                if found is not None:
+                    end = found.start() + 1
+                    if end - start > MAX_VALUE:
+                        break
+                    text = self.buf[start:end]
+                    try:
+                        v = orjson.loads(text)
+                    except orjson.JSONDecodeError:
+                        break
+                    self.pos = end
+                    self._last = len(text)
+                    return v, text
+                if self.eof or len(self.buf) - start > 2 * self._last + _STREAM_CHUNK:
+                    break
+                scanned = max(len(self.buf) - _OVERLAP, start + 1) - start
+                self._more()       # buf now starts at this value
+                start, scanned = self.pos, self.pos + scanned
+        v, text = self.value(fast=True)
+        self._last = len(text)
+        return v, text
+
     def _bad(self, msg: str, at: int) -> None:
         rest = self.buf[at:].strip()
-        if self.eof and not rest:
+        if self.eof and (not rest or not self.buf.rstrip().endswith(("}", "]"))):    # as a whole reading says it
             raise DocumentProblem("truncated JSON (it ends in the middle of a document); export it again",
                                   self.line_at(at))
         col = at - self.buf.rfind("\n", 0, at)
@@ -406,14 +493,18 @@ class Stream:
                 self._bad("Expecting ',' delimiter", self.pos - 1)
 
 
-def checked_process(proc: Any, text: str, where: str) -> bool:
-    """A process read fast: raises DocumentProblem (path from `where`, e.g.
-    $.results[0].processes[3]) as the whole document's reading would; True
-    when its samples are plain (rows may encode them in bulk)."""
+def checked_process(proc: Any, text: str, where: str) -> tuple[Any, bool]:
+    """A process read fast (json's scanner or orjson: Stream.process):
+    raises DocumentProblem (path from `where`, e.g. $.results[0].processes[3])
+    as the whole document's reading would. Returns the process to store and
+    whether its samples are plain (rows may encode them in bulk): `proc`
+    when the fast checks vouch for all of it, else `text` read again
+    exactly (orjson reads an integer beyond 64 bits as a float: the exact
+    reading keeps it whole)."""
     if isinstance(proc, dict) and plain_samples(proc.get("samples", [])) and plain_samples(proc.get("warmup", [])):
         rest = {k: v for k, v in proc.items() if k not in ("samples", "warmup")}
         if _walk(rest) is None and not _odd_number(rest) and _process_problem(rest) is None:
-            return True
+            return proc, True
     try:
         exact = loads(text)
     except DocumentProblem as e:
@@ -422,15 +513,17 @@ def checked_process(proc: Any, text: str, where: str) -> bool:
     found = _process_problem(exact)
     if found is not None:
         raise SchemaProblem(where + found[1:])
-    return False
+    return exact, False
 
 
 def _odd_number(v: Any) -> bool:
-    """A number the exact reading refuses (beyond a double, or too many digits): the fast one let it through."""
+    """A number the fast readings may have read otherwise than the exact one:
+    beyond a double or of too many digits (refused), a float of magnitude
+    2^63 or more (orjson's reading of a larger integer)."""
     stack = [v]
     while stack:
         x = stack.pop()
-        if type(x) is float and not math.isfinite(x) or type(x) is int and len(str(abs(x))) > MAX_DIGITS:
+        if type(x) is float and not abs(x) < _BOUND or type(x) is int and len(str(abs(x))) > MAX_DIGITS:
             return True
         if isinstance(x, dict):
             stack.extend(x.values())

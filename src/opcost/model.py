@@ -384,6 +384,9 @@ def batch_lost_ns(sample: dict, helper_same_cpu: bool) -> float | None:
     return float(min(sample["run_delay_ns"] + h.get("run_delay_ns", 0), sample.get("wall_ns") or float("inf")))
 
 
+_NUMBER = (int, float)
+
+
 def batch_off_cpu_ns(sample: dict) -> float | None:
     """Of a batch of a benchmark that does not block, the wall time its
     measuring thread was off its CPU, ns (None: the probe could not tell).
@@ -393,10 +396,11 @@ def batch_off_cpu_ns(sample: dict) -> float | None:
     the guest kernel accounts as hypervisor steal (and interrupt time, with
     IRQ time accounting), which wall time less run_ns catches. The larger
     off-CPU share of the two, of the batch's wall time."""
-    vals = [sample.get(k) for k in ("run_ns", "run_delay_ns", "wall_ns")]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+    run, delay, wall = sample.get("run_ns"), sample.get("run_delay_ns"), sample.get("wall_ns")
+    if not (isinstance(run, _NUMBER) and isinstance(delay, _NUMBER) and isinstance(wall, _NUMBER)) \
+            or isinstance(run, bool) or isinstance(delay, bool) or isinstance(wall, bool):
         return None
-    run, delay, wall = (float(v) for v in vals)   # type: ignore[arg-type]
+    run, delay, wall = float(run), float(delay), float(wall)
     if wall <= 0 or run <= 0:
         return None
     on = min(1.0, run / (run + max(delay, 0)), run / wall)
@@ -410,24 +414,39 @@ def figure_of(samples: list[dict], header: dict | None = None) -> str:
     every batch carries what it needs (run_ns, run_delay_ns, wall_ns, and
     the helper's run_ns when it shares the CPU); else FIGURE_WALL (a probe
     or a kernel that did not report it, a document from before)."""
+    return _figure(samples, header)[0]
+
+
+def _figure(samples: list[dict], header: dict | None) -> tuple[str, list[float] | None]:
+    """figure_of, and the time each batch lost by it (batch_off_cpu_ns or
+    batch_lost_ns; None for FIGURE_WALL): each batch's loss taken once."""
     if not samples:
-        return FIGURE_WALL
+        return FIGURE_WALL, None
     header = header or {}
     helper = any(isinstance(s.get("helper"), dict) for s in samples)
     blocks = header.get("blocks")
+    lost: list[float] = []
     if not helper and blocks is not True:
-        if blocks is False and all(batch_off_cpu_ns(s) is not None for s in samples):
-            return FIGURE_CPU
-        return FIGURE_WALL
+        if blocks is not False:
+            return FIGURE_WALL, None
+        for s in samples:
+            x = batch_off_cpu_ns(s)
+            if x is None:
+                return FIGURE_WALL, None
+            lost.append(x)
+        return FIGURE_CPU, lost
     same = _helper_same_cpu(header, samples)
-    if all(isinstance(s.get("wall_ns"), (int, float)) and batch_lost_ns(s, same) is not None for s in samples):
-        return FIGURE_LESS_WAITING
-    return FIGURE_WALL
+    for s in samples:
+        x = batch_lost_ns(s, same) if isinstance(s.get("wall_ns"), (int, float)) else None
+        if x is None:
+            return FIGURE_WALL, None
+        lost.append(x)
+    return FIGURE_LESS_WAITING, lost
 
 
 def _helper_same_cpu(header: dict, samples: list[dict]) -> bool:
     """The helper of a two-party benchmark shares the measuring CPU: by the
-    header's cpus (the pinning asked for; as stats.contention reads it), or,
+    header's cpus (the pinning asked for; as stats.Digest reads it), or,
     without them, by where the first batch saw it."""
     cpus = header.get("cpus") or []
     if len(cpus) > 1:
@@ -441,16 +460,11 @@ def batch_figures(samples: list[dict], header: dict | None = None) -> tuple[str,
     the batch's net time (ns_per_op: overheads subtracted, as always) less
     the time it lost, per operation: off its CPU (FIGURE_CPU), waiting for a
     CPU (FIGURE_LESS_WAITING), nothing (FIGURE_WALL)."""
-    fig = figure_of(samples, header)
-    if fig == FIGURE_WALL:
+    fig, losses = _figure(samples, header)
+    if losses is None:
         return fig, [float(s["ns_per_op"]) for s in samples]
-    same = _helper_same_cpu(header or {}, samples)
-    out = []
-    for s in samples:
-        lost = batch_off_cpu_ns(s) if fig == FIGURE_CPU else batch_lost_ns(s, same)
-        ops = float(s["iters"]) * float(s.get("ops_per_iter", 1))
-        out.append(float(s["ns_per_op"]) - (lost or 0.0) / ops)
-    return fig, out
+    return fig, [float(s["ns_per_op"]) - (lost or 0.0) / (float(s["iters"]) * float(s.get("ops_per_iter", 1)))
+                 for s, lost in zip(samples, losses)]
 
 
 def process_median(samples: list[dict], header: dict | None = None) -> float:
@@ -461,9 +475,15 @@ def process_median(samples: list[dict], header: dict | None = None) -> float:
     process's header: without it only a two-party benchmark (its samples
     show the helper) is told apart, and any other gets wall time. Pure
     Python, so input is checked before numpy loads."""
+    return process_figure(samples, header)[1]
+
+
+def process_figure(samples: list[dict], header: dict | None = None) -> tuple[str, float]:
+    """process_median, and the name of its figure (figure_of), from one pass."""
     import statistics   # --help must not load it
 
-    return float(statistics.median(batch_figures(samples, header)[1]))
+    fig, figures = batch_figures(samples, header)
+    return fig, float(statistics.median(figures))
 
 
 def process_median_wall(samples: list[dict]) -> float:
@@ -1083,11 +1103,20 @@ def _median(xs: list) -> float:
     return float(statistics.median(xs))
 
 
-def facts(procs: list[dict]) -> dict:
+def aux_median(samples: list[dict]) -> float | None:
+    """One process's auxiliary cost per op (samples' aux_ns_per_op): its
+    median batch; None when its batches have none."""
+    v = [s["aux_ns_per_op"] for s in samples if "aux_ns_per_op" in s]
+    return _median(v) if v else None
+
+
+def facts(procs: list[dict], aux_medians: list[float] | None = None) -> dict:
     """What the probe processes of one variant were (not statistics): the
     TSC rate, the overheads subtracted, an auxiliary cost timed alone, the
     iterations, CPUs and placement, operations per iteration, a nominal cost,
-    the parent's size, why counters are missing. Medians over processes."""
+    the parent's size, why counters are missing. Medians over processes.
+    aux_medians: each process's aux_median, already taken (stats.Digest,
+    whose processes come without their batches); else from their samples."""
     headers = [p["header"] for p in procs if p.get("header")]
     if not headers:
         return {}
@@ -1099,8 +1128,9 @@ def facts(procs: list[dict]) -> dict:
         # Per batch (samples' aux_ns_per_op: the median per process, then
         # across processes); probes before that reported one figure per
         # process in the header (ns_per_op).
-        per_proc = [_median(v) for v in ([s["aux_ns_per_op"] for s in p["samples"] if "aux_ns_per_op" in s]
-                                         for p in procs) if v]
+        if aux_medians is None:
+            aux_medians = [m for m in (aux_median(p["samples"]) for p in procs) if m is not None]
+        per_proc = list(aux_medians)
         per_proc += [a["ns_per_op"] for a in aux if "ns_per_op" in a]
         if per_proc:
             out["aux_ns"] = {"what": aux[0]["what"], "per_op": _median(per_proc)}
@@ -1135,13 +1165,14 @@ def facts(procs: list[dict]) -> dict:
     return out
 
 
-def with_facts(stats_summary: dict, procs: list[dict]) -> dict:
-    """A summary: the statistics with the facts of the processes, and what
-    follows from both (the time of one iteration, the overshoot over a
-    nominal cost), in the order the documents have always had."""
+def with_facts(stats_summary: dict, procs: list[dict], aux_medians: list[float] | None = None) -> dict:
+    """A summary: the statistics with the facts of the processes (facts:
+    aux_medians as it takes them), and what follows from both (the time of
+    one iteration, the overshoot over a nominal cost), in the order the
+    documents have always had."""
     if not stats_summary.get("n_processes"):
         return stats_summary
-    f = facts(procs)
+    f = facts(procs, aux_medians)
     flags = stats_summary.get("flags")
     out = {k: v for k, v in stats_summary.items() if k != "flags"}
     for k, v in f.items():

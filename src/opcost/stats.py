@@ -18,11 +18,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import diptest  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .model import (FIGURE_MIXED, FIGURE_WALL, batch_lost_ns, figure_of, process_median,  # noqa: E402,F401
-                    process_median_wall)
+from .model import (FIGURE_MIXED, FIGURE_WALL, aux_median, batch_lost_ns, figure_of,  # noqa: E402,F401
+                    process_figure, process_median, process_median_wall)
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240229
+BOOTSTRAP_CHUNK = 1_000_000   # resampled values drawn at once (8 MB of indices)
 UNSTABLE_CV = 0.05
 OUTLIER_MADS = 3.0
 # An outlier is noted only where it matters to the figure: beyond 3 MADs
@@ -104,8 +105,12 @@ def bootstrap_ci_median(xs, conf: float = 0.95, resamples: int = BOOTSTRAP_RESAM
     if a.size < 2:
         return None
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.size, size=(resamples, a.size))
-    meds = np.median(a[idx], axis=1)
+    # the resamples drawn BOOTSTRAP_CHUNK values at a time: the same draws, in
+    # the same order, as one (resamples, n) array, which at 1,000 processes
+    # took 240 MB (tests/test_stats.py checks the draws are the same)
+    rows = max(1, BOOTSTRAP_CHUNK // a.size)
+    meds = np.concatenate([np.median(a[rng.integers(0, a.size, size=(min(rows, resamples - i), a.size))], axis=1)
+                           for i in range(0, resamples, rows)])
     lo, hi = np.percentile(meds, [(1 - conf) / 2 * 100, (1 + conf) / 2 * 100])
     return [float(lo), float(hi)]
 
@@ -272,10 +277,11 @@ def process_stats(samples: list[dict], header: dict | None = None) -> dict:
     wall time, and its CPU time per op. Pass its header (it says whether
     the benchmark blocks)."""
     ns = [s["ns_per_op"] for s in samples]
+    figure, med = process_figure(samples, header)   # the figure of a process, defined once (model)
     out: dict = {
-        "median_ns": process_median(samples, header),   # the figure of a process, defined once (model)
+        "median_ns": med,
         "median_wall_ns": process_median_wall(samples),
-        "figure": figure_of(samples, header),
+        "figure": figure,
         "median_tsc": median([s["tsc_per_op"] for s in samples]),
         "user_ns_per_op": _per_op(samples, "user_ns"),
         "sys_ns_per_op": _per_op(samples, "sys_ns"),
@@ -295,35 +301,148 @@ def process_stats(samples: list[dict], header: dict | None = None) -> dict:
     return out
 
 
-def contention(procs: list[dict]) -> dict | None:
-    """How much of the measured time the processes lost waiting for their
-    CPU (another task had it): the share over all measured batches, how many
-    batches lost more than CONTENDED_BATCH_SHARE, and the involuntary
-    switches per batch. None when no sample carries run delay (an older
-    probe, or a kernel without schedstat: the probe's header says why)."""
-    lost = wall = 0.0
-    n = over = 0
-    nivcsw = 0
-    paired = False
-    for p in procs:
-        cpus = (p.get("header") or {}).get("cpus") or []
+class Digest:
+    """What the summary of one variant needs of its processes, taken one
+    process at a time (add) and the process's batches then dropped: each
+    process's statistics (process_stats), its auxiliary cost (model.facts),
+    its header and the runner's facts about it; and, over every batch, the
+    counts and sums of contention and flags and the pooled counter running
+    shares, accumulated in the order they have always been (the same figures
+    to the last bit). summarize adds a list of processes; a store's reader
+    adds each process as it reads it, so a run of 10^6 samples is never held
+    whole (issue 38)."""
+
+    def __init__(self) -> None:
+        self.procs: list[dict] = []     # each process with measured batches, without its batches
+        self.stats: list[dict] = []     # process_stats of each
+        self.aux: list[float] = []      # model.aux_median of each that has one
+        self.seen = 0                   # processes added, with batches or not
+        self.n_samples = self.migrated = self.steal = 0
+        self.lost = self.wall = 0.0     # contention: over the batches that carry run delay
+        self.batches = self.over = self.nivcsw = 0
+        self.paired = False
+        self.fraction_range: tuple[float, float] | None = None   # counters_running_fraction
+        self.running: dict[str, list[float]] = {}   # counters_running, every batch's, pooled
+
+    @classmethod
+    def of(cls, processes: list[dict]) -> "Digest":
+        d = cls()
+        for p in processes:
+            d.add(p)
+        return d
+
+    def add(self, p: dict) -> None:
+        """One process ({"header", "samples" (measured only), round...})."""
+        self.seen += 1
+        samples = p.get("samples") or []
+        if not samples:
+            return
+        header = p.get("header")
+        self.procs.append({k: v for k, v in p.items() if k not in ("samples", "warmup")})
+        self.stats.append(process_stats(samples, header))
+        aux = aux_median(samples)
+        if aux is not None:
+            self.aux.append(aux)
+        self.n_samples += len(samples)
+        cpus = (header or {}).get("cpus") or []
         same = len(cpus) > 1 and cpus[0] == cpus[1]
-        paired = paired or same
-        for s in p["samples"]:
+        self.paired = self.paired or same
+        self._batches(samples, same, header["cpus"][0] if header else None)
+
+    def _batches(self, samples: list[dict], same: bool, want: object) -> None:
+        """One process's batches into the sums and counts over every batch,
+        one after the other as they have always been summed (kept in locals
+        for speed: a run of 10^6 batches)."""
+        lost, wall, batches, over, nivcsw = self.lost, self.wall, self.batches, self.over, self.nivcsw
+        migrated, steal, running = self.migrated, self.steal, self.running
+        for s in samples:
+            shares = s.get("counters_running")
+            if shares:
+                for name, fr in shares.items():
+                    running.setdefault(name, []).append(fr)
             x = batch_lost_ns(s, same)
-            if x is None or not s.get("wall_ns"):
-                continue
-            n += 1
-            lost += x
-            wall += s["wall_ns"]
-            over += x > CONTENDED_BATCH_SHARE * s["wall_ns"]
-            nivcsw += s.get("nivcsw", 0) + (s.get("helper") or {}).get("nivcsw", 0)
-    if not n:
-        return None
-    return {"lost_share": lost / wall if wall else 0.0, "batches": n, "batches_over": over,
-            "batch_share_threshold": CONTENDED_BATCH_SHARE, "involuntary_switches_per_batch": nivcsw / n,
-            "method": "wall time less the CPU time of the measuring thread and its helper on the same CPU" if paired
-            else "run delay (schedstat) of the measuring thread, plus its helper's"}
+            if x is not None and s.get("wall_ns"):
+                batches += 1
+                lost += x
+                wall += s["wall_ns"]
+                over += x > CONTENDED_BATCH_SHARE * s["wall_ns"]
+                nivcsw += s.get("nivcsw", 0) + (s.get("helper") or {}).get("nivcsw", 0)
+            before = s["cpu_before"]
+            if before != s["cpu_after"] or (want is not None and before != want):
+                migrated += 1
+            if s.get("steal_ticks", 0) > 0:
+                steal += 1
+            if "counters_running_fraction" in s:
+                fr = s["counters_running_fraction"]
+                lo, hi = self.fraction_range or (fr, fr)
+                self.fraction_range = (min(lo, fr), max(hi, fr))
+        self.lost, self.wall, self.batches, self.over, self.nivcsw = lost, wall, batches, over, nivcsw
+        self.migrated, self.steal = migrated, steal
+
+    def contention(self) -> dict | None:
+        """How much of the measured time the processes lost waiting for their
+        CPU (another task had it): the share over all measured batches, how many
+        batches lost more than CONTENDED_BATCH_SHARE, and the involuntary
+        switches per batch. None when no sample carries run delay (an older
+        probe, or a kernel without schedstat: the probe's header says why)."""
+        if not self.batches:
+            return None
+        return {"lost_share": self.lost / self.wall if self.wall else 0.0, "batches": self.batches,
+                "batches_over": self.over, "batch_share_threshold": CONTENDED_BATCH_SHARE,
+                "involuntary_switches_per_batch": self.nivcsw / self.batches,
+                "method": "wall time less the CPU time of the measuring thread and its helper on the same CPU"
+                if self.paired else "run delay (schedstat) of the measuring thread, plus its helper's"}
+
+    def running_fractions(self) -> dict:
+        """summary["counters_running"]: for each counter that was multiplexed in
+        any measured batch, the median share of the batch it was counting."""
+        return {k: median(v) for k, v in self.running.items()}
+
+    def summary(self) -> dict:
+        """The statistics of the `summary` of opcost.result/1 (what the
+        processes were, from their headers, is model.facts)."""
+        stats = self.stats
+        if not stats:
+            return {"n_processes": 0}
+        meds = [s["median_ns"] for s in stats]
+        walls = [s["median_wall_ns"] for s in stats]
+        figures = {s["figure"] for s in stats}
+        summary: dict = {
+            "median_ns": median(meds),
+            "ci95_ns": bootstrap_ci_median(meds),
+            "min_ns": float(min(meds)),
+            "p90_ns": percentile(meds, 90),
+            "cv": cv(meds),
+            "median_cycles": median([s["median_tsc"] for s in stats]),
+            "n_processes": len(stats),
+            "n_samples": self.n_samples,
+            "process_medians_ns": meds,
+            # which figure the medians above are of (model.figure_of), and the
+            # median by wall time, waiting included, beside it
+            "figure": figures.pop() if len(figures) == 1 else FIGURE_MIXED,
+            "median_wall_ns": median(walls),
+            "user_ns_per_op": _med_or_none(s["user_ns_per_op"] for s in stats),
+            "sys_ns_per_op": _med_or_none(s["sys_ns_per_op"] for s in stats),
+        }
+        hu = _med_or_none(s["helper_user_ns_per_op"] for s in stats)
+        if hu is not None:
+            summary["helper_user_ns_per_op"] = hu
+            summary["helper_sys_ns_per_op"] = _med_or_none(s["helper_sys_ns_per_op"] for s in stats)
+        cpu_parts = [summary.get(k) for k in ("user_ns_per_op", "sys_ns_per_op", "helper_user_ns_per_op",
+                                                "helper_sys_ns_per_op")]
+        if all(v is not None for v in cpu_parts[:2]):
+            summary["cpu_ns_per_op"] = sum(v for v in cpu_parts if v is not None)
+        counters = _summarize_counters(stats)
+        if counters:
+            summary["counters"] = counters
+        cont = self.contention()
+        if cont is not None:
+            summary["contention"] = cont
+        boots = boot_spread(self.procs, meds)
+        if boots is not None:
+            summary["boots"] = boots
+        summary["flags"] = flags(self, summary)
+        return summary
 
 
 def _med_or_none(xs):
@@ -334,50 +453,8 @@ def _med_or_none(xs):
 def summarize(processes: list[dict]) -> dict:
     """processes: [{"header": {...}, "samples": [...]}, ...] with measured
     samples only. Returns the statistics of the `summary` of opcost.result/1
-    (what the processes were, from their headers, is model.facts)."""
-    procs = [p for p in processes if p.get("samples")]
-    if not procs:
-        return {"n_processes": 0}
-    stats = [process_stats(p["samples"], p.get("header")) for p in procs]
-    meds = [s["median_ns"] for s in stats]
-    walls = [s["median_wall_ns"] for s in stats]
-    figures = {s["figure"] for s in stats}
-    summary: dict = {
-        "median_ns": median(meds),
-        "ci95_ns": bootstrap_ci_median(meds),
-        "min_ns": float(min(meds)),
-        "p90_ns": percentile(meds, 90),
-        "cv": cv(meds),
-        "median_cycles": median([s["median_tsc"] for s in stats]),
-        "n_processes": len(procs),
-        "n_samples": sum(len(p["samples"]) for p in procs),
-        "process_medians_ns": meds,
-        # which figure the medians above are of (model.figure_of), and the
-        # median by wall time, waiting included, beside it
-        "figure": figures.pop() if len(figures) == 1 else FIGURE_MIXED,
-        "median_wall_ns": median(walls),
-        "user_ns_per_op": _med_or_none(s["user_ns_per_op"] for s in stats),
-        "sys_ns_per_op": _med_or_none(s["sys_ns_per_op"] for s in stats),
-    }
-    hu = _med_or_none(s["helper_user_ns_per_op"] for s in stats)
-    if hu is not None:
-        summary["helper_user_ns_per_op"] = hu
-        summary["helper_sys_ns_per_op"] = _med_or_none(s["helper_sys_ns_per_op"] for s in stats)
-    cpu_parts = [summary.get(k) for k in ("user_ns_per_op", "sys_ns_per_op", "helper_user_ns_per_op",
-                                            "helper_sys_ns_per_op")]
-    if all(v is not None for v in cpu_parts[:2]):
-        summary["cpu_ns_per_op"] = sum(v for v in cpu_parts if v is not None)
-    counters = _summarize_counters(stats)
-    if counters:
-        summary["counters"] = counters
-    cont = contention(procs)
-    if cont is not None:
-        summary["contention"] = cont
-    boots = boot_spread(procs, meds)
-    if boots is not None:
-        summary["boots"] = boots
-    summary["flags"] = flags(procs, stats, summary)
-    return summary
+    (Digest.summary)."""
+    return Digest.of(processes).summary()
 
 
 MAD_SD = 1.4826   # a normal distribution's standard deviation over its median absolute deviation
@@ -445,18 +522,12 @@ def _summarize_counters(stats: list[dict]) -> dict:
     return out
 
 
-def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
-    """Everything a reader must know before trusting the number."""
+def flags(d: Digest, summary: dict) -> list[dict]:
+    """Everything a reader must know before trusting the number (d: the
+    variant's processes, summary: their statistics so far)."""
     out: list[dict] = []
-    migrated = steal = total = 0
-    for p in procs:
-        want = p["header"]["cpus"][0] if p.get("header") else None
-        for s in p["samples"]:
-            total += 1
-            if s["cpu_before"] != s["cpu_after"] or (want is not None and s["cpu_before"] != want):
-                migrated += 1
-            if s.get("steal_ticks", 0) > 0:
-                steal += 1
+    procs, stats = d.procs, d.stats
+    migrated, steal, total = d.migrated, d.steal, d.n_samples
     if migrated:
         out.append({"flag": "migrations", "detail": f"{migrated} of {total} batches ran off the pinned CPU"})
     if steal:
@@ -509,8 +580,8 @@ def flags(procs: list[dict], stats: list[dict], summary: dict) -> list[dict]:
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "
                     "not this CPU's cost of the operation (use them for correctness only)"})
-    fr = [s.get("counters_running_fraction") for p in procs for s in p["samples"] if "counters_running_fraction" in s]
-    if fr:
-        out.append({"flag": "multiplexed", "detail": f"counters ran {min(fr):.0%}-{max(fr):.0%} of the time; scaled"})
+    if d.fraction_range is not None:
+        lo, hi = d.fraction_range
+        out.append({"flag": "multiplexed", "detail": f"counters ran {lo:.0%}-{hi:.0%} of the time; scaled"})
     return out
 

@@ -7,10 +7,15 @@ store's readers when a stored run is behind (`load_run(..., summaries=True)`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from .budget import summary_of as budget_summary
 from .counters import _names, evaluate
 from .model import Summary, with_facts
 from .parallel import LOW_OVERLAP, overlap, rate
+
+if TYPE_CHECKING:
+    from .stats import Digest
 
 
 def summarize_variant(processes: list[dict], derived: list | None = None, parallel_rounds: list | None = None,
@@ -18,18 +23,29 @@ def summarize_variant(processes: list[dict], derived: list | None = None, parall
     """The summary of one variant from its processes (statistics, facts, derived
     metrics, --parallel rounds): what a run stores at its end and what a
     reader computes for a run that never got there."""
-    from .stats import summarize   # numpy: when a summary is computed, not when this module loads
+    from .stats import Digest   # numpy: when a summary is computed, not when this module loads
 
-    summary = with_facts(summarize(processes), [p for p in processes if p.get("samples")])
+    return summarize_digest(Digest.of(processes),
+                            (lambda: derive(processes, derived)) if derived else None,
+                            (lambda: summarize_parallel(parallel_rounds, processes, copies)) if parallel_rounds
+                            else None)
+
+
+def summarize_digest(d: Digest, derived: Callable[[], dict] | None = None,
+                     parallel: Callable[[], dict] | None = None) -> dict:
+    """The summary of one variant from its stats.Digest (its processes taken
+    one at a time, without their batches); derived and parallel, which need
+    the run's plan and every batch, computed by the caller's functions."""
+    summary = with_facts(d.summary(), d.procs, d.aux)
     if summary.get("n_processes"):
         if derived:
-            summary["derived"] = derive(processes, derived)
-        running = running_fractions(processes)
+            summary["derived"] = derived()
+        running = d.running_fractions()
         if running:
             summary["counters_running"] = running
-        if parallel_rounds:
-            summary["parallel"] = summarize_parallel(parallel_rounds, processes, copies)
-        budget = budget_summary(processes)
+        if parallel:
+            summary["parallel"] = parallel()
+        budget = budget_summary(d.procs, d.seen)
         if budget:
             summary["time_budget"] = budget
     return summary
@@ -41,16 +57,25 @@ def fill_summaries(doc: dict) -> dict:
     none yet, and one that was interrupted between storing a process and
     summarizing it is behind. The store's readers call it (`load_run(...,
     summaries=True)`), never a command."""
+    from .stats import Digest   # numpy: when a summary is computed, not when this module loads
+
     for r in doc.get("results", []):
         procs = [p for p in r.get("processes") or [] if p.get("samples")]
-        s = Summary.of(r)
-        if procs and s.get("n_processes") != len(procs):
-            fresh = summarize_variant(procs)
-            for keep in ("derived", "parallel"):   # need the run's plan: kept as stored
-                if keep in s:
-                    fresh[keep] = s[keep]
-            r["summary"] = fresh
+        if procs and Summary.of(r).get("n_processes") != len(procs):
+            r["summary"] = resummarized(r.get("summary"), Digest.of(procs))
     return doc
+
+
+def resummarized(stored: dict | None, d: Digest) -> dict:
+    """The summary of a result whose stored one (`stored`: None, or of fewer
+    processes) is behind, from its processes in the stats.Digest d; derived
+    and parallel (they need the run's plan) kept as stored."""
+    s = Summary(stored)
+    fresh = summarize_digest(d)
+    for keep in ("derived", "parallel"):
+        if keep in s:
+            fresh[keep] = s[keep]
+    return fresh
 
 
 def derive(processes: list[dict], derived: list) -> dict:
@@ -90,14 +115,9 @@ def derive(processes: list[dict], derived: list) -> dict:
 def running_fractions(processes: list[dict]) -> dict:
     """summary["counters_running"]: for each counter that was multiplexed in
     any measured batch, the median share of the batch it was counting."""
-    from .stats import median   # numpy (stats): when a summary is computed, not when this module loads
+    from .stats import Digest   # numpy (stats): when a summary is computed, not when this module loads
 
-    acc: dict[str, list[float]] = {}
-    for p in processes:
-        for s in p.get("samples", []):
-            for name, fr in (s.get("counters_running") or {}).items():
-                acc.setdefault(name, []).append(fr)
-    return {k: median(v) for k, v in acc.items()}
+    return Digest.of(processes).running_fractions()
 
 
 def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dict:

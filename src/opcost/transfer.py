@@ -15,6 +15,7 @@ import json
 import os
 import stat
 import time
+from itertools import repeat
 from typing import Any
 
 from . import docschema, labels
@@ -227,8 +228,8 @@ class StreamedRun:
                     res[key] = []
                     seen: set = set()
                     for j in s.items():
-                        proc, text = s.value(fast=True)
-                        plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
+                        proc, text = s.process()
+                        proc, plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
                         self._shape(proc, pos, j, seen)
                         yield pos, proc, plain
             doc["results"] = results
@@ -248,7 +249,7 @@ class StreamedRun:
 
     def _shape(self, proc: Any, i: int, j: int, seen: set) -> None:
         ok = isinstance(proc, dict) and isinstance(proc.get("index"), int) and all(
-            isinstance(proc.get(k, []), list) and all(isinstance(x, dict) for x in proc.get(k) or [])
+            isinstance(proc.get(k, []), list) and all(map(isinstance, proc.get(k) or [], repeat(dict)))
             for k in ("samples", "warmup"))
         if not ok:
             raise _fail(self.where, f"results[{i}].processes[{j}] must have index (a number) and samples, warmup "

@@ -64,8 +64,12 @@ def make_rows(cfg: Config) -> list[Row]:
         Row("proc.fork", "proc.fork", {}, "fork",
             anchor_perf_syscall("fork", 1_000, "this perf has no `perf bench syscall fork` (perf >= 6.2)"),
             "perf bench syscall fork", children=True, sized_like_anchor=True,
-            differs="perf's child calls exit(0) (atexit handlers, stdio), the probe's _exit(0); the probe's "
-                    "parent is sized like perf's process (resident=, mappings=)", band=(None, RATIO_BAND[1])),
+            differs="perf's child calls exit(0) in a process of many shared libraries (Debian's perf 6.12: 54): "
+                    "it runs their destructors and lazy symbol lookups, about 270 page faults a fork, where the "
+                    "probe's child _exit(0)s; the probe's parent is sized like perf's process: its anonymous "
+                    "bytes, its mappings, and those holding anonymous pages, which fork copies (resident=, "
+                    "mappings=, written=; validation/anchors/fork_parts.py measures each part)",
+            band=(None, RATIO_BAND[1])),
     ]
     for ipc, mode in (("socket", "process"), ("pipe", "thread")):
         rows.append(Row(f"msg.hackbench {ipc} {mode}", "msg.hackbench",

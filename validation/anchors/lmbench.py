@@ -92,10 +92,10 @@ F = LAT_SYSCALL_FILE
 SAME = {"mode": "process", "placement": "same"}
 SEND = ("lat_sig catch subtracts the send, kill(self, 0), timed in a separate loop; signal.catch's figure "
         "includes it")
-DYNAMIC = ("lat_proc is dynamically linked, the probe static: fork copies the page tables of its libraries' "
-           "written mappings, which resident= and mappings= do not give the probe")
+DYNAMIC = ("lat_proc is dynamically linked, the probe static: the probe's parent gets as many mappings holding "
+           "anonymous pages as its libraries' written ones (written=, one page each), not their lazy binding")
 EXIT = ("lmbench's child calls exit(1) (atexit, stdio), the probe's _exit(0); the probe's parent is sized like "
-        "lat_proc's (resident=, mappings=), but " + DYNAMIC)
+        "lat_proc's (resident=, mappings=, written=); " + DYNAMIC)
 # lat_pagefault's and lat_mmap's files are in Config.workdir, a tmpfs (shmem, as mem.touch's memfd).
 ROWS = [
     # name (lmbench's command, and what it is compared as), opcost bench, params, unit, anchor, Row options

@@ -2,8 +2,9 @@
 in /proc (watched):
 - proc.fork sized like it: `perf bench syscall fork` forks perf itself, a
   larger parent than the bare probe; the probe's parent gets the anonymous
-  memory and mappings it lacks (resident=, mappings=), kept in --json as
-  sized_like_anchor;
+  memory, the mappings holding anonymous pages (a library's written data:
+  fork copies their page-table entries) and the other mappings it lacks
+  (resident=, written=, mappings=), kept in --json as sized_like_anchor;
 - mem.mmap placed like it: where lat_mmap's mapping lies decides whether
   each munmap frees a page-table page; opcost gets the same pagetable=,
   kept in --json as placed_like_anchor."""
@@ -27,16 +28,23 @@ from validation.harness.script import log
 
 
 def footprint(pid: int) -> dict | None:
-    """A running process's anonymous resident bytes (RssAnon) and mapping
-    count (lines of /proc/PID/maps); None once it is gone or unreadable."""
+    """A running process's anonymous resident bytes (RssAnon), mapping count
+    and mappings holding anonymous pages (a nonzero Anonymous: in
+    /proc/PID/smaps, whose page-table entries fork copies); None once it is
+    gone or unreadable."""
     try:
-        with open(f"/proc/{pid}/maps") as f:
-            vmas = sum(1 for _ in f)
+        with open(f"/proc/{pid}/smaps") as f:
+            vmas = written = 0
+            for line in f:
+                if line.startswith("Anonymous:"):
+                    written += int(line.split()[1]) > 0
+                elif not line[:1].isupper():  # a mapping's first line starts with its address
+                    vmas += 1
         with open(f"/proc/{pid}/status") as f:
             anon = next((int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:")), None)
     except (OSError, ValueError, IndexError):
         return None
-    return None if anon is None else {"anon_bytes": anon, "vmas": vmas}
+    return None if anon is None else {"anon_bytes": anon, "vmas": vmas, "vmas_written": written}
 
 
 @contextlib.contextmanager
@@ -75,13 +83,20 @@ def anchor_footprint(anchor: Anchor, cpu: int, interval: float = 0.02) -> dict |
     return best
 
 
-def size_like(anchor_fp: dict, probe_fp: dict, page: int = 4096) -> dict[str, str]:
+def size_like(anchor_fp: dict, probe_fp: dict, page: int = 4096, written: bool = False) -> dict[str, str]:
     """Parameters that give the probe's parent the anchor's footprint:
     resident= the anonymous memory it lacks (whole pages), mappings= the
-    mappings it lacks (less the one the resident= area adds)."""
+    mappings it lacks (less the one the resident= area adds). With written
+    (the probe has written= and both sides counted vmas_written): written=
+    the mappings holding anonymous pages it lacks (less the resident= area),
+    each one written page, taken from resident= and mappings=."""
     resident = max(0, anchor_fp["anon_bytes"] - probe_fp["anon_bytes"]) // page * page
-    mappings = max(0, anchor_fp["vmas"] - probe_fp["vmas"] - (1 if resident else 0))
-    return {"resident": str(resident), "mappings": str(mappings)}
+    w = 0
+    if written and "vmas_written" in anchor_fp and "vmas_written" in probe_fp:
+        w = max(0, anchor_fp["vmas_written"] - probe_fp["vmas_written"] - (1 if resident else 0))
+        resident = max(0, resident - w * page)
+    mappings = max(0, anchor_fp["vmas"] - probe_fp["vmas"] - (1 if resident else 0) - w)
+    return {"resident": str(resident), "mappings": str(mappings), **({"written": str(w)} if written else {})}
 
 
 def opcost_parent(cmd, env, spec: str, cpu: int, work: Path) -> dict | None:
@@ -93,7 +108,8 @@ def opcost_parent(cmd, env, spec: str, cpu: int, work: Path) -> dict | None:
     cp = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     try:
         par = json.loads(out.read_text())["results"][0]["processes"][0]["header"]["parent"]
-        return {"anon_bytes": int(par["anon_bytes"]), "vmas": int(par["vmas"])}
+        got = {"anon_bytes": int(par["anon_bytes"]), "vmas": int(par["vmas"])}
+        return {**got, "vmas_written": int(par["vmas_written"])} if "vmas_written" in par else got
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         log(f"{spec}: no parent footprint in opcost's header (exit {cp.returncode}): not sized")
         return None
@@ -112,12 +128,13 @@ def size_rows(rows: list[Row], resolved: dict[str, dict], benches: dict[str, set
             afp = anchor_footprint(res["anchor"], cpu)
             pfp = opcost_parent(cmd, env, res["spec"], cpu, Path(tmp))
             if afp and pfp:
-                params = size_like(afp, pfp)
+                params = size_like(afp, pfp, written="written" in benches[r.bench])
                 res["spec"] = replace(r, params={**r.params, **params}).spec(benches[r.bench])
                 res["sized"] = {"anchor": afp, "probe": pfp, "params": params}
                 log(f"{r.name}: parent sized like {res['anchor'].tool}'s process ({afp['anon_bytes'] >> 10} KiB "
-                    f"anonymous, {afp['vmas']} mappings; the bare probe: {pfp['anon_bytes'] >> 10} KiB, "
-                    f"{pfp['vmas']}): {res['spec']}")
+                    f"anonymous, {afp['vmas']} mappings, {afp.get('vmas_written', '?')} with anonymous pages; "
+                    f"the bare probe: {pfp['anon_bytes'] >> 10} KiB, {pfp['vmas']}, "
+                    f"{pfp.get('vmas_written', '?')}): {res['spec']}")
 
 
 def pmd_bytes() -> int:

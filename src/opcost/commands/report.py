@@ -128,7 +128,8 @@ def run(args, argv) -> int:
                 output.save(args.output, screened(args.format, module.serialize_runs(_runs(store, ids,
                                                                                               sample_data=False))))
                 return 0
-            docs.extend(_fleet(store, d) for d in _runs(store, ids, sample_data=True))
+            docs.extend(_fleet(store, d) for d in _runs(store, ids, sample_data=True,
+                                                        table_only=getattr(module, "TABLE_ONLY", False)))
     data = getattr(module, "MANY", b"").join(_serialize(module, d) for d in docs)
     output.save(args.output, screened(args.format, data))
     return 0
@@ -164,9 +165,11 @@ def _serialize(module, doc: dict) -> bytes:
     return module.serialize(doc)
 
 
-def _runs(store, ids, *, sample_data: bool):
+def _runs(store, ids, *, sample_data: bool, table_only: bool = False):
     """The runs one at a time, summaries filled where a run has none;
     sample_data=False: each sample only its plain columns (what a page of
-    many runs draws)."""
+    many runs draws); table_only: a plain run without its samples, its
+    summaries computed a process at a time where it has none (a format whose
+    `TABLE_ONLY` says its results table is all it writes: text, markdown, csv)."""
     for run_id in ids:
-        yield store.load_run(run_id, sample_data=sample_data, summaries=True)
+        yield store.load_run(run_id, sample_data=sample_data, summaries=True, table_only=table_only)

@@ -33,7 +33,8 @@ def run(args, argv) -> int:
     if args.functions is not None and args.functions < 1:
         raise UsageError(f"--functions {args.functions}: give how many functions to show, 1 or more (e.g. 15)")
     with open_store(args.store, readonly=True) as store:
-        # the table alone reads no sample when the summaries are stored (a run of 10^6 samples)
+        # the table alone reads no sample when the summaries are stored, and a process at a time when
+        # they are not (a run of 10^6 samples)
         doc = store.load_run(args.run, summaries=True, table_only=not exports and args.functions is None)
         if args.functions is None and doc.get("kind") == "fleet":   # a `fleet ab`'s record: its document,
             from ..comparison import stored_fleet                     # rebuilt from its hosts' runs

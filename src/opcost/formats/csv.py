@@ -19,6 +19,7 @@ from ..model import Comparison, Summary
 
 NAME = "csv"
 KINDS = ("result", "comparison")
+TABLE_ONLY = True   # a plain run: one row per variant, from its summary (no sample read)
 
 RESULT_COLUMNS = ("bench", "key", "params", "op", "status", "reason", "n_processes", "median_ns", "ci95_low_ns",
                   "ci95_high_ns", "min_ns", "p90_ns", "cv_fraction", "median_cycles", "user_ns_per_op", "sys_ns_per_op",

@@ -16,6 +16,7 @@ from ..tables import fmt_ns, fmt_pct
 NAME = "markdown"
 KINDS = ("result", "comparison", "series")
 MANY = b"\n"
+TABLE_ONLY = True   # a plain run: its results table, from the summaries and headers (no sample read)
 
 # What can start markup inside a table cell or a paragraph that does not
 # begin with one of them: emphasis, code, links and images, strikethrough,

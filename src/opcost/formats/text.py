@@ -13,6 +13,7 @@ from ..tables import format_comparison, format_fleet, format_results, format_ser
 NAME = "text"
 KINDS = ("result", "comparison", "fleet")
 MANY = b"\n"   # several documents: one after the other, a blank line between
+TABLE_ONLY = True   # a plain run: its results table, from the summaries and headers (no sample read)
 
 
 def run_line(doc: dict) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
-from ..summaries import fill_summaries
+from ..summaries import fill_summaries, resummarized
 from .sql import (DEFAULT_LOCK_WAIT_S, FINAL_RUN_STATUSES, MAX_INT, NOTICE_AFTER_S, RESULT_STATUSES,  # noqa: F401
                   RUN_STATUSES, OnWait, SqlConnection, Step, lock_wait_s)
 from . import rows
@@ -112,10 +112,12 @@ class SqlStore(RunWriting, RunReading, RunImporting):
         summaries=True: for reading (show, report, compare), a run that never
         got its summaries (killed, abandoned) gets them from its processes
         (summaries.fill_summaries); moving runs (export, copy) leaves them as stored.
-        table_only=True: a plain run (kind "run") whose every result has its
-        summary stored and current comes without its samples (every process's
-        lists empty): all its results table needs (`show` of a run of 10^6
-        samples reads no sample: issue 38)."""
+        table_only=True: a plain run (kind "run") comes without its samples
+        (every process's lists empty; summaries implied): all its results
+        table needs. A result whose summary is stored and current reads no
+        sample; one without (a run killed before its end) gets it computed
+        from its processes read one at a time, each one's batches dropped once
+        summarized (_digested: `show` of a run of 10^6 samples: issue 38)."""
         run_id = self.resolve(str(ref))
         key = self._column("results.key", "key")
         meta = self._column("processes.meta", "p.meta")
@@ -137,25 +139,48 @@ class SqlStore(RunWriting, RunReading, RunImporting):
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY p.result_id, p.idx", (run_id,)).fetchall()
             data = "s.data" if sample_data else "s.iters, s.ns_per_op, s.tsc_per_op"
-            samples = [] if table_only and run[3] in (None, "run") and self._summarized(db, run_id) else self._run(
+            table_only = table_only and run[3] in (None, "run")
+            samples = [] if table_only else self._run(
                 db, f"SELECT s.process_id, s.warmup, {data} FROM samples s"
                 " JOIN processes p ON p.id = s.process_id"
                 " JOIN results r ON r.id = p.result_id WHERE r.run_id = ?"
                 " ORDER BY s.process_id, s.idx", (run_id,)).fetchall()
+            fresh = self._digested(db, self._behind(db, run_id), processes) if table_only else {}
         doc = rows.run_document(run_id, run, results, processes,
                                 samples if sample_data else rows.plain_samples(samples), names,
                                 recover_plan)
         if summaries and samples:
             fill_summaries(doc)
+        for (rid, *_), r in zip(results, doc["results"]):
+            if rid in fresh:
+                r["summary"] = fresh[rid]
         return doc
 
-    def _summarized(self, db: Any, run_id: int) -> bool:
-        """Every result of the run has the summary fill_summaries would keep:
-        stored, of as many processes as have measured samples."""
-        for summary, n in self._run(
-                db, "SELECT r.summary, (SELECT count(*) FROM processes p WHERE p.result_id = r.id AND EXISTS "
+    def _behind(self, db: Any, run_id: int) -> dict[int, Any]:
+        """{result id: its stored summary (JSON text or None)} of the run's
+        results whose summary is not the one fill_summaries would keep:
+        missing, or of fewer processes than have measured samples."""
+        return {rid: summary for rid, summary, n in self._run(
+                db, "SELECT r.id, r.summary, (SELECT count(*) FROM processes p WHERE p.result_id = r.id AND EXISTS "
                 "(SELECT 1 FROM samples s WHERE s.process_id = p.id AND s.warmup = 0)) FROM results r "
-                "WHERE r.run_id = ?", (run_id,)).fetchall():
-            if n and (summary is None or (rows.decode(summary) or {}).get("n_processes") != n):
-                return False
-        return True
+                "WHERE r.run_id = ?", (run_id,)).fetchall()
+                if n and (summary is None or (rows.decode(summary) or {}).get("n_processes") != n)}
+
+    def _digested(self, db: Any, behind: dict[int, Any], processes: Sequence[Sequence[Any]]) -> dict[int, dict]:
+        """{result id: summary} of the results `behind` (_behind), as
+        fill_summaries computes it, from their processes read one at a time
+        (one query each, on every backend): each process goes into the
+        result's stats.Digest and its measured batches are dropped, so the
+        run is never held whole (a run of 10^6 samples: issue 38)."""
+        if not behind:
+            return {}
+        from ..stats import Digest   # numpy: only when a run lacks its summaries
+
+        digests = {rid: Digest() for rid in behind}
+        for pid, result_id, *rest in processes:
+            if result_id in digests:
+                proc = rows.process(rest)
+                proc.samples = rows.decode_samples(d for d, in self._run(
+                    db, "SELECT data FROM samples WHERE process_id = ? AND warmup = 0 ORDER BY idx", (pid,)))
+                digests[result_id].add(proc.to_json())
+        return {rid: resummarized(rows.decode(behind[rid]), d) for rid, d in digests.items()}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from types import ModuleType
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 from ..errors import StoreError
 from ..redact import redact, scrub
@@ -176,6 +176,17 @@ class PostgresStore(SqlStore):
         return int(self._run(
             db, "SELECT greatest(coalesce(pg_sequence_last_value(pg_get_serial_sequence('runs', 'id')::regclass),"
             " 0), coalesce((SELECT max(id) FROM runs), 0))").fetchone()[0])
+
+    def _insert_samples(self, db: Any, rows: Iterable[tuple], plain: bool) -> None:
+        # COPY: an import's 10^6 samples in a fraction of executemany's
+        # time. Only plain rows (iters an integer: COPY's text would not cast
+        # 1e4, which the schema allows, to BIGINT as an INSERT does).
+        if not plain:
+            return super()._insert_samples(db, rows, plain)
+        with db.cursor().copy("COPY samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
+                              "FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
     def _explicit_id(self, db: Any, run_id: int) -> None:
         # Under the exclusive lock, above the floor: the sequence moves up to it.

@@ -30,6 +30,22 @@ def decode(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def decode_samples(texts: Iterable[str]) -> list[Any]:
+    """Samples' JSON columns, read by orjson (several times faster than
+    json: a reader summarizing a run of 10^6 samples); what orjson refuses
+    and json reads (NaN, an integer beyond 64 bits) by json. Both round
+    every number correctly: the same values."""
+    import orjson     # only when a run's samples are summarized as they are read: not for every command
+
+    out = []
+    for text in texts:
+        try:
+            out.append(orjson.loads(text))
+        except orjson.JSONDecodeError:
+            out.append(json.loads(text))
+    return out
+
+
 # --- history ----------------------------------------------------------------------
 
 def run_entries(runs: Iterable[Row], benches: Iterable[Row], labels: Iterable[Row] = ()) -> list[dict[str, Any]]:

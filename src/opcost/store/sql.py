@@ -13,7 +13,7 @@ import datetime as _dt
 import os
 import time
 from types import ModuleType
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 from .. import interrupts
 from ..errors import StoreError, StoreLocked, UsageError
@@ -129,6 +129,12 @@ class SqlDialect:
         """Dialect: raise StoreGone if the store this connection writes is no
         longer the one at self.path (removed or replaced while in use), so
         that nothing is committed into a file no one will read again."""
+
+    @contextlib.contextmanager
+    def _bulk_load(self) -> Iterator[None]:
+        """Dialect: settings for one large write transaction (an import of
+        10^6 samples), put back after it; none by default."""
+        yield
 
     def _notice_after(self) -> float:
         """Seconds a write waits before saying so (SqlStore: base.NOTICE_AFTER_S)."""
@@ -289,6 +295,13 @@ class SqlConnection(SqlDialect):
     def _insert(self, doing: str, sql: str, args: Sequence[Any]) -> int:
         with self._transaction(doing) as db:
             return self._insert_id(db, sql, args)
+
+    def _insert_samples(self, db: Any, rows: Iterable[tuple], plain: bool) -> None:
+        """Dialect: sample rows (process_id, idx, warmup, iters, ns_per_op,
+        tsc_per_op, data) into `samples`; plain: iters an integer or None,
+        the figures numbers or None (docschema.plain_samples)."""
+        db.cursor().executemany(self._sql("INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, "
+                                          "tsc_per_op, data) VALUES (?, ?, ?, ?, ?, ?, ?)"), rows)
 
     def _retry(self, doing: str, fn: Callable[[], Any]) -> Any:
         """Run fn, waiting while another program holds the store's lock: say so

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid as _uuid
+from itertools import chain, count, repeat
 from typing import Any, Iterable, Sequence
 
 from .. import labels as _labels
@@ -90,13 +91,15 @@ class RunMoving(SqlConnection):
             (result_id, proc.index, rows.encode(proc.header),
              None if proc.trailer is None else rows.encode(proc.trailer),
              rows.encode(proc.meta) if proc.meta else None))
-        batch = [(1, s) for s in proc.warmup] + [(0, s) for s in proc.samples]
-        data = rows.encode_plain([s for _, s in batch]) if plain else [rows.encode(s) for _, s in batch]
-        db.cursor().executemany(
-            self._sql("INSERT INTO samples (process_id, idx, warmup, iters, ns_per_op, tsc_per_op, data) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)"),
-            [(pid, i, w, s.get("iters"), s.get("ns_per_op"), s.get("tsc_per_op"), text)
-             for i, ((w, s), text) in enumerate(zip(batch, data))])
+        batch = proc.warmup + proc.samples      # rows built by map and zip (C speed): 10^6 samples in a run
+
+        def column(key: str) -> Any:
+            return map(dict.get, batch, repeat(key))
+
+        self._insert_samples(db, zip(
+            repeat(pid), count(), chain(repeat(1, len(proc.warmup)), repeat(0, len(proc.samples))),
+            column("iters"), column("ns_per_op"), column("tsc_per_op"),
+            rows.encode_plain(batch) if plain else map(rows.encode, batch)), plain)
 
     def _held(self, db: Any, run_id: int) -> tuple[tuple, list, dict[int, dict[int, tuple[Any, int]]]]:
         """Run `run_id` as stored: (label, kind, status, owner), its results
@@ -195,7 +198,7 @@ class RunImporting(RunMoving):
 
         A document may also be a streamed run (transfer.StreamedRun: `uuid`,
         `head`, `processes()`, then `skeleton`), stored as it is read."""
-        with self._transaction("importing runs", exclusive=True) as db:
+        with self._bulk_load(), self._transaction("importing runs", exclusive=True) as db:
             out, self.completed = self._import_docs(db, docs)
         return out
 
@@ -203,7 +206,7 @@ class RunImporting(RunMoving):
         """import_runs of several files' documents (or streamed runs) in one
         transaction: a bad file anywhere stores nothing. Per file: what
         import_runs returns, and its `completed`."""
-        with self._transaction("importing runs", exclusive=True) as db:
+        with self._bulk_load(), self._transaction("importing runs", exclusive=True) as db:
             return [self._import_docs(db, docs) for docs in files]
 
     def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
