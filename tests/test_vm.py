@@ -702,7 +702,7 @@ def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypat
     given under TCG (lpj= on microvm only), remembered per kernel, never under
     KVM, and dropped before they would cut the user's parameters (cmdline_size)."""
     from opcost.targets.vm import choice as choice_mod, supervise
-    from opcost.targets.vm.qemu import TCG_CMDLINE
+    from opcost.targets.vm.qemu import TCG_CMDLINE, TCG_CMDLINE_MORE
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     k = fake_kernel(tmp_path / "k")   # protocol before 2.06: cmdline_size 255
@@ -720,3 +720,13 @@ def test_speed_params_under_tcg_only_and_only_where_they_fit(tmp_path, monkeypat
     long_user = vm.Machine(k, "x" * 100)   # 255 - 46 - 100 leaves room for lpj= only
     assert supervise.speed_params(long_user, "tcg", "pc", ch) == ""
     assert supervise.speed_params(long_user, "tcg", "microvm", ch) == "lpj=10384564"
+    # a kernel of boot protocol 2.06+ saying cmdline_size 2048 (Debian's): TCG_CMDLINE_MORE too, last
+    big = bytearray(fake_kernel(tmp_path / "k2048").read_bytes())
+    big[0x206:0x208], big[0x238:0x23C] = (0x20F).to_bytes(2, "little"), (2048).to_bytes(4, "little")
+    (tmp_path / "k2048").write_bytes(bytes(big))
+    m2 = vm.Machine(tmp_path / "k2048", "")
+    ch.lpj_found(m2, "tcg", "microvm", {"lpj": "10384564"})
+    assert supervise.speed_params(m2, "tcg", "microvm", ch) == f"{TCG_CMDLINE} lpj=10384564 {TCG_CMDLINE_MORE}"
+    assert supervise.speed_params(m2, "tcg", "pc", ch) == f"{TCG_CMDLINE} {TCG_CMDLINE_MORE}"
+    assert supervise.speed_params(vm.Machine(m2.kernel, "x" * 1800), "tcg", "pc", ch) == TCG_CMDLINE   # no room left
+    assert not set(TCG_CMDLINE.split("=")[1].split(",")) & set(TCG_CMDLINE_MORE.split("=")[1].split(","))

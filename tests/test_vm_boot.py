@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import kernels
-from opcost.targets.vm.qemu import TCG_CMDLINE
+from opcost.targets.vm.qemu import TCG_CMDLINE, TCG_CMDLINE_MORE
 
 FAKE = ["--fake-clock", "100", "-n", "3", "-w", "1", "--target-ms", "1", "--accel", "tcg", "--vm-cpus", "1",
         "--vm-mem", "256"]
@@ -82,6 +82,7 @@ def test_each_kernel_boots_and_runs_syscall_null_and_ctx_pipe(run_cli, tmp_path,
         assert "cryptomgr.notests" in append
         # the speed parameters under TCG: initcalls skipped, and the lpj its preflight boot said
         assert TCG_CMDLINE in append and v["guest"]["lpj"].isdigit() and f"lpj={v['guest']['lpj']}" in append
+        assert TCG_CMDLINE_MORE in append
         assert any(f["flag"] == "emulated" for f in r["summary"]["flags"])
         assert r["summary"]["median_ns"] == pytest.approx(100, rel=0.05)   # the fake clock's cost
         seen.setdefault(v["guest"]["release"], set()).add(r["bench"])

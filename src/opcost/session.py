@@ -262,7 +262,7 @@ def measure(settings: Settings, variants: list[Variant], target: Target, look=No
     probe_counters, emulated = counter_split(plan, variants, target)
     opts = RunOptions(protocol=p, counters=probe_counters, emulated=emulated,
                       derived=plan.derived if plan else [], parallel=settings.parallel, stages=settings.stages,
-                      boundary=settings.boundary)
+                      boundary=settings.boundary, compares=settings.kind in ("ab", "variants", "series"))
     runner = Runner(variants, opts, target=target, warn=warn, look=look)
     try:
         runner.preflight()

@@ -27,6 +27,7 @@ class RunOptions:
     # runner's `look` decides whether to go on; empty: protocol.processes rounds.
     stages: tuple[int, ...] = ()
     boundary: str | None = None    # its alpha spending, recorded with each process (show replays it)
+    compares: bool = False         # the command compares variants at its end (ab, variants, series): abtest, scipy
 
     def copies_per_round(self) -> int:
         """Processes of one variant in a round: its own, and --parallel N's copies."""

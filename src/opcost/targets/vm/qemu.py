@@ -25,6 +25,13 @@ BASE_CMDLINE = f"console={GUEST_ARCHES[DEFAULT_ARCH].console} panic=-1 quiet cry
 TCG_SKIP = ("init_kprobe_trace", "init_trace_printk_function_export", "crypto_kdf108_init", "blake2s_mod_init",
             "init_encrypted", "load_system_certificate_list")
 TCG_CMDLINE = "initcall_blacklist=" + ",".join(TCG_SKIP)
+# And these, by the same ranking (benchmarks/vm_boot_phases.py --initcalls; 0.1 s of about 1 s of initcalls):
+# two more tracers' setup (blktrace, the function-graph tracer's tracefs files) and the classes of devices
+# opcost's guests never have (TPM, NVMe and its protection-information CRC, the VGA arbiter). A second
+# initcall_blacklist= (the kernel adds each to its list), given after lpj= where the room is short.
+TCG_SKIP_MORE = ("init_blk_tracer", "init_graph_tracefs", "tpm_init", "nvme_core_init", "vga_arb_device_init",
+                 "crc64_rocksoft_mod_init")
+TCG_CMDLINE_MORE = "initcall_blacklist=" + ",".join(TCG_SKIP_MORE)
 
 
 def base_cmdline(arch: str) -> str:

@@ -22,7 +22,7 @@ from .clock import machine_cmdline
 from .image import cmdline_size, pvh_vmlinux, sha256_of
 from .initramfs import guest_probe, initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
-from .qemu import TCG_CMDLINE, Machine, VmConfig, base_cmdline
+from .qemu import TCG_CMDLINE, TCG_CMDLINE_MORE, Machine, VmConfig, base_cmdline
 from .qmp import pin_threads
 
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line, before any boot reached it
@@ -91,8 +91,9 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_ty
 
 def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | None) -> str:
     """Kernel parameters that only make a boot under TCG faster (none under
-    KVM): qemu.TCG_CMDLINE (initcalls skipped) and the lpj= a first boot of
-    this kernel said (Choice.lpj_for). Each only where it still fits the
+    KVM): qemu.TCG_CMDLINE (initcalls skipped), the lpj= a first boot of
+    this kernel said (Choice.lpj_for) and qemu.TCG_CMDLINE_MORE (more
+    initcalls), in that order of worth. Each only where it still fits the
     kernel's command line (its header's cmdline_size) after what opcost must
     give and the user's: never at the cost of the user's parameters."""
     if accel != "tcg":
@@ -100,7 +101,7 @@ def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | Non
     room = (cmdline_size(m.kernel) or 2048) - 1 - len(base_cmdline(m.arch)) - len(m.cmdline) - 2 \
         - len(machine_cmdline(machine_type, accel))
     out = []
-    for p in (TCG_CMDLINE, choice.lpj_for(m, accel, machine_type) if choice else ""):
+    for p in (TCG_CMDLINE, choice.lpj_for(m, accel, machine_type) if choice else "", TCG_CMDLINE_MORE):
         if p and len(p) + 1 <= room:
             out.append(p)
             room -= len(p) + 1
