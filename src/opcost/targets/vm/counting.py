@@ -57,7 +57,7 @@ class Counting:
         the probe's (the `arch` guest's probe) fold the blocks. Stops at a
         process that failed (how many windows it left is not known). Returns
         the image's symbols."""
-        text, sent = kernel_text(b.kallsyms); open("/tmp/say39c-dbg","w").write(repr(b.kallsyms[:5]))
+        text, sent = kernel_text(b.kallsyms)
         if sent:
             offsets = sent
             cache_offsets(sha, sent)
