@@ -36,7 +36,9 @@ def held_import(names):   # the thread's import held until the boots have begun:
 runner_mod._import_quietly = held_import
 
 class Booting(ReplayTarget):
-    def prepare(self, reqs):
+    def prepare(self, reqs, begin=None):
+        seen["not_before_checks"] = not any(t.name == "opcost-import" for t in threading.enumerate())
+        begin()   # the requests passed the checks made before any boot
         importer = [t for t in threading.enumerate() if t.name == "opcost-import"]
         seen["importing_while_preparing"] = bool(importer) and importer[0].is_alive()
         seen["stats_before"] = "opcost.stats" in sys.modules
@@ -68,7 +70,8 @@ def preflight(kind: str, compares: bool) -> dict:
 @pytest.mark.parametrize("compares", [True, False])
 def test_statistics_imported_while_the_preflight_boots(compares):
     seen = preflight("prepare", compares)
-    assert seen["importing_while_preparing"] and not seen["stats_before"], seen   # started first, imports meanwhile
+    assert seen["not_before_checks"], seen   # a refusal before any boot imports nothing heavy
+    assert seen["importing_while_preparing"] and not seen["stats_before"], seen   # started by begin(), imports meanwhile
     assert not seen["importer_alive_after"], seen                                # joined before any measuring
     assert seen["stats"], seen
     assert seen["abtest"] is compares and seen["scipy"] is compares, seen        # scipy only for a comparison

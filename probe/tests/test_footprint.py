@@ -77,7 +77,8 @@ def test_default_parent_is_the_small_probe(bench):
     h = header(bench)
     assert h["params"]["resident"] == "0" and h["params"]["mappings"] == "0"
     parent = h["parent"]
-    assert set(parent) == {"resident_bytes", "anon_bytes", "vmas"}
+    assert set(parent) == {"resident_bytes", "anon_bytes", "vmas", "vmas_written"}
+    assert h["params"].get("written", "0") == "0" and 0 < parent["vmas_written"] <= parent["vmas"], parent
     assert 3 <= parent["vmas"] < 40, parent
     assert 0 < parent["anon_bytes"] < 4 * MiB, parent
     assert parent["anon_bytes"] <= parent["resident_bytes"] < 16 * MiB, parent

@@ -45,19 +45,21 @@ def _import_quietly(names: list[str]) -> None:
             return
 
 
-def _while_importing(names: list[str], work, *args) -> None:
-    """`work(*args)` (the vm target's preflight boots: seconds of QEMU in
-    which nothing is measured) while the statistics the run's end will need
-    (`names`: stats; abtest and scipy too when the command compares: about
-    1.3 s that otherwise follow the last boot) are imported in a thread,
-    joined before anything is measured, so the import never competes with a
-    measuring guest for the host's CPUs."""
+def _while_importing(names: list[str], work, reqs) -> None:
+    """`work(reqs, begin)` (the vm target's preflight boots: seconds of QEMU
+    in which nothing is measured) while the statistics the run's end will
+    need (`names`: stats; abtest and scipy too when the command compares:
+    about 1.3 s that otherwise follow the last boot) are imported in a
+    thread. The target calls `begin()` once its requests passed the checks
+    it makes before any boot (a refusal then imports nothing heavy), and the
+    thread is joined before anything is measured, so the import never
+    competes with a measuring guest for the host's CPUs."""
     importer = threading.Thread(target=_import_quietly, args=(names,), name="opcost-import", daemon=True)
-    importer.start()
     try:
-        work(*args)
+        work(reqs, importer.start)
     finally:
-        importer.join()
+        if importer.ident is not None:
+            importer.join()
 
 
 PROGRAM_CHECK_S = 600.0   # the untimed check run of a whole program (variants), without --timeout

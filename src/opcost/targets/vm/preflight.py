@@ -30,16 +30,20 @@ class VmPreflight:
     _record: Callable[..., dict]
     batch_key: Callable[[probe.ProbeRequest], tuple]
 
-    def prepare(self, reqs: list[probe.ProbeRequest]) -> None:
+    def prepare(self, reqs: list[probe.ProbeRequest], begin: Callable[[], None] | None = None) -> None:
         """The preflight: each machine booted once, running every request's
         check there (and `opcost-probe cpuid`); check() then answers from it.
         A kernel that does not boot is bad input: BootFailed (exit 2), its
-        console kept."""
+        console kept. `begin()`: called once the requests passed the checks
+        made before any boot (batch_key: the kernel, its command line's
+        length), before the first boot (the runner's import meanwhile)."""
         groups: dict[tuple, dict] = {}
         for r in reqs:
             ck = self._check_key(r)
             if ck not in self._checks:
                 groups.setdefault(self.batch_key(r), {}).setdefault(ck, r)
+        if begin is not None:
+            begin()
         for (kernel, cmdline), pending in groups.items():
             m = Machine(kernel, cmdline)
             runs, files = guest_files(list(pending.values()))
