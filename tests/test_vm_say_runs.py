@@ -138,3 +138,17 @@ def test_a_side_of_runs_on_different_guests_names_each():
     assert two == ["x:cmdline= ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max",
                    "x:cmdline=quiet ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max",
                    "emulated (QEMU TCG): the timings are the emulator's, not this CPU's"]
+
+
+def test_measured_series_says_what_it_ran_on(runs):
+    """`series --run` of a kernel: its table's header names the guest and
+    says the timings are emulated, as a plain run's does."""
+    _, k, cli = runs
+    cp = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", "--kernel", k, *FAST,
+             "-p", "2", "--no-store")
+    assert cp.returncode == 0, cp.stderr
+    head = cp.stdout.split("\n\n")[0].splitlines()
+    assert head[0].startswith(ran_on(k, "")) and head[1] == EMULATED, cp.stdout
+    local = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", *FAST[:-4], "-p", "2",
+                "--no-store")
+    assert local.returncode == 0 and "ran on:" not in local.stdout and "emulated" not in local.stdout, local.stdout

@@ -879,13 +879,14 @@ def _series_method(s: Series) -> str:
     return method
 
 
-def format_series(doc: dict, color: bool = False) -> str:
+def format_series(doc: dict, color: bool = False, ran: list[str] | None = None) -> str:
     """Seed 003's table: one line per label (processes, median with 95% CI,
     change vs the previous label and vs the first), change points marked
     `>`; then each change point with its size, CI and verdict, what was
-    rejected, the noise, and notes."""
+    rejected, the noise, and notes. `ran`: what a measured series ran on
+    (guests.result_lines: the vm target's kernel, emulation), first."""
     s = Series.from_json(doc)
-    out = []
+    out = ["\n".join(printable(ln) for ln in ran)] if ran else []
     head = f"{printable(s.spec)} by {printable(s.by)}, {len(s.labels)} labels"
     if s.interleaved:
         head += ", interleaved: each round ran every label once, in a fresh random order"
