@@ -128,4 +128,5 @@ def test_written_mappings_each_hold_one_anonymous_page(tmp_path):
     # 40 more mappings, each with its own copied page: fork copies their page-table entries.
     assert got["vmas"] - bare["vmas"] == 40
     assert got["vmas_written"] - bare["vmas_written"] == 40
-    assert got["anon_bytes"] - bare["anon_bytes"] >= 40 * 4096
+    # the probe's own anonymous pages vary by a few between two processes (80-90 KiB seen): 40 +- 4 pages
+    assert 36 * 4096 <= got["anon_bytes"] - bare["anon_bytes"] <= 44 * 4096, (bare, got)
