@@ -145,10 +145,12 @@ def test_measured_series_says_what_it_ran_on(runs):
     says the timings are emulated, as a plain run's does."""
     _, k, cli = runs
     cp = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", "--kernel", k, *FAST,
-             "-p", "2", "--no-store")
+             "-p", "2", "--label", "s1")
     assert cp.returncode == 0, cp.stderr
     head = cp.stdout.split("\n\n")[0].splitlines()
     assert head[0].startswith(ran_on(k, "")) and head[1] == EMULATED, cp.stdout
+    shown = cli("show", "s1").stdout   # show replays it from the store: the same lines
+    assert shown.split("\n", 1)[1].split("\n\n")[0].splitlines() == head, shown
     local = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", *FAST[:-4], "-p", "2",
                 "--no-store")
     assert local.returncode == 0 and "ran on:" not in local.stdout and "emulated" not in local.stdout, local.stdout
