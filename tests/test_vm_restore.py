@@ -1,0 +1,61 @@
+"""Counting boots through a snapshot (targets/vm/restore.py, issue 39) with
+the stand-in QEMU (fake_qemu.py): the first boot of a machine saves it while
+the guest waits for its job, the next is restored from it with the same
+QEMU arguments and -incoming defer, and a restore that fails or hangs falls
+back to a fresh boot, recorded; the snapshots' directory is removed at the
+end. The real boots (exact counts the same as a fresh boot's) are in
+test_vm_boot.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opcost.stats import restore_note
+from opcost.targets.vm import supervise
+from opcost.targets.vm.qemu import Machine, VmConfig
+from opcost.targets.vm.restore import Snapshots
+from test_vm import FAKE, fake_kernel
+
+
+def test_saved_then_restored_and_a_failed_or_hung_restore_boots_fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_QEMU_ARGV", str(tmp_path / "argv.jsonl"))
+    cfg = VmConfig(qemu=str(FAKE), cpus=1, accel="tcg", plugin="/no/opcost-count.so,out=/no/1.jsonl,blocks=on")
+    m = Machine(fake_kernel(tmp_path / "k.bz"), "")
+    snaps = Snapshots()
+
+    def boot(limit: float = 20, out: str = "1"):
+        c = VmConfig(**{**cfg.__dict__, "plugin": cfg.plugin.replace("1.jsonl", f"{out}.jsonl")})
+        b = supervise.boot(c, m, [(["cpuid"], {})], accel="tcg", machine_type="pc", boot_limit=limit, timeout=30,
+                           snaps=snaps)
+        assert b.done and b.commands[0].status == 0 and b.commands[0].stdout, b   # the job ran
+        return b
+
+    first = boot()
+    assert first.restore["way"] == "fresh" and first.restore["saved_s"] >= 0, first.restore
+    (snap,) = snaps.made.values()
+    assert Path(snap).read_bytes() == b"fake snapshot\n"
+    again = boot(out="2")   # another plugin output file: the same machine
+    assert again.restore["way"] == "restored", again.restore
+    argvs = [json.loads(ln) for ln in (tmp_path / "argv.jsonl").read_text().splitlines()]
+    assert argvs[1][-2:] == ["-incoming", "defer"] and "-incoming" not in argvs[0]
+    strip = [[a for a in v if "fd" not in a and ".jsonl" not in a] for v in argvs]
+    assert strip[1][:-2] == strip[0]   # the restore's QEMU: the saving one's arguments
+    monkeypatch.setenv("FAKE_QEMU_RESTORE", "fail")
+    failed = boot()
+    assert failed.restore["way"] == "fresh" and "cannot load" in failed.restore["restore_failed"], failed.restore
+    assert "saved_s" in failed.restore   # the snapshot made again
+    monkeypatch.setenv("FAKE_QEMU_RESTORE", "hang")
+    hung = boot(limit=2)
+    assert hung.restore["way"] == "fresh" and "did not reach" in hung.restore["restore_failed"], hung.restore
+    monkeypatch.delenv("FAKE_QEMU_RESTORE")
+    assert boot().restore["way"] == "restored"
+    where = snaps.directory()
+    snaps.close()
+    assert not where.exists()
+    # the note: how many processes ran restored, and the last failure
+    procs = [{"header": {"vm": {"restore": b.restore}}} for b in (first, again, failed, hung)]
+    note = restore_note(procs)
+    assert restore_note(procs[:1]) is None   # nothing restored, nothing failed: no note
+    assert note["restored"] == 1 and note["restore_failed"] == 2 and "did not reach" in note["detail"], note
