@@ -126,3 +126,36 @@ def test_git_bisect_run_on_counts_names_the_commit_that_turns_pti_on(tmp_path, k
     assert steps and all(s.split()[-1] in ("0", "1") for s in steps), steps
     # each step's code is the commit's truth: good before commit 8, bad from it
     assert all((int(s.split()[1]) >= 8) == (s.split()[-1] == "1") for s in steps), steps
+
+
+def test_a_restored_guest_counts_exactly_what_a_fresh_boot_counts(run_cli, tmp_path, kernel_pair):
+    """--vm-restore (issue 39): a counting run's first round boots the guest,
+    which waits for its job while QEMU saves it; the next rounds are restored
+    from that snapshot and sent their jobs on the data port. Each process's
+    smallest batch of kernel and user instructions per call is exactly that of
+    a run whose every round boots fresh (--vm-restore off); the restores are
+    recorded and noted, and the snapshots' directory is gone after the run.
+    Asserted on counts and records, never on time."""
+    k = kernel_pair[0]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    common = ["syscall.null", "--kernel", str(k), "--accel", "tcg", "--vm-cpus", "1", "--vm-mem", "256",
+              "--counters", "instructions:k,instructions:u", "--samples", "7", "--warmup", "1", "--target-ms", "1"]
+    runs = {}
+    for mode, procs in (("auto", "3"), ("off", "1")):
+        out = tmp_path / f"{mode}.json"
+        cp = run_cli("run", *common, "-p", procs, "--vm-restore", mode, "--json", str(out), timeout=600,
+                     env={"TMPDIR": str(tmp)})
+        assert cp.returncode == 0, cp.stderr
+        (r,) = json.loads(out.read_text())["results"]
+        runs[mode] = (r, cp.stdout)
+    ways = [p["header"]["vm"]["restore"] for p in runs["auto"][0]["processes"]]
+    assert ways[0]["way"] == "fresh" and ways[0]["snapshot_mib"] > 1, ways
+    assert [w["way"] for w in ways[1:]] == ["restored", "restored"], ways
+    assert runs["off"][0]["processes"][0]["header"]["vm"]["restore"] == {"way": "fresh", "why": "--vm-restore off"}
+    assert "boot restored: 2 of 3 process(es) ran in a guest restored" in runs["auto"][1]
+    for event in ("instructions:k", "instructions:u"):
+        smallest = {min(b["counters"][event] for b in p["samples"])
+                    for r, _ in runs.values() for p in r["processes"]}
+        assert len(smallest) == 1 and smallest == {round(next(iter(smallest)))}, (event, smallest)
+    assert not list(tmp.glob("opcost-vmsnap-*")), list(tmp.iterdir())   # the snapshots removed
