@@ -103,7 +103,7 @@ def main(argv):
     seq = [0]
     if restored and os.environ.get("FAKE_QEMU_RESTORE") == "hang":
         time.sleep(3600)
-    if restored or b"opcost/wait\0" in initrd:
+    if restored or "opcost/wait" in unpack(initrd):
         if not restored:
             out.write(b"@OPC 0 %08x R ready\n" % zlib.crc32(b"R ready"))
             out.flush()

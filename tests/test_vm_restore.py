@@ -9,6 +9,9 @@ test_vm_boot.py."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 from opcost.stats import restore_note
@@ -59,3 +62,32 @@ def test_saved_then_restored_and_a_failed_or_hung_restore_boots_fresh(tmp_path, 
     note = restore_note(procs)
     assert restore_note(procs[:1]) is None   # nothing restored, nothing failed: no note
     assert note["restored"] == 1 and note["restore_failed"] == 2 and "did not reach" in note["detail"], note
+
+
+def test_interrupted_while_a_saved_guest_measures_leaves_no_snapshot_and_no_file(cli_environ, tmp_path):
+    """SIGTERM while the boot that saved the snapshot measures (the stand-in
+    stalls there): no QEMU left, and nothing in TMPDIR (the snapshots'
+    directory, the counting plugin's files)."""
+    from conftest import cli_argv
+    from test_vm import FAST, _alive, _wait_for
+
+    k = fake_kernel(tmp_path / "k")
+    pids, tmp = tmp_path / "qemu.pids", tmp_path / "tmp"
+    tmp.mkdir()
+    env = cli_environ(OPCOST_QEMU=str(FAKE), FAKE_QEMU_MODE="stall", FAKE_QEMU_PIDFILE=str(pids), TMPDIR=str(tmp))
+    proc = subprocess.Popen(cli_argv("run", "syscall.null", "--kernel", str(k), "-p", "3", "--counters",
+                                     "instructions:k", *FAST), env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(lambda: any(tmp.glob("opcost-vmsnap-*/snap-*")), 30), "no snapshot saved"
+        time.sleep(0.3)
+        qemu = [int(x) for x in pids.read_text().split()]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        assert proc.returncode == 128 + signal.SIGTERM, proc.stderr.read()
+        assert _wait_for(lambda: not any(_alive(p) for p in qemu), 5), "a QEMU outlived opcost"
+        assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
