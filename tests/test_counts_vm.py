@@ -147,15 +147,18 @@ def test_a_restored_guest_counts_exactly_what_a_fresh_boot_counts(run_cli, tmp_p
         cp = run_cli("run", *common, "-p", procs, "--vm-restore", mode, "--json", str(out), timeout=600,
                      env={"TMPDIR": str(tmp)})
         assert cp.returncode == 0, cp.stderr
-        (r,) = json.loads(out.read_text())["results"]
-        runs[mode] = (r, cp.stdout)
+        doc = json.loads(out.read_text())
+        (r,) = doc["results"]
+        runs[mode] = (r, cp.stdout, doc["run_id"])
     ways = [p["header"]["vm"]["restore"] for p in runs["auto"][0]["processes"]]
     assert ways[0]["way"] == "fresh" and ways[0]["snapshot_mib"] > 1, ways
     assert [w["way"] for w in ways[1:]] == ["restored", "restored"], ways
     assert runs["off"][0]["processes"][0]["header"]["vm"]["restore"] == {"way": "fresh", "why": "--vm-restore off"}
     assert "boot restored: 2 of 3 process(es) ran in a guest restored" in runs["auto"][1]
+    shown = run_cli("show", str(runs["auto"][2]), timeout=120)   # stored: show says it as the run did
+    assert shown.returncode == 0 and "boot restored: 2 of 3 process(es)" in shown.stdout, shown.stderr
     for event in ("instructions:k", "instructions:u"):
         smallest = {min(b["counters"][event] for b in p["samples"])
-                    for r, _ in runs.values() for p in r["processes"]}
+                    for r, *_ in runs.values() for p in r["processes"]}
         assert len(smallest) == 1 and smallest == {round(next(iter(smallest)))}, (event, smallest)
     assert not list(tmp.glob("opcost-vmsnap-*")), list(tmp.iterdir())   # the snapshots removed
