@@ -91,3 +91,21 @@ def test_interrupted_while_a_saved_guest_measures_leaves_no_snapshot_and_no_file
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_builds_keep_their_guest_names_whatever_the_rounds_order(tmp_path):
+    """A round's requests come in its own order; each build is in the guest
+    under one name in every round, so that a guest restored from the first
+    round's snapshot has the builds a later round's job names."""
+    from opcost import probe
+    from opcost.targets.vm.initramfs import guest_files
+
+    a, b, prog = tmp_path / "probe-a", tmp_path / "probe-b", tmp_path / "prog"
+    reqs = [probe.ProbeRequest("opcost_op", {}, "x86_64", exe=str(a)),
+            probe.ProbeRequest("opcost_op", {}, "x86_64", exe=str(b)),
+            probe.ProbeRequest("prog", {}, "x86_64", program=(str(prog), "-x"))]
+    runs, files = guest_files(reqs)
+    assert guest_files(reqs[::-1])[1] == files == {"/opcost/build-1": a, "/opcost/build-2": b,
+                                                   "/opcost/build-3": prog}   # by path
+    assert [exe for _, exe in runs] == ["/opcost/build-1", "/opcost/build-2", None]
+    assert runs[2][0].program == ("/opcost/build-3", "-x")
