@@ -10,7 +10,10 @@ a verdict was given only because of --allow-emulated.
 Read from the results' header.vm records (targets/vm: `_record`) into each
 comparison entry's `guests` (comparison.entry) and the document's `emulated`
 (targets/vm/withhold.py); rendered as plain lines by the text table,
-markdown and html alike (`header_lines`)."""
+markdown and html alike (`header_lines`). A series carries each label's
+guests (`labels[].guests`, series.py) and says them the same way
+(`series_lines`: the text table, markdown and html of a series, measured or
+rebuilt from the store)."""
 
 from __future__ import annotations
 
@@ -160,12 +163,53 @@ def result_lines(results: list[dict]) -> list[str]:
         where.setdefault(describe(g), []).append(key)
         if g.get("accel") == "tcg":
             emulated.append(key)
-    if len(where) == 1:
-        lines = [f"ran on: {next(iter(where))}"]
-    else:
-        lines = [f"{', '.join(keys)} ran on: {d}" for d, keys in where.items()]
+    lines = _ran_on(where)
     if emulated:
         measured = sum(len(keys) for keys in where.values())
         some = "" if len(emulated) == measured else f" ({', '.join(emulated)})"
         lines.append(f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's")
     return lines if where else []
+
+
+def _ran_on(where: dict[str, list[str]]) -> list[str]:
+    """`ran on: GUEST` when every part (variant, label) ran on one guest,
+    else one line per guest naming its parts."""
+    if len(where) == 1:
+        return [f"ran on: {next(iter(where))}"]
+    return [f"{', '.join(dict.fromkeys(parts))} ran on: {d}" for d, parts in where.items()]
+
+
+def series_lines(doc: dict) -> list[str]:
+    """What a series (opcost.series/1) ran on, said above its table as a
+    plain run says it (result_lines): `ran on: ...` from its labels' guests
+    (one line per guest, with the labels BY=VALUE that ran there, when they
+    ran on several), then, when a label ran under TCG, that the timings are
+    emulated and what that did to the change points (given only because of
+    --allow-emulated, or none given on cost without it). Nothing when no
+    label ran in a guest (or a document from before labels carried them)."""
+    by = str(doc.get("by") or "label")
+    where: dict[str, list[str]] = {}
+    emulated: list[str] = []
+    labels = [lb for lb in doc.get("labels") or [] if isinstance(lb, dict)]
+    for lb in labels:
+        name = f"{by}={lb.get('value')}"
+        gs = [g for g in lb.get("guests") or [] if isinstance(g, dict)]
+        for g in gs:
+            where.setdefault(describe(g), []).append(name)
+        if lb.get("emulated") or any(g.get("accel") == "tcg" for g in gs):
+            emulated.append(name)
+    if not where:
+        return []
+    lines = _ran_on(where)
+    if emulated:
+        some = "" if len(emulated) == len(labels) else f" ({', '.join(dict.fromkeys(emulated))})"
+        head = f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; "
+        on: dict = doc["decided_on"] if isinstance(doc.get("decided_on"), dict) else {}
+        if on.get("source") == "emulator":
+            lines.append(head + f"the change points are on the emulator's count of {on.get('counter')} "
+                         "(--verdict-on), not on the timings")
+        elif doc.get("allow_emulated"):
+            lines.append(head + "change points are sought on them only because --allow-emulated asked for it")
+        else:
+            lines.append(head + "no change point on cost (--allow-emulated gives them)")
+    return lines
