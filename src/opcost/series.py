@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from .comparison import _source, counter_median, decided_counter, deciding_on
 from .errors import UsageError
-from .guests import guest_of
+from .guests import guests_in
 from .model import ChangePoint, Series, SeriesLabel, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
 from .spec import MIN_LABELS, expand, split_spec
@@ -42,9 +42,7 @@ class Label:
     guests: list[dict] = field(default_factory=list)   # what its runs ran on in a vm (guests.guest_of), each once
 
     def add_guest(self, res: dict) -> None:
-        g = guest_of(res)
-        if g is not None and g not in self.guests:
-            self.guests.append(g)
+        self.guests += [g for g in guests_in(res) if g not in self.guests]
 
 
 def differing(labels: list[Label]) -> dict:
