@@ -67,6 +67,23 @@ def test_run_markdown_says_what_it_ran_on(runs):
     assert said[1] == "- " + EMULATED.replace("_", "\\_")
 
 
+def test_csv_says_what_each_row_ran_on(runs):
+    """CSV has no header lines: each row names its guest (`ran_on`; a
+    comparison's `ran_on_a` and `ran_on_b`), empty outside a vm."""
+    import csv
+    import io
+
+    _, k, cli = runs
+    (row,) = csv.DictReader(io.StringIO(cli("report", "r2", "-f", "csv").stdout))
+    assert row["ran_on"].startswith(ran_on(k, "pti=on").removeprefix("ran on: ")), row
+    assert "emulated" in row["flags"]
+    (row,) = csv.DictReader(io.StringIO(cli("report", "--compare", "r1", "r2,r4", "-f", "csv").stdout))
+    assert row["ran_on_a"].startswith(ran_on(k, "").removeprefix("ran on: ")), row
+    assert row["ran_on_b"].startswith(ran_on(k, "pti=on").removeprefix("ran on: ")) and ";" not in row["ran_on_b"]
+    local = cli("run", "syscall.null", *FAST[:-4], "-p", "2", "--no-store", "--export", "csv:-")
+    assert [r["ran_on"] for r in csv.DictReader(io.StringIO(local.stdout.split("\n\n")[0]))] == [""], local.stdout
+
+
 def test_run_html_says_what_it_ran_on(runs):
     _, k, cli = runs
     html = cli("report", "r1", "--format", "html").stdout
