@@ -31,12 +31,18 @@ GOAL_S = 10.0
 GOAL_MIB = 500.0
 
 
-def document(processes: int, samples: int, summary: bool = True) -> dict:
+def document(processes: int, samples: int, summary: bool = True, probe_order: bool = False) -> dict:
     """A run as `opcost export` writes it: one result of `processes`
     processes of `samples` batches each (plus one warm-up batch), and its
     summary as the run stored it at its end (opcost's own summarize_variant;
-    summary=False: none, as a run killed before its end has)."""
-    def sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
+    summary=False: none, as a run killed before its end has). Each sample's
+    keys sorted, as the store holds them and export writes them;
+    probe_order: in the probe's order, as `run --json` writes them."""
+    def sample(i: int, p: int) -> dict:
+        s = probe_sample(i, p)
+        return s if probe_order else dict(sorted(s.items()))
+
+    def probe_sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
         ns = 50.0 + ((i * 7919 + p * 104729) % 1000) / 100.0
         wall = int(ns * 10000)
         return {"type": "sample", "i": max(i, 0), "warmup": i < 0, "iters": 10000, "executed": 64,
@@ -99,17 +105,18 @@ def document(processes: int, samples: int, summary: bool = True) -> dict:
 # would inherit its high-water mark.
 _WRAP = ("import resource, subprocess, sys, time; t = time.monotonic(); "
          "cp = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
-         "w = time.monotonic() - t; r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
-         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, r / 1024, cp.returncode)")
+         "w = time.monotonic() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, u.ru_maxrss / 1024, cp.returncode, "
+         "u.ru_utime + u.ru_stime)")
 
 
-def timed(argv: list[str], env: dict) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit code) of one fresh process."""
+def timed(argv: list[str], env: dict) -> tuple[float, float, int, float]:
+    """(wall seconds, peak RSS MiB, exit code, CPU seconds) of one fresh process."""
     cp = subprocess.run([sys.executable, "-c", _WRAP, *argv], env=env, capture_output=True, text=True)
-    wall, mib, code = cp.stdout.split()
+    wall, mib, code, cpu = cp.stdout.split()
     if int(code):
         print(f"  {' '.join(argv[2:4])}: exit {code}: {cp.stderr.strip()}", file=sys.stderr)
-    return float(wall), float(mib), int(code)
+    return float(wall), float(mib), int(code), float(cpu)
 
 
 def main() -> int:
@@ -118,28 +125,42 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=1000, help="batches per process")
     ap.add_argument("--no-summary", action="store_true", help="the run without its summary (killed before its "
                     "end): show computes it from every sample")
+    ap.add_argument("--probe-order", action="store_true", help="each sample's keys in the probe's order, as "
+                    "`run --json` writes them (export sorts them): their JSON is encoded again")
+    ap.add_argument("--file", help="the run's file: written there if absent, else read as it is (to measure "
+                    "again without writing it again)")
+    ap.add_argument("--against", metavar="SRC", help="another opcost's src/ (e.g. main's): its import measured "
+                    "too, interleaved with this one's, for a before/after ratio")
+    ap.add_argument("--repeat", type=int, default=1, help="measure each this many times, interleaved")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with tempfile.TemporaryDirectory(prefix="opcost-large-") as tmp:
-        path = Path(tmp) / "large.json"
-        with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
-            json.dump(document(args.processes, args.samples, not args.no_summary), f, separators=(",", ":"))
-            f.write("\n")
-        store = str(Path(tmp) / "s.db")
+        path = Path(args.file or Path(tmp) / "large.json")
+        if not path.exists():
+            with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
+                json.dump(document(args.processes, args.samples, not args.no_summary, args.probe_order), f, separators=(",", ":"))
+                f.write("\n")
         n = args.processes * args.samples
         print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}"
-              f"{', no summary stored' if args.no_summary else ''}); "
+              f"{', no summary stored' if args.no_summary else ''}{', probe order' if args.probe_order else ''}); "
               f"file {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
-        ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
-        print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB")
         cli = [sys.executable, "-m", "opcost"]
-        for name, argv in (("import", [*cli, "import", str(path), "--store", store]),
-                           ("show", [*cli, "show", "large", "--store", store])):
-            wall, mib, code = timed(argv, env)
-            ok = code == 0 and wall <= GOAL_S and mib <= GOAL_MIB
-            print(f"  opcost {name:<14} {wall:6.2f} s  {mib:6.0f} MiB  ({wall / ref[0]:.1f}x the reference's "
-                  f"time, {mib / ref[1]:.1f}x its memory; aim {GOAL_S:g} s, {GOAL_MIB:g} MiB: "
-                  f"{'met' if ok else 'NOT met'})")
+        for k in range(args.repeat):
+            store = str(Path(tmp) / f"s{k}.db")
+            ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
+            print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB  (CPU {ref[3]:.2f} s; load "
+                  f"{os.getloadavg()[0]:.2f})")
+            runs = [("import", env, [*cli, "import", str(path), "--store", store]),
+                    ("show", env, [*cli, "show", "large", "--store", store])]
+            if args.against:
+                runs.insert(1, ("import (against)", dict(env, PYTHONPATH=args.against),
+                                [*cli, "import", str(path), "--store", store + ".against"]))
+            for name, e, argv in runs:
+                wall, mib, code, cpu = timed(argv, e)
+                ok = code == 0 and wall <= GOAL_S and mib <= GOAL_MIB
+                print(f"  opcost {name:<14} {wall:6.2f} s  {mib:6.0f} MiB  CPU {cpu:5.2f} s  ({wall / ref[0]:.2f}x "
+                      f"the reference's time, {cpu / ref[3]:.2f}x its CPU, {mib / ref[1]:.2f}x its memory; aim "
+                      f"{GOAL_S:g} s, {GOAL_MIB:g} MiB: {'met' if ok else 'NOT met'})")
     return 0
 
 
