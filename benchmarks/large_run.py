@@ -31,18 +31,12 @@ GOAL_S = 10.0
 GOAL_MIB = 500.0
 
 
-def document(processes: int, samples: int, summary: bool = True, probe_order: bool = False) -> dict:
+def document(processes: int, samples: int, summary: bool = True) -> dict:
     """A run as `opcost export` writes it: one result of `processes`
     processes of `samples` batches each (plus one warm-up batch), and its
     summary as the run stored it at its end (opcost's own summarize_variant;
-    summary=False: none, as a run killed before its end has). Each sample's
-    keys sorted, as the store holds them and export writes them;
-    probe_order: in the probe's order, as `run --json` writes them."""
-    def sample(i: int, p: int) -> dict:
-        s = probe_sample(i, p)
-        return s if probe_order else dict(sorted(s.items()))
-
-    def probe_sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
+    summary=False: none, as a run killed before its end has)."""
+    def sample(i: int, p: int) -> dict:     # the fields the probe writes (opcost.probe/1)
         ns = 50.0 + ((i * 7919 + p * 104729) % 1000) / 100.0
         wall = int(ns * 10000)
         return {"type": "sample", "i": max(i, 0), "warmup": i < 0, "iters": 10000, "executed": 64,
@@ -125,8 +119,6 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=1000, help="batches per process")
     ap.add_argument("--no-summary", action="store_true", help="the run without its summary (killed before its "
                     "end): show computes it from every sample")
-    ap.add_argument("--probe-order", action="store_true", help="each sample's keys in the probe's order, as "
-                    "`run --json` writes them (export sorts them): their JSON is encoded again")
     ap.add_argument("--file", help="the run's file: written there if absent, else read as it is (to measure "
                     "again without writing it again)")
     ap.add_argument("--against", metavar="SRC", help="another opcost's src/ (e.g. main's): its import measured "
@@ -138,11 +130,11 @@ def main() -> int:
         path = Path(args.file or Path(tmp) / "large.json")
         if not path.exists():
             with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
-                json.dump(document(args.processes, args.samples, not args.no_summary, args.probe_order), f, separators=(",", ":"))
+                json.dump(document(args.processes, args.samples, not args.no_summary), f, separators=(",", ":"))
                 f.write("\n")
         n = args.processes * args.samples
         print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}"
-              f"{', no summary stored' if args.no_summary else ''}{', probe order' if args.probe_order else ''}); "
+              f"{', no summary stored' if args.no_summary else ''}); "
               f"file {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
         cli = [sys.executable, "-m", "opcost"]
         for k in range(args.repeat):

@@ -245,7 +245,7 @@ _COUNT_MAX = 2**63 - 1
 _BOUND = float(2**63)         # a plain number is below this: orjson reads a larger integer as a float
 
 
-def plain_samples(samples: Any, shapes: set | None = None) -> bool:
+def plain_samples(samples: Any) -> bool:
     """True: every sample is an object of the probe's numeric fields only,
     each of the type the schema gives it, finite and of magnitude below
     2^63 (so valid, without text that could hold NUL or a surrogate, and
@@ -254,8 +254,7 @@ def plain_samples(samples: Any, shapes: set | None = None) -> bool:
     min, max, sum) rather than a Python loop per field: a run of 10^6
     samples has 2x10^7 values (issue 38). Samples that all have the same
     keys in the same order (the probe writes them so) are checked column by
-    column; others value by value (`_plain_mixed`). `shapes` (given):
-    gets the key tuple of each shape of plain samples."""
+    column; others value by value (`_plain_mixed`)."""
     if type(samples) is not list:
         return False
     if not samples:
@@ -268,13 +267,9 @@ def plain_samples(samples: Any, shapes: set | None = None) -> bool:
     # One shape: position j of every sample's keys is keys[j] (a dict's keys
     # are distinct, so no sample can be shorter or longer and still match).
     if len(names) != n * m or any(names[j::m].count(k) != n for j, k in enumerate(keys)):
-        if shapes is not None:
-            shapes.update(map(tuple, samples))
         return _plain_mixed(samples)
     if not _PLAIN_KEYS.issuperset(keys) or "ns_per_op" not in keys:
         return False
-    if shapes is not None:
-        shapes.add(keys)
     vals = list(chain.from_iterable(map(dict.values, samples)))
     return all(_plain_column(k, vals[j::m]) for j, k in enumerate(keys))
 
@@ -299,7 +294,7 @@ def _plain_column(key: str, col: list) -> bool:
         return True
     least = min(nums)
     return (least >= 0 if key in _PLAIN_COUNTS else -_BOUND < least) and max(nums) < _BOUND \
-        and (float not in kinds or math.isfinite(sum(nums)))     # an int is finite; sum finds nan
+        and (float not in kinds or math.isfinite(sum(nums)))     # an int is finite; sum finds inf and nan
 
 
 def _plain_mixed(samples: list) -> bool:
@@ -498,21 +493,18 @@ class Stream:
                 self._bad("Expecting ',' delimiter", self.pos - 1)
 
 
-def checked_process(proc: Any, text: str, where: str) -> tuple[Any, bool, list[str] | None]:
+def checked_process(proc: Any, text: str, where: str) -> tuple[Any, bool]:
     """A process read fast (json's scanner or orjson: Stream.process):
     raises DocumentProblem (path from `where`, e.g. $.results[0].processes[3])
     as the whole document's reading would. Returns the process to store and
     whether its samples are plain (rows may encode them in bulk): `proc`
     when the fast checks vouch for all of it, else `text` read again
     exactly (orjson reads an integer beyond 64 bits as a float: the exact
-    reading keeps it whole); and when plain, its samples' JSON cut from
-    `text` (`sample_texts`: None when they cannot be)."""
-    shapes: set = set()
-    if isinstance(proc, dict) and plain_samples(proc.get("samples", []), shapes) \
-            and plain_samples(proc.get("warmup", []), shapes):
+    reading keeps it whole)."""
+    if isinstance(proc, dict) and plain_samples(proc.get("samples", [])) and plain_samples(proc.get("warmup", [])):
         rest = {k: v for k, v in proc.items() if k not in ("samples", "warmup")}
         if _walk(rest) is None and not _odd_number(rest) and _process_problem(rest) is None:
-            return proc, True, sample_texts(proc, text, shapes)
+            return proc, True
     try:
         exact = loads(text)
     except DocumentProblem as e:
@@ -521,67 +513,7 @@ def checked_process(proc: Any, text: str, where: str) -> tuple[Any, bool, list[s
     found = _process_problem(exact)
     if found is not None:
         raise SchemaProblem(where + found[1:])
-    return exact, False, None
-
-
-def verbatim(proc: dict, text: str) -> bool:
-    """Whether `text`, the JSON of a process whose samples are plain
-    (checked_process), holds exactly `proc`, so that another JSON reader
-    (SQLite's, RunImporting) reads the same samples from it: no escape (each
-    key and text is the same raw and decoded) and no key twice (every `:`
-    outside text separates one key of `proc`; a plain sample's keys and
-    text hold none)."""
-    if "\\" in text:
-        return False
-    plain = sum(map(len, proc.get("samples") or ())) + sum(map(len, proc.get("warmup") or ()))
-    rest = sum(_colons(v) for k, v in proc.items() if k not in ("samples", "warmup"))
-    return text.count(":") == plain + rest + sum(1 + k.count(":") for k in proc)
-
-
-def sample_texts(proc: dict, text: str, shapes: set) -> list[str] | None:
-    """The JSON of each warm-up sample, then of each sample, of a process
-    whose samples are plain (checked_process; `shapes`: their key tuples,
-    from plain_samples), cut from `text` (its JSON)
-    without white space rather than encoded again: the same text as
-    `rows.encode` gives when the file's samples have their keys sorted, as
-    `opcost export` writes them (numbers as the file writes them: the same
-    values). None when they cannot be cut from it for certain: keys not
-    sorted or not of one shape, `verbatim` fails, or a list's key is
-    not found exactly once as `"samples":[` (or `"samples": [`, indented),
-    or the cut gives another number of samples. A plain sample holds no
-    `[`, `]`, nested `{` or text but "sample", so its list ends at the
-    first `]` and its samples are parted at `},{`."""
-    if len(shapes) > 1 or any(list(keys) != sorted(keys) for keys in shapes) or not verbatim(proc, text):
-        return None
-    out: list[str] = []
-    for key in ("warmup", "samples"):
-        n = len(proc.get(key) or ())
-        if not n:
-            continue
-        marks = [f'"{key}":[', f'"{key}": [']
-        if sum(map(text.count, marks)) != 1:
-            return None
-        at = max(map(text.find, marks))
-        start = text.index("[", at) + 1
-        body = text[start:text.index("]", start)]
-        if any(map(body.__contains__, _SPACE)):      # indented: a plain sample has no white space in text
-            body = "".join(body.split())
-        parts = body.replace("},{", "}\0{").split("\0")
-        if len(parts) != n or not (parts[0].startswith("{") and parts[-1].endswith("}")):
-            return None
-        out += parts
-    return out
-
-
-def _colons(v: Any) -> int:
-    """The `:` of v's JSON without escapes or white space outside text: one per key, and those in text."""
-    if isinstance(v, str):
-        return v.count(":")
-    if isinstance(v, dict):
-        return sum(1 + k.count(":") + _colons(x) for k, x in v.items())
-    if isinstance(v, list):
-        return sum(map(_colons, v))
-    return 0
+    return exact, False
 
 
 def _odd_number(v: Any) -> bool:

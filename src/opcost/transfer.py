@@ -197,9 +197,8 @@ def streamed(path: str) -> bool:
 class StreamedRun:
     """One document of a streamed file, for the store's import: `head`, its
     run-level fields before its results (uuid and run_id among them);
-    `processes()`, each (result position, process, plain samples, its
-    samples' JSON cut from the file or None: docschema.sample_texts) as it
-    is read and checked; then `skeleton`, the document without its processes,
+    `processes()`, each (result position, process, plain samples) as it is
+    read and checked; then `skeleton`, the document without its processes,
     checked as `check` checks a whole one. Errors are UsageError, as
     read_file's."""
 
@@ -230,10 +229,9 @@ class StreamedRun:
                     seen: set = set()
                     for j in s.items():
                         proc, text = s.process()
-                        proc, plain, texts = docschema.checked_process(proc, text,
-                                                                       f"$.results[{pos}].processes[{j}]")
+                        proc, plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
                         self._shape(proc, pos, j, seen)
-                        yield pos, proc, plain, texts
+                        yield pos, proc, plain
             doc["results"] = results
             for key in self._keys:
                 doc[key] = s.value()[0]

@@ -83,12 +83,9 @@ class RunMoving(SqlConnection):
         return self._insert_id(db, f"INSERT INTO results ({', '.join(self._RESULT_COLS)}) VALUES "
                                f"({', '.join('?' * len(self._RESULT_COLS))})", self._result_values(run_id, pos, res))
 
-    def _put_process(self, db: Any, result_id: int, proc: Any, plain: bool = False,
-                     texts: list[str] | None = None) -> None:
+    def _put_process(self, db: Any, result_id: int, proc: Any, plain: bool = False) -> None:
         """One process and its samples; plain: every sample only numbers
-        (docschema.plain_samples), so their JSON is encoded in one call, or
-        texts: that JSON of each (warm-up first) as the file has it
-        (docschema.sample_texts), so not encoded at all."""
+        (docschema.plain_samples), so their JSON is encoded in one call."""
         pid = self._insert_id(
             db, "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
             (result_id, proc.index, rows.encode(proc.header),
@@ -102,7 +99,7 @@ class RunMoving(SqlConnection):
         self._insert_samples(db, zip(
             repeat(pid), count(), chain(repeat(1, len(proc.warmup)), repeat(0, len(proc.samples))),
             column("iters"), column("ns_per_op"), column("tsc_per_op"),
-            texts if texts is not None else rows.encode_plain(batch) if plain else map(rows.encode, batch)), plain)
+            rows.encode_plain(batch) if plain else map(rows.encode, batch)), plain)
 
     def _held(self, db: Any, run_id: int) -> tuple[tuple, list, dict[int, dict[int, tuple[Any, int]]]]:
         """Run `run_id` as stored: (label, kind, status, owner), its results
@@ -235,10 +232,10 @@ class RunImporting(RunMoving):
         head = {**sd.head, "results": []}
         run_id = self._insert_run(db, Run.from_json(head), head, ident)
         rids: dict[int, int] = {}
-        for pos, proc, plain, texts in sd.processes():
+        for pos, proc, plain in sd.processes():
             if pos not in rids:
                 rids[pos] = self._insert_result(db, run_id, pos, Result("", None, {}))
-            self._put_process(db, rids[pos], Process.from_json(proc), plain, texts)
+            self._put_process(db, rids[pos], Process.from_json(proc), plain)
         doc = sd.skeleton
         run = Run.from_json(doc)
         cols, vals = self._run_values(run, doc, ident)
@@ -259,7 +256,7 @@ class RunImporting(RunMoving):
         stored, results, held = self._held(db, run_id)
         seen: set[tuple[int, int]] = set()
         added = 0
-        for pos, proc, plain, texts in sd.processes():
+        for pos, proc, plain in sd.processes():
             _same(run_id, "its number of results", len(results), max(len(results), pos + 1))
             rid, idx = results[pos][0], proc["index"]
             seen.add((rid, idx))
@@ -270,7 +267,7 @@ class RunImporting(RunMoving):
                 continue
             if not added:
                 self._not_running(run_id, stored)
-            self._put_process(db, rid, Process.from_json(proc), plain, texts)
+            self._put_process(db, rid, Process.from_json(proc), plain)
             added += 1
         run = Run.from_json(sd.skeleton)
         self._same_runs(run_id, stored, results, run)
