@@ -174,6 +174,10 @@ def test_a_streamed_rescue_completes_the_stored_run_in_place(tmp_path, capsys, s
     tampered["results"][0]["processes"][1]["samples"].pop()
     code, _, err = opcost(capsys, "import", write(tmp_path / "t.json", tampered), "--store", store)
     assert code == 2 and "results[0] process 1's header and samples" in err, err
+    tampered = copy.deepcopy(full)   # a figure changed, the count kept: refused as well
+    tampered["results"][0]["processes"][0]["warmup"][0]["iters"] += 1
+    code, _, err = opcost(capsys, "import", write(tmp_path / "t.json", tampered), "--store", store)
+    assert code == 2 and "results[0] process 0's warmup 0 iters is '" in err, err
     f = write(tmp_path / "rescue.json", full, 1)
     code, out, _ = opcost(capsys, "import", f, "--store", store)
     assert code == 0 and "run 1: 4 process(es) added, now complete" in out, out
