@@ -9,12 +9,16 @@ its summary, as every run that reached its end stores it; `--no-summary`
 measures a run killed before its end, whose `show` computes the summary
 from its processes, read one at a time (docs/commands/stores.md).
 
-Each figure is the command's wall time and its peak resident memory
-(os.wait4's ru_maxrss). The reference, measured in the same run, in its own
-fresh process: `json.load` of the same file (the least any import of it
-does); ratios are to it. Prints the figures and whether the aim holds;
-never fails (a shared machine: read the figures, do not gate on them).
-`--processes` and `--samples` make it smaller. Run it `nice`."""
+Each figure is the command's wall time, its CPU time (user and system)
+and its peak resident memory (getrusage of its one child). The reference,
+measured in the same round, in its own fresh process: `json.load` of the
+same file (the least any import of it does); ratios are to it (CPU's
+ratio is the steadier on a busy machine). `--against SRC` measures another
+opcost's import (its src/, e.g. main's) in each round too, `--repeat N`
+runs N rounds, `--file` keeps the file for the next time. Prints the
+figures and whether the aim holds; never fails (a shared machine: read the
+figures, do not gate on them). `--processes` and `--samples` make it
+smaller."""
 
 from __future__ import annotations
 
@@ -120,7 +124,8 @@ def main() -> int:
     ap.add_argument("--no-summary", action="store_true", help="the run without its summary (killed before its "
                     "end): show computes it from every sample")
     ap.add_argument("--file", help="the run's file: written there if absent, else read as it is (to measure "
-                    "again without writing it again)")
+                    "again without writing it again; give the --processes, --samples and --no-summary it was "
+                    "written with: the header line says them)")
     ap.add_argument("--against", metavar="SRC", help="another opcost's src/ (e.g. main's): its import measured "
                     "too, interleaved with this one's, for a before/after ratio")
     ap.add_argument("--repeat", type=int, default=1, help="measure each this many times, interleaved")
