@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from opcost import docschema, guests
-from opcost.model import Entry
+from opcost.model import Entry, Series
 
 from conftest import cli_argv, cli_env
 from test_vm import FAKE, FAST, fake_kernel
@@ -174,7 +174,7 @@ def test_measured_series_says_what_it_ran_on(runs, tmp_path):
     doc = json.loads((tmp_path / "s.json").read_text())
     assert docschema.problem(doc, doc["schema"]) is None
     assert [[g["cmdline"] for g in lb["guests"]] for lb in doc["labels"]] == [[""], [""], [""]]
-    assert guests.series_lines(doc) == head
+    assert guests.series_lines(doc, Series.from_json(doc).labels) == head
     shown = cli("show", "s1").stdout   # show replays it from the store: the same lines
     assert shown.split("\n", 1)[1].split("\n\n")[0].splitlines() == head, shown
     text = cli("report", "s1", "-f", "text").stdout

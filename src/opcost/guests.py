@@ -190,24 +190,25 @@ def _ran_on(where: dict[str, list[str]]) -> list[str]:
     return [f"{', '.join(dict.fromkeys(parts))} ran on: {d}" for d, parts in where.items()]
 
 
-def series_lines(doc: dict) -> list[str]:
+def series_lines(doc: dict, labels: Sequence[Any]) -> list[str]:
     """What a series (opcost.series/1) ran on, said above its table as a
     plain run says it (result_lines): `ran on: ...` from its labels' guests
     (one line per guest, with the labels BY=VALUE that ran there, when they
     ran on several), then, when a label ran under TCG, that the timings are
     emulated and what that did to the change points (given only because of
     --allow-emulated, or none given on cost without it). Nothing when no
-    label ran in a guest (or a document from before labels carried them)."""
+    label ran in a guest (or a document from before labels carried them).
+    `labels`: the document's labels as the model reads them
+    (model.Series.from_json(doc).labels: value, guests, emulated)."""
     by = str(doc.get("by") or "label")
     where: dict[str, list[str]] = {}
     emulated: list[str] = []
-    labels = [lb for lb in doc.get("labels") or [] if isinstance(lb, dict)]
     for lb in labels:
-        name = f"{by}={lb.get('value')}"
-        gs = [g for g in lb.get("guests") or [] if isinstance(g, dict)]
+        name = f"{by}={lb.value}"
+        gs = [g for g in lb.guests or [] if isinstance(g, dict)]
         for g in gs:
             where.setdefault(describe(g), []).append(name)
-        if lb.get("emulated") or any(g.get("accel") == "tcg" for g in gs):
+        if lb.emulated or any(g.get("accel") == "tcg" for g in gs):
             emulated.append(name)
     if not where:
         return []

@@ -981,6 +981,7 @@ class SeriesLabel(Part):
     change_point = Field[bool](False)    # the new level begins here
     emulated = Field[bool](False)        # its figures came from a QEMU TCG guest (issue 27)
     boots = Field[dict | None]()         # --vm-procs N > 1: within- against between-boot spread
+    guests = Field[list]([])             # what its runs ran on in a vm (issue 39; guests.describe's dicts)
 
 
 @dataclass

@@ -886,7 +886,7 @@ def format_series(doc: dict, color: bool = False) -> str:
     rejected, the noise, and notes. First, what its labels ran on when in a
     vm (guests.series_lines: the kernel, emulation)."""
     s = Series.from_json(doc)
-    ran = series_lines(doc)
+    ran = series_lines(doc, s.labels)
     out = ["\n".join(printable(ln) for ln in ran)] if ran else []
     head = f"{printable(s.spec)} by {printable(s.by)}, {len(s.labels)} labels"
     if s.interleaved:

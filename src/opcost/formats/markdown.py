@@ -182,7 +182,7 @@ def _series(doc: dict) -> list[str]:
     with its verdict (and `unconfirmed` at an end of the series). First,
     what its labels ran on when in a vm (guests.series_lines)."""
     s = Series.from_json(doc)
-    ran = series_lines(doc)
+    ran = series_lines(doc, s.labels)
     out = [f"- {escape(line)}" for line in ran] + [""] if ran else []
     out += [f"**{escape(s.spec)}** by {escape(s.by)}, {len(s.labels)} labels"
             + (", interleaved" if s.interleaved else " (not interleaved: drift between the runs is part of each change)"),
