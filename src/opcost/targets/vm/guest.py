@@ -85,7 +85,9 @@ class VmGuest:
         return list(range(self.cfg.cpus))
 
     def default_cpu(self) -> int:
-        return self.cfg.cpus - 1
+        # the last guest CPU; without --vm-cpus CPU 0, the one a guest always has (a run that needs no
+        # other then boots one vCPU: VmTarget.fit_cpus)
+        return 0 if self.cfg.cpus_auto else self.cfg.cpus - 1
 
     def pmu_catalog(self):
         raise UsageError("named PMU events are not available in the vm target (the guest has no PMU here); "

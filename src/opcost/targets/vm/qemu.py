@@ -80,6 +80,8 @@ class Machine:
 class VmConfig:
     qemu: str = QEMU
     cpus: int = 2
+    cpus_auto: bool = False     # neither --vm-cpus nor cpus= said: the run's benchmarks decide (vcpus.cpus_needed)
+    cpus_why: str = ""          # with cpus_auto, once decided: why `cpus`
     mem_mib: int = 512
     accel: str = "auto"
     allow_emulated: bool = False
