@@ -12,7 +12,11 @@ The ways (--ways, any of):
   prev   the vmlinux, qemu.TCG_CMDLINE and, on microvm, lpj= (the value a
          first boot of this kernel said, as Choice.lpj_for gives it back):
          issue 39's second session
-  now    as opcost boots today: prev and qemu.TCG_CMDLINE_MORE
+  now    as opcost boots a run that needs two CPUs today: prev and
+         qemu.TCG_CMDLINE_MORE, --cpus vCPUs (default 2)
+  one    as opcost boots a run whose benchmarks all run on one CPU (its
+         default without --vm-cpus): now with one vCPU and, on x86_64,
+         noreplace-smp (vcpus.smp_cmdline: the kernel keeps its SMP code)
   NAME   --try NAME=ARGS: `now` with ARGS: QEMU arguments added last (QEMU
          merges a second -machine into the first), and +P the kernel
          parameter P; e.g. --try 'm256=-m 256M' --try 'dbg=+initcall_debug'
@@ -52,8 +56,9 @@ and let run with QMP's `cont`, as opcost starts QEMU:
           by QMP until the init runs: the kernel functions the host's time
           went to, by the host's clock (not the kernel's, which lags).
 
-    python3 benchmarks/vm_boot_phases.py [BOOTS] [KERNEL] [--machines microvm,pc] [--ways issue,main,prev,now]
+    python3 benchmarks/vm_boot_phases.py [BOOTS] [KERNEL] [--machines microvm,pc] [--ways issue,main,prev,now,one]
                                          [--cpus N] [--cmdline ARGS] [--try NAME=ARGS]... [--initcalls N] [--rip MS]
+                                         [--raw FILE]
 
 Report only: the figures depend on the machine and its load (printed);
 compare ways within one run, never across runs."""
@@ -63,6 +68,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -245,12 +251,13 @@ def main(argv: list[str]) -> int:
     from opcost.targets.vm.counting import cached_offsets
     from opcost.targets.vm.image import sha256_of
     from opcost.targets.vm.supervise import entry_kernel
+    from opcost.targets.vm.vcpus import smp_cmdline
 
     ap = argparse.ArgumentParser()
     ap.add_argument("boots", nargs="?", type=int, default=3)
     ap.add_argument("kernel", nargs="?")
     ap.add_argument("--machines", default="microvm,pc")
-    ap.add_argument("--ways", default="issue,main,now")
+    ap.add_argument("--ways", default="issue,main,now,one")
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--cmdline", default="", help="kernel parameters added to opcost's")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=ARGS",
@@ -262,6 +269,8 @@ def main(argv: list[str]) -> int:
                     help="sample vCPU 0's instruction pointer every MS ms until the init runs, in the kmsg boots, "
                          "and say where the host's time went by kernel function (the kernel's symbols as a "
                          "counting run cached them; QMP's sampling slows the guest a little)")
+    ap.add_argument("--raw", metavar="FILE", help="also write every boot's figures there (JSON: machine, way, "
+                    "image, round and its figures), e.g. for ratios of ways paired by round")
     a = ap.parse_args(argv)
     tries = {}
     for t in a.tries:
@@ -277,10 +286,11 @@ def main(argv: list[str]) -> int:
         k = kernel if way == "issue" else vmlinux
         now = way not in ("issue", "main")
         qemu_args, params = tries.get(way, ([], []))
-        params = [machine_cmdline(mt, "tcg")] + ([TCG_CMDLINE] if now else []) \
+        conf = dataclasses.replace(cfg, cpus=1) if way == "one" else cfg
+        params = [machine_cmdline(mt, "tcg"), smp_cmdline(conf.cpus, "x86_64")] + ([TCG_CMDLINE] if now else []) \
             + ([f"lpj={lpj[mt]}"] if now and mt == "microvm" and lpj.get(mt) else []) \
             + ([TCG_CMDLINE_MORE] if now and way != "prev" else []) + params   # in supervise.speed_params' order
-        av = qemu_argv(cfg, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, " ".join(x for x in params if x))
+        av = qemu_argv(conf, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, " ".join(x for x in params if x))
         av[av.index("-initrd") + 1] = "/proc/self/fd/INITRD"
         av[av.index("file:/proc/self/fd/0")] = "file:/proc/self/fd/CONSOLE"
         av[[n for n, x in enumerate(av) if x.startswith("socket,id=qmp")][0]] = "socket,id=qmp,fd=QMP"
@@ -305,7 +315,7 @@ def main(argv: list[str]) -> int:
                     for which, image in images.items():
                         rows.setdefault((mt, way, which), []).append(
                             one_boot(argv_of(mt, way), image, a.rip / 1000 if which == "kmsg" else 0.0))
-    print(f"kernel {kernel}; main/now: -kernel {vmlinux.name}; lpj {json.dumps(lpj)}; TCG, {a.cpus} vCPU(s), "
+    print(f"kernel {kernel}; main/now: -kernel {vmlinux.name}; lpj {json.dumps(lpj)}; TCG, {a.cpus} vCPU(s) (one: 1), "
           f"{a.boots} boots each, interleaved; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at "
           f"the end ({os.cpu_count()} host CPUs); base kernel parameters: {BASE_CMDLINE}")
     print("median (min-max), seconds from QEMU's start; phases by the kernel's log (kmsg boots)")
@@ -336,6 +346,10 @@ def main(argv: list[str]) -> int:
                 print(f"  {statistics.median(us) / 1000:8.1f}  {name}")
     if a.rip:
         where_time_went(rows, cached_offsets(sha256_of(kernel)))
+    if a.raw:
+        Path(a.raw).write_text(json.dumps([{"machine": mt, "way": way, "image": which, "round": i,
+                                            **{k: v for k, v in b.items() if k not in ("rips", "initcalls")}}
+                                           for (mt, way, which), bs in rows.items() for i, b in enumerate(bs)]))
     return 0
 
 

@@ -9,6 +9,7 @@ guest's code unchanged are in docs/kernels.md (a real boot's job)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -17,7 +18,7 @@ from opcost.errors import UsageError
 from opcost.targets import vm
 from opcost.targets.vm.vcpus import cpus_needed, smp_cmdline
 
-from test_vm import FAKE, fake_kernel
+from test_vm import FAKE, fake_kernel, one_error_line
 
 QUICK = ["--fake-clock", "10", "-n", "2", "-w", "0", "--target-ms", "1", "-p", "1", "--accel", "tcg", "--no-progress"]
 
@@ -103,3 +104,16 @@ def test_vm_spec_cpus(tmp_path):
     assert given.cfg.cpus == 2 and given.default_cpu() == 1 and not given.cfg.cpus_auto
     with pytest.raises(UsageError, match=r"cpus=0: a guest has at least one CPU"):
         vm.open_vm_spec(f"vm:{k}?cpus=0&accel=tcg")
+
+
+def test_a_run_that_needs_two_cpus_on_one_host_cpu_says_why(run_cli, tmp_path):
+    """Under TCG each vCPU is a host thread: a run whose helper needs a second
+    guest CPU, where opcost may use one host CPU, is refused before any boot,
+    naming the benchmark that needs it."""
+    k = fake_kernel(tmp_path / "k")
+    one = min(os.sched_getaffinity(0))
+    cp = run_cli("run", "ctx.pipe:placement=core", "--kernel", str(k), *QUICK,
+                 env={"OPCOST_QEMU": str(FAKE)}, preexec_fn=lambda: os.sched_setaffinity(0, {one}))
+    line = one_error_line(cp)
+    assert "ctx.pipe placement=core puts its helper on another CPU, so its guests need 2 CPUs" in line, line
+    assert "opcost may use 1 host CPU(s) here" in line and "--vm-cpus 1 or fewer" in line, line

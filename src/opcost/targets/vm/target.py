@@ -72,7 +72,10 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
         an `ab`) runs on one CPU, else two (vcpus.cpus_needed). Once."""
         if self.cfg.cpus_auto and not self.cfg.cpus_why:
             self.cfg.cpus, why = cpus_needed(reqs)
-            check_cpus(self.cfg.cpus, self.cfg.accel, f"{why}: --vm-cpus ")
+            try:
+                check_cpus(self.cfg.cpus, self.cfg.accel, "--vm-cpus ")
+            except UsageError as e:
+                raise UsageError(f"{why}, so its guests need {self.cfg.cpus} CPUs: {e}") from None
             self.cfg.cpus_why = why
 
     def check_machine_param(self, key: str, value: str) -> None:
