@@ -27,7 +27,9 @@ and let run with QMP's `cont`, as opcost starts QEMU:
           (syscall.null): host seconds from QEMU's start to the init's first
           line (`init`), to the probe's first sample (`sample`: what a run
           waits for) and to QEMU's exit (the guest's power-off included,
-          which opcost itself no longer waits for)
+          which opcost itself no longer waits for), and the host CPU time
+          QEMU used, all its threads (`QEMU CPU s`: what the boot takes from
+          a shared host, less sensitive to its load than the wall time)
   kmsg    a bare static init that writes one line (with its TSC), then
           copies the kernel's log (/dev/kmsg, with its timestamps) to the
           console and powers off: the floor of this kernel and these flags
@@ -50,6 +52,10 @@ and let run with QMP's `cont`, as opcost starts QEMU:
             initcalls   device probing and the other initcalls (to the first
                         `Freeing unused`)
             late        freeing init memory, the initramfs, to `Run /init`
+            initramfs   unpacking the initramfs (`Trying to unpack rootfs
+                        image` to `Freeing initrd memory`; asynchronous, in
+                        parallel with the initcalls, waited for before
+                        `late`)
           With --initcalls N, the N slowest initcalls of each way whose
           kernel parameters have initcall_debug (median over its boots).
           With --rip MS, vCPU 0's instruction pointer sampled every MS ms
@@ -72,6 +78,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import selectors
 import shlex
 import socket
@@ -129,6 +136,7 @@ int main(void) {
 """
 STAMP = re.compile(r"<\[\s*(\d+\.\d+)\]\s?(.*)")
 MARKS = {"smp_start": "smp: Bringing up secondary CPUs", "smp_end": "smp: Brought up",
+         "unpack": "Trying to unpack rootfs image", "unpacked": "Freeing initrd memory",
          "freeing": "Freeing unused", "run_init": "Run /init as init process"}
 LPJ = re.compile(r"Calibrating delay loop.*\(lpj=(\d+)\)")
 FRAME = re.compile(rb"@OPC \d+ [0-9a-f]{8} (.*)")
@@ -172,6 +180,7 @@ def one_boot(argv: list[str], image: bytes, rip_every: float = 0.0) -> dict:
     argv = [a.replace("/proc/self/fd/INITRD", f"/proc/self/fd/{initrd}").replace("/proc/self/fd/CONSOLE",
                                                                                    f"/proc/self/fd/{con_w}")
             .replace("fd=QMP", f"fd={theirs.fileno()}") for a in argv]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             pass_fds=(initrd, con_w, theirs.fileno()))
@@ -212,6 +221,8 @@ def one_boot(argv: list[str], image: bytes, rip_every: float = 0.0) -> dict:
                 if "sample" not in out and b'"type":"sample"' in bufs["data"]:
                     out["sample"] = now
     proc.wait()
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)   # QEMU's CPU time, all its threads (the only child meanwhile)
+    out["cpu"] = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
     out["exit"] = time.monotonic() - t0
     if sampler:
         sampler.join()
@@ -321,17 +332,18 @@ def main(argv: list[str]) -> int:
     print("median (min-max), seconds from QEMU's start; phases by the kernel's log (kmsg boots)")
     for name, (qemu_args, params) in tries.items():
         print(f"way {name}: now, and QEMU {shlex.join(qemu_args) or '-'}, kernel parameters {' '.join(params) or '-'}")
-    print(f"{'machine':8} {'way':5} {'init':6} {'to init':>17} {'to sample':>17} {'to exit':>17} | "
-          + " ".join(f"{h:>17}" for h in ("qemu", "pre+lag", "early", "smp", "initcalls", "late")))
+    print(f"{'machine':8} {'way':5} {'init':6} {'to init':>17} {'to sample':>17} {'to exit':>17} {'QEMU CPU s':>17} | "
+          + " ".join(f"{h:>17}" for h in ("qemu", "pre+lag", "early", "smp", "initcalls", "late", "initramfs")))
     for (mt, way, which), bs in rows.items():
         def span(x: str, y: str) -> list:
             return [b[y] - b.get(x, 0.0) for b in bs if y in b and (x in b or x == "")]
         phases = ([b["qemu"] for b in bs if "qemu" in b],
                   [b["tsc"] / khz / 1000 - b["run_init"] for b in bs if "tsc" in b and "run_init" in b and khz],
                   span("", "smp_start"), span("smp_start", "smp_end"), span("smp_end", "freeing"),
-                  span("freeing", "run_init")) if which == "kmsg" else ([],) * 6
+                  span("freeing", "run_init"), span("unpack", "unpacked")) if which == "kmsg" else ([],) * 7
         print(f"{mt:8} {way:5} {which:6} {fmt([b.get('init') for b in bs]):>17} "
-              f"{fmt([b.get('sample') for b in bs]):>17} {fmt([b['exit'] for b in bs]):>17} | "
+              f"{fmt([b.get('sample') for b in bs]):>17} {fmt([b['exit'] for b in bs]):>17} "
+              f"{fmt([b.get('cpu') for b in bs]):>17} | "
               + " ".join(f"{fmt(p):>17}" for p in phases))
     for (mt, way, which), bs in rows.items():
         calls: dict[str, list[int]] = {}
