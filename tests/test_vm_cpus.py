@@ -117,3 +117,27 @@ def test_a_run_that_needs_two_cpus_on_one_host_cpu_says_why(run_cli, tmp_path):
     line = one_error_line(cp)
     assert "ctx.pipe placement=core puts its helper on another CPU, so its guests need 2 CPUs" in line, line
     assert "opcost may use 1 host CPU(s) here" in line and "--vm-cpus 1 or fewer" in line, line
+
+
+def test_compare_refuses_guests_of_different_cpu_counts(run_cli, tmp_path):
+    """The kernel sizes its per-CPU caches by its CPUs (mem.pagefault differs
+    by up to 6% between 1 and 2 vCPUs, docs/kernels.md): runs whose guests had
+    different counts are different machines to `compare`, as different CPU
+    models are; a run stored before `guest_cpus` is read from its env.vm."""
+    k = fake_kernel(tmp_path / "k")
+    env = {"OPCOST_QEMU": str(FAKE)}
+    for more in ([], ["--vm-cpus", "2"], ["--vm-cpus", "1"]):
+        cp = run_cli("run", "syscall.null", "--kernel", str(k), *QUICK, *more, env=env)
+        assert cp.returncode == 0, cp.stderr
+    line = one_error_line(run_cli("compare", "1", "2", env=env))
+    assert "different machines" in line and "guest_cpus: 1 vs 2" in line, line
+    same = run_cli("compare", "1", "3", env=env)   # auto's one CPU and --vm-cpus 1: the same machine
+    assert same.returncode == 0, same.stderr
+
+
+def test_a_run_stored_before_guest_cpus_is_read_from_its_vm_record():
+    from opcost.model import machine_differences
+    old, new = {"vm": {"value": {"cpus": 2}}}, {"guest_cpus": {"value": 1}, "vm": {"value": {"cpus": 1}}}
+    assert machine_differences(old, new) == [("guest_cpus", 2, 1)]
+    assert machine_differences({"vm": {"value": {"cpus": 1}}}, new) == []
+    assert machine_differences({}, {}) == []   # neither a guest
