@@ -562,7 +562,8 @@ class Summary(Mapping):
 # --- runs measured on one machine -------------------------------------------------
 
 # Runs that differ in these measured different machines: not comparable without --force.
-IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model", "guest_cpus")   # guest: the vm target's (docs/kernels.md)
+# guest_*: the vm target's (docs/kernels.md)
+IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model", "guest_cpus")
 
 
 def same_machine(envs: list[tuple[Any, dict]], *, force: bool, anyway: str) -> list[tuple]:

@@ -25,7 +25,8 @@ from .supervise import boot, retried, supervised_boot, tally
 from .vcpus import AUTO_CPUS, cpus_needed
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
-# the longest kernel parameters a machine type adds (clock.machine_cmdline), a one-CPU guest's (vcpus.smp_cmdline), spaces
+# the longest kernel parameters a machine type adds (clock.machine_cmdline) and a one-CPU guest's
+# (vcpus.smp_cmdline), and spaces
 MACHINE_PARAMS_MAX = 63
 
 
@@ -196,8 +197,7 @@ def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = Non
     cmdline = check_cmdline(cmdline or "")
     default = Machine(check_kernel(kernel), cmdline) if kernel else None
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or AUTO_CPUS, cpus_auto=not cpus,
-                   mem_mib=mem_mib or 512,
-                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
+                   mem_mib=mem_mib or 512, accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
                    cpu_model=check_cpu_model(cpu_model))
     return VmTarget(cfg, default, cmdline)
 
@@ -243,5 +243,5 @@ def open_vm_spec(spec: str) -> VmTarget:
     check_kernel(u.path, "vm:")
     if "cpus" in q:
         check_cpus(cpus, q.get("accel", "auto"), f"target {spec!r}: cpus=")
-    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus or None, mem, accel=q.get("accel", "auto"),
-                   machine=q.get("machine", "auto"))
+    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus or None, mem,
+                   accel=q.get("accel", "auto"), machine=q.get("machine", "auto"))
