@@ -123,7 +123,7 @@ class VmGuest:
         # compare refuses runs whose guests had different CPU counts too: the kernel sizes its per-CPU
         # caches by them (mem.pagefault: docs/kernels.md, "One vCPU")
         env["guest_cpus"] = {"value": self.cfg.cpus,
-                             "source": "QEMU -smp: " + (self.cfg.cpus_why or "given (--vm-cpus, cpus=)")}
+                             "source": "QEMU -smp: " + self.cfg.cpus_said()}
         env["vm"] = {"value": {"qemu": self.qemu_version(), "guest_arch": self.host_arch(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
                                "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
                                "cpu_model": self.cfg.cpu_model or f"default ({GUEST_ARCHES[self.host_arch()].cpu['tcg']} under "

@@ -90,6 +90,12 @@ class VmConfig:
     cpu_model: str = ""         # QEMU's -cpu MODEL (--vm-cpu); "": host under KVM, max under TCG
     plugin: str = ""            # -plugin PATH,ARGS: a counting boot (emucount.py), TCG single-threaded
 
+    def cpus_said(self) -> str:
+        """Why the guests have `cpus` CPUs, in words (recorded with every boot)."""
+        if not self.cpus_auto:
+            return "given (--vm-cpus, cpus=)"
+        return self.cpus_why or f"the default, {self.cpus}: no run decided it"
+
 
 
 def qemu_argv(cfg: VmConfig, m: Machine, accel: str, machine_type: str, initrd_fd: int, console_fd: int,

@@ -167,7 +167,7 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.choice.qemu_version(m.arch),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
-                "entry": b.entry, "cpus": self.cfg.cpus, "cpus_why": self.cfg.cpus_why or "given (--vm-cpus, cpus=)",
+                "entry": b.entry, "cpus": self.cfg.cpus, "cpus_why": self.cfg.cpus_said(),
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
