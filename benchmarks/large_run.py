@@ -9,12 +9,16 @@ its summary, as every run that reached its end stores it; `--no-summary`
 measures a run killed before its end, whose `show` computes the summary
 from its processes, read one at a time (docs/commands/stores.md).
 
-Each figure is the command's wall time and its peak resident memory
-(os.wait4's ru_maxrss). The reference, measured in the same run, in its own
-fresh process: `json.load` of the same file (the least any import of it
-does); ratios are to it. Prints the figures and whether the aim holds;
-never fails (a shared machine: read the figures, do not gate on them).
-`--processes` and `--samples` make it smaller. Run it `nice`."""
+Each figure is the command's wall time, its CPU time (user and system)
+and its peak resident memory (getrusage of its one child). The reference,
+measured in the same round, in its own fresh process: `json.load` of the
+same file (the least any import of it does); ratios are to it (CPU's
+ratio is the steadier on a busy machine). `--against SRC` measures another
+opcost's import (its src/, e.g. main's) in each round too, `--repeat N`
+runs N rounds, `--file` keeps the file for the next time. Prints the
+figures and whether the aim holds; never fails (a shared machine: read the
+figures, do not gate on them). `--processes` and `--samples` make it
+smaller."""
 
 from __future__ import annotations
 
@@ -99,17 +103,18 @@ def document(processes: int, samples: int, summary: bool = True) -> dict:
 # would inherit its high-water mark.
 _WRAP = ("import resource, subprocess, sys, time; t = time.monotonic(); "
          "cp = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
-         "w = time.monotonic() - t; r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
-         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, r / 1024, cp.returncode)")
+         "w = time.monotonic() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+         "sys.stderr.buffer.write(cp.stderr[-300:]); print(w, u.ru_maxrss / 1024, cp.returncode, "
+         "u.ru_utime + u.ru_stime)")
 
 
-def timed(argv: list[str], env: dict) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit code) of one fresh process."""
+def timed(argv: list[str], env: dict) -> tuple[float, float, int, float]:
+    """(wall seconds, peak RSS MiB, exit code, CPU seconds) of one fresh process."""
     cp = subprocess.run([sys.executable, "-c", _WRAP, *argv], env=env, capture_output=True, text=True)
-    wall, mib, code = cp.stdout.split()
+    wall, mib, code, cpu = cp.stdout.split()
     if int(code):
         print(f"  {' '.join(argv[2:4])}: exit {code}: {cp.stderr.strip()}", file=sys.stderr)
-    return float(wall), float(mib), int(code)
+    return float(wall), float(mib), int(code), float(cpu)
 
 
 def main() -> int:
@@ -118,28 +123,41 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=1000, help="batches per process")
     ap.add_argument("--no-summary", action="store_true", help="the run without its summary (killed before its "
                     "end): show computes it from every sample")
+    ap.add_argument("--file", help="the run's file: written there if absent, else read as it is (to measure "
+                    "again without writing it again; give the --processes, --samples and --no-summary it was "
+                    "written with: the header line says them)")
+    ap.add_argument("--against", metavar="SRC", help="another opcost's src/ (e.g. main's): its import measured "
+                    "too, interleaved with this one's, for a before/after ratio")
+    ap.add_argument("--repeat", type=int, default=1, help="measure each this many times, interleaved")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with tempfile.TemporaryDirectory(prefix="opcost-large-") as tmp:
-        path = Path(tmp) / "large.json"
-        with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
-            json.dump(document(args.processes, args.samples, not args.no_summary), f, separators=(",", ":"))
-            f.write("\n")
-        store = str(Path(tmp) / "s.db")
+        path = Path(args.file or Path(tmp) / "large.json")
+        if not path.exists():
+            with open(path, "w") as f:     # compact: as `opcost export` writes runs as JSON lines
+                json.dump(document(args.processes, args.samples, not args.no_summary), f, separators=(",", ":"))
+                f.write("\n")
         n = args.processes * args.samples
         print(f"one run of {n:,} samples ({args.processes} processes x {args.samples}"
               f"{', no summary stored' if args.no_summary else ''}); "
               f"file {path.stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.2f}")
-        ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
-        print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB")
         cli = [sys.executable, "-m", "opcost"]
-        for name, argv in (("import", [*cli, "import", str(path), "--store", store]),
-                           ("show", [*cli, "show", "large", "--store", store])):
-            wall, mib, code = timed(argv, env)
-            ok = code == 0 and wall <= GOAL_S and mib <= GOAL_MIB
-            print(f"  opcost {name:<14} {wall:6.2f} s  {mib:6.0f} MiB  ({wall / ref[0]:.1f}x the reference's "
-                  f"time, {mib / ref[1]:.1f}x its memory; aim {GOAL_S:g} s, {GOAL_MIB:g} MiB: "
-                  f"{'met' if ok else 'NOT met'})")
+        for k in range(args.repeat):
+            store = str(Path(tmp) / f"s{k}.db")
+            ref = timed([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], env)
+            print(f"  reference json.load:  {ref[0]:6.2f} s  {ref[1]:6.0f} MiB  (CPU {ref[3]:.2f} s; load "
+                  f"{os.getloadavg()[0]:.2f})")
+            runs = [("import", env, [*cli, "import", str(path), "--store", store]),
+                    ("show", env, [*cli, "show", "large", "--store", store])]
+            if args.against:
+                runs.insert(1, ("import (against)", dict(env, PYTHONPATH=args.against),
+                                [*cli, "import", str(path), "--store", store + ".against"]))
+            for name, e, argv in runs:
+                wall, mib, code, cpu = timed(argv, e)
+                ok = code == 0 and wall <= GOAL_S and mib <= GOAL_MIB
+                print(f"  opcost {name:<14} {wall:6.2f} s  {mib:6.0f} MiB  CPU {cpu:5.2f} s  ({wall / ref[0]:.2f}x "
+                      f"the reference's time, {cpu / ref[3]:.2f}x its CPU, {mib / ref[1]:.2f}x its memory; aim "
+                      f"{GOAL_S:g} s, {GOAL_MIB:g} MiB: {'met' if ok else 'NOT met'})")
     return 0
 
 

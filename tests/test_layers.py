@@ -171,7 +171,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "store/base.py": 1,
     "store/postgresql.py": 2,
     "store/rows.py": 2,
-    "summaries.py": 5,
+    "summaries.py": 4,
     "targets/__init__.py": 4,
     "targets/vm/batch.py": 1,
     "targets/vm/image.py": 1,

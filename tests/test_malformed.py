@@ -41,6 +41,7 @@ COMPILER_MESSAGES = "!compiler"
 FAST = "--fake-clock 100 -p 2 -n 1 -w 0 --target-ms 1"
 CONTROL = {"{nl}": "\n", "{tab}": "\t", "{cr}": "\r", "{esc}": "\x1b", "{del}": "\x7f",
            "{xff}": "\udcff"}   # the byte 0xff, not UTF-8: subprocess passes it as that byte (os.fsencode)
+RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")   # what `cat -v` would show as ^X or M-^X
 # Options that write a file another module owns (the --json/--export writer) are not in this corpus.
 NOT_HERE = {("run", "--json"), ("ab", "--json"), ("variants", "--json"), ("compare", "--json"), ("show", "--json"),
             ("series", "--json")}
@@ -214,6 +215,7 @@ def test_malformed_input_is_one_line_exit_2_nothing_written(outcomes, case):
         assert len(lines) == 1, text
     if expect:
         assert fill(expect, Path("/")) in lines[0], (expect, lines[0])
+    assert not RAW.search(text), ("a control character reached the terminal raw", text)   # issue 38: `cat -v`
     assert r["changed"] == [], f"written: {r['changed']}"
     heavy = sorted(m for m in r["imports"] if m.split(".")[0] in {"numpy", "scipy", "matplotlib"})
     assert heavy == [], f"imported before refusing: {heavy[:5]}"
@@ -294,8 +296,6 @@ def test_help_documents_the_bounds(run_cli):
     assert "[>0..<100]" in " ".join(run_cli("compare", "--help").stdout.split())
 
 
-RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")   # what `cat -v` would show as ^X or M-^X
-
 
 def test_stored_control_text_never_reaches_a_terminal_raw(template, tmp_path):
     """Issue 38: a run imported with ESC, BEL, CR and a C1 CSI in every stored
@@ -324,11 +324,17 @@ def test_stored_control_text_never_reaches_a_terminal_raw(template, tmp_path):
         "where": opcost("history", "--where", "k=\x1b[31m\x07"),
         "argparse": opcost("history", "--frob\x1b[2J\nx"),
         "show": opcost("show", ref),
-        "report": opcost("report", ref),
+        "text": opcost("report", ref),
         "markdown": opcost("report", ref, "-f", "markdown"),
         "csv": opcost("report", ref, "-f", "csv"),
-        "compare": opcost("compare", "base", ref),
+        "compare": opcost("compare", "base", ref),   # refused (its bench differs), the refusal escaped
+        # every other output format, and the JSON that reaches a terminal (escaped by the encoder)
+        **{fmt: opcost("report", ref, "-f", fmt) for fmt in ("json", "go", "hyperfine-json", "html")},
+        "show-json": opcost("show", ref, "--json", "-"),
+        "export": opcost("export", ref),
     }
+    from opcost.formats import FORMATS
+    assert {f.replace("_", "-") for f in FORMATS} <= set(outputs), "an output format left unchecked"
     for name, cp in outputs.items():
         assert "Traceback" not in cp.stderr, (name, cp.stderr)
         for stream in (cp.stdout, cp.stderr):
@@ -336,5 +342,7 @@ def test_stored_control_text_never_reaches_a_terminal_raw(template, tmp_path):
             assert not RAW.search(text), (name, RAW.search(text), stream[:3000])
     assert outputs["where"].returncode == 0 and "k=\\x1b[31m\\x07" in outputs["where"].stdout
     assert outputs["argparse"].returncode == 2 and outputs["argparse"].stderr.count("\n") == 1
+    failed = {name: cp.stderr for name, cp in outputs.items() if cp.returncode and name not in ("argparse", "compare")}
+    assert not failed, failed
     assert "\\x1b[1mBOLD\\x07\\r\\x9b2J" in outputs["show"].stdout
-    assert "\\x1b[1mBOLD" in outputs["csv"].stdout and "\\x1b[1mBOLD" in outputs["report"].stdout
+    assert "\\x1b[1mBOLD" in outputs["csv"].stdout and "\\x1b[1mBOLD" in outputs["text"].stdout

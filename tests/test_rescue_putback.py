@@ -83,6 +83,11 @@ def test_postmaster_killed_mid_run_then_the_rescue_completes_the_run(postgres_se
     cp = opcost("import", str(tampered))
     assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
     assert "results[0] process 0's header and samples" in cp.stderr, cp.stderr
+    bad["results"][0]["processes"][0]["samples"] = doc["results"][0]["processes"][0]["samples"][:]
+    bad["results"][0]["processes"][0]["samples"][1] = dict(bad["results"][0]["processes"][0]["samples"][1], iters=7)
+    tampered.write_text(json.dumps(bad))   # a figure changed, the count kept
+    cp = opcost("import", str(tampered))
+    assert cp.returncode == 2 and "results[0] process 0's sample 1 iters is '" in cp.stderr, cp.stderr
 
     cp = opcost("import", str(rescue[0]))
     assert cp.returncode == 0, cp.stderr

@@ -88,6 +88,13 @@ def test_lock_held_to_the_end_without_json_writes_a_rescue_file(run_cli, tmp_pat
     cp = run_cli("import", str(tampered))
     assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
     assert f"run {rid} in the store has this file's identity (uuid) but not its content: its label" in cp.stderr
+    edited = json.loads(json.dumps(doc))   # one figure of a process the store holds, its count unchanged
+    edited["results"][0]["processes"][1]["samples"][2]["ns_per_op"] += 1.0
+    tampered.write_text(json.dumps(edited))
+    cp = run_cli("import", str(tampered))
+    assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
+    assert "results[0] process 1's sample 2 ns_per_op is '" in cp.stderr, cp.stderr
+    assert len(json.loads(run_cli("show", f"id:{rid}", "--json", "-").stdout)["results"][0]["processes"]) == have
     cp = run_cli("import", str(rescue[0]))
     assert cp.returncode == 0, cp.stderr
     assert f"run {rid}: {30 - have} process(es) added, now complete" in cp.stdout, cp.stdout

@@ -590,6 +590,34 @@ def test_hung_boots_are_retried_in_their_round(run_cli, tmp_path):
     assert sum(t["retried"] for t in tally) == 2 and {t["qemu"] for t in tally} == {FAKE.name}
 
 
+def test_microvm_that_hangs_twice_is_given_up_for_pc_and_the_header_names_both(run_cli, tmp_path):
+    """Issue 39 item 1: microvm (--vm-machine auto) hanging on boots 3 and 5
+    (1 and 2 are the preflights) is given up for pc for the rest of the
+    session: every later boot is pc, each process records its machine and
+    why, a note says it, and the header names both guests arm A ran on
+    (not only its first process's)."""
+    k = fake_kernel(tmp_path / "k")
+    out, log = tmp_path / "r.json", tmp_path / "argv.log"
+    env = {"OPCOST_QEMU": str(FAKE), "FAKE_QEMU_HANG_BOOTS": "3,5", "FAKE_QEMU_COUNTER": str(tmp_path / "n"),
+           "FAKE_QEMU_ARGV": str(log), "OPCOST_VM_BOOT_LIMIT": "2", "XDG_STATE_HOME": str(tmp_path / "state")}
+    cp = run_cli("ab", "syscall.null", "--kernel", str(k), "--a", "cmdline=", "--b", "cmdline=quiet", "-p", "4", *FAST,
+                 "--allow-emulated", "--json", str(out), timeout=120, env=env)
+    assert cp.returncode in (0, 1), cp.stderr
+    tried = _machines_tried(log)
+    assert tried[:5] == ["microvm"] * 5 and set(tried[5:]) == {"pc"} and len(tried) == 12, tried
+    assert "microvm hung twice in this session: pc from now on" in cp.stdout
+    run_cli("show", str(json.loads(out.read_text())["a"]["run_id"]), "--json", str(tmp_path / "shown.json"), env=env)
+    run = json.loads((tmp_path / "shown.json").read_text())
+    machines = {(r["key"], p["header"]["vm"]["machine"], p["header"]["vm"]["machine_why"])
+                for r in run["results"] for p in r["processes"]}
+    assert {m for _, m, _ in machines} == {"microvm", "pc"}
+    assert all(why == "microvm hung twice in one session" for _, m, why in machines if m == "pc"), machines
+    head = cp.stdout.split("\n\n")[0].splitlines()
+    ran = [ln.split(", machine ")[1].split(",")[0] for ln in head if ln.startswith("A ran on: ")]
+    assert ran == ["microvm", "pc"], head
+    assert run["status"] == "complete"
+
+
 def test_a_kernel_that_stops_booting_fails_its_arm_once_retried(run_cli, tmp_path):
     """A's kernel hangs on every boot after its preflight: its round's boot
     tried three times, then A fails: no verdict, the run stored `failed`,

@@ -67,6 +67,23 @@ def test_run_markdown_says_what_it_ran_on(runs):
     assert said[1] == "- " + EMULATED.replace("_", "\\_")
 
 
+def test_csv_says_what_each_row_ran_on(runs):
+    """CSV has no header lines: each row names its guest (`ran_on`; a
+    comparison's `ran_on_a` and `ran_on_b`), empty outside a vm."""
+    import csv
+    import io
+
+    _, k, cli = runs
+    (row,) = csv.DictReader(io.StringIO(cli("report", "r2", "-f", "csv").stdout))
+    assert row["ran_on"].startswith(ran_on(k, "pti=on").removeprefix("ran on: ")), row
+    assert "emulated" in row["flags"]
+    (row,) = csv.DictReader(io.StringIO(cli("report", "--compare", "r1", "r2,r4", "-f", "csv").stdout))
+    assert row["ran_on_a"].startswith(ran_on(k, "").removeprefix("ran on: ")), row
+    assert row["ran_on_b"].startswith(ran_on(k, "pti=on").removeprefix("ran on: ")) and ";" not in row["ran_on_b"]
+    local = cli("run", "syscall.null", *FAST[:-4], "-p", "2", "--no-store", "--export", "csv:-")
+    assert [r["ran_on"] for r in csv.DictReader(io.StringIO(local.stdout.split("\n\n")[0]))] == [""], local.stdout
+
+
 def test_run_html_says_what_it_ran_on(runs):
     _, k, cli = runs
     html = cli("report", "r1", "--format", "html").stdout
@@ -141,17 +158,53 @@ def test_a_side_of_runs_on_different_guests_names_each():
                    "emulated (QEMU TCG): the timings are the emulator's, not this CPU's"]
 
 
-def test_measured_series_says_what_it_ran_on(runs):
+SERIES_WITHHELD = EMULATED + "; no change point on cost (--allow-emulated gives them)"
+
+
+def test_measured_series_says_what_it_ran_on(runs, tmp_path):
     """`series --run` of a kernel: its table's header names the guest and
-    says the timings are emulated, as a plain run's does."""
+    says the timings are emulated, as a plain run's does; so do show, the
+    text, markdown and html reports of the stored run (one function,
+    guests.series_lines, from the series document's labels[].guests)."""
     _, k, cli = runs
     cp = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", "--kernel", k, *FAST,
-             "-p", "2", "--label", "s1")
+             "-p", "2", "--label", "s1", "--json", str(tmp_path / "s.json"))
     assert cp.returncode == 0, cp.stderr
     head = cp.stdout.split("\n\n")[0].splitlines()
-    assert head[0].startswith(ran_on(k, "")) and head[1] == EMULATED, cp.stdout
+    assert head[0].startswith(ran_on(k, "")) and head[1] == SERIES_WITHHELD, cp.stdout
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert docschema.problem(doc, doc["schema"]) is None
+    assert [[g["cmdline"] for g in lb["guests"]] for lb in doc["labels"]] == [[""], [""], [""]]
+    assert guests.series_lines(doc) == head
     shown = cli("show", "s1").stdout   # show replays it from the store: the same lines
     assert shown.split("\n", 1)[1].split("\n\n")[0].splitlines() == head, shown
+    text = cli("report", "s1", "-f", "text").stdout
+    assert text.split("\n", 1)[1].split("\n\n")[0].splitlines() == head, text
+    md = cli("report", "s1", "-f", "markdown").stdout.split("\n\n")
+    assert md[1].splitlines() == ["- " + ln.replace("_", "\\_") for ln in head], md[:3]
+    html = cli("report", "s1", "-f", "html").stdout
+    note = html[html.index("<p class=note>ran on: "):]
+    note = note[:note.index("</p>")]
+    assert f"kernel fake ({k}), cmdline &#x27;&#x27;, machine microvm, TCG (emulated), CPU max" in note, note
+    assert "<br>emulated (QEMU TCG): the timings are the emulator&#x27;s" in note
+    assert "no change point on cost (--allow-emulated gives them)" in note
+    assert html.index("<p class=note>ran on: ") < html.index("<table")   # above the table
     local = cli("series", "--run", "syscall.null", "--over", "via=libc|libc|inline", *FAST[:-4], "-p", "2",
                 "--no-store")
     assert local.returncode == 0 and "ran on:" not in local.stdout and "emulated" not in local.stdout, local.stdout
+
+
+def test_stored_series_of_kernel_runs_names_each_guest_with_its_labels(runs):
+    """`series BENCH --by KEY` over stored kernel runs (runs 1 and 3 with no
+    parameters, 2 with pti=on): one `ran on:` line per guest naming its
+    labels, and the emulation line, in text and markdown."""
+    _, k, cli = runs
+    cp = cli("series", "syscall.null", "--by", "name", "--order", "r1,r2,r3", "--allow-emulated")
+    assert cp.returncode == 0, cp.stderr
+    head = cp.stdout.split("\n\n")[0].splitlines()
+    said = [f"name=r1, name=r3 {ran_on(k, '')}", f"name=r2 {ran_on(k, 'pti=on')}",   # (then the CPU's brand)
+            EMULATED + "; change points are sought on them only because --allow-emulated asked for it"]
+    assert len(head) == 3 and all(ln.startswith(s) for ln, s in zip(head, said)), head
+    md = cli("report", "--series", "syscall.null", "--by", "name", "--order", "r1,r2,r3", "-f", "markdown").stdout
+    said[2] = SERIES_WITHHELD.replace("_", "\\_")
+    assert all(ln.startswith("- " + s) for ln, s in zip(md.splitlines()[:3], said)), md

@@ -266,7 +266,7 @@ def plain_samples(samples: Any) -> bool:
     names = list(chain.from_iterable(samples))
     # One shape: position j of every sample's keys is keys[j] (a dict's keys
     # are distinct, so no sample can be shorter or longer and still match).
-    if len(names) != n * m or any(names[j::m].count(k) != n for j, k in enumerate(keys)):
+    if names != list(keys) * n:
         return _plain_mixed(samples)
     if not _PLAIN_KEYS.issuperset(keys) or "ns_per_op" not in keys:
         return False
@@ -294,7 +294,7 @@ def _plain_column(key: str, col: list) -> bool:
         return True
     least = min(nums)
     return (least >= 0 if key in _PLAIN_COUNTS else -_BOUND < least) and max(nums) < _BOUND \
-        and math.isfinite(sum(nums))
+        and (float not in kinds or math.isfinite(sum(nums)))     # an int is finite; sum finds inf and nan
 
 
 def _plain_mixed(samples: list) -> bool:

@@ -10,7 +10,10 @@ a verdict was given only because of --allow-emulated.
 Read from the results' header.vm records (targets/vm: `_record`) into each
 comparison entry's `guests` (comparison.entry) and the document's `emulated`
 (targets/vm/withhold.py); rendered as plain lines by the text table,
-markdown and html alike (`header_lines`)."""
+markdown and html alike (`header_lines`). A series carries each label's
+guests (`labels[].guests`, series.py) and says them the same way
+(`series_lines`: the text table, markdown and html of a series, measured or
+rebuilt from the store)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,15 @@ def guest_of(res: dict) -> dict | None:
     """What the first process of a result ran on, from its header.vm, or
     None: not a guest. boot_mitigations is None for a guest whose init did
     not read the kernel log (a run from before)."""
+    gs = guests_in(res)
+    return gs[0] if gs else None
+
+
+def guests_in(res: dict) -> list[dict]:
+    """Each guest a result's processes ran on (as `describe` tells them
+    apart), in the order of its processes: one, unless the guest changed
+    during the run (microvm given up for pc after hanging twice)."""
+    out: dict[str, dict] = {}
     for p in res.get("processes") or []:
         vm = (p.get("header") or {}).get("vm")
         if not isinstance(vm, dict):
@@ -34,11 +46,12 @@ def guest_of(res: dict) -> dict | None:
         smp = next((argv[i + 1].split(",")[0] for i, a in enumerate(argv[:-1]) if a == "-smp"), "")
         boot = g.get("boot_mitigations")
         cpuid: dict = vm["cpuid"] if isinstance(vm.get("cpuid"), dict) else {}
-        return {"kernel": vm.get("kernel"), "release": g.get("release"), "cmdline": vm.get("cmdline") or "",
-                "machine": vm.get("machine"), "accel": vm.get("accel"), "cpu_model": cpu,
-                "cpu_brand": cpuid.get("brand"), "vcpus": int(smp) if smp.isdigit() else None,
-                "boot_mitigations": [str(x) for x in boot] if isinstance(boot, list) else None}
-    return None
+        one = {"kernel": vm.get("kernel"), "release": g.get("release"), "cmdline": vm.get("cmdline") or "",
+               "machine": vm.get("machine"), "accel": vm.get("accel"), "cpu_model": cpu,
+               "cpu_brand": cpuid.get("brand"), "vcpus": int(smp) if smp.isdigit() else None,
+               "boot_mitigations": [str(x) for x in boot] if isinstance(boot, list) else None}
+        out.setdefault(describe(one), one)
+    return list(out.values())
 
 
 def guests_entry(res_a: dict, res_b: dict) -> dict | None:
@@ -51,12 +64,15 @@ def guests_entry(res_a: dict, res_b: dict) -> dict | None:
 def guests_of_sides(side_a: list[dict], side_b: list[dict]) -> dict | None:
     """guests_entry over sides of several results (`compare` of several
     stored runs a side): a and b the first result's guest, a_runs and b_runs
-    the others' (only when there are others), and the boot-log mitigation
-    lines only one side's kernels logged (over every result of a side, when
-    every one was read). None unless every result ran in a guest."""
-    ga, gb = [guest_of(r) for r in side_a], [guest_of(r) for r in side_b]
-    if not ga or not gb or any(g is None for g in ga + gb):
+    the others' (only when there are others: the other results' guests, and
+    any guest a result changed to during its run, guests_in), and the
+    boot-log mitigation lines only one side's kernels logged (over every
+    result of a side, when every one was read). None unless every result
+    ran in a guest."""
+    per = [[guests_in(r) for r in side] for side in (side_a, side_b)]
+    if not all(per) or not all(gs for side in per for gs in side):
         return None
+    ga, gb = ([gs[0] for gs in side] + [g for gs in side for g in gs[1:]] for side in per)
     out: dict[str, Any] = {"a": ga[0], "b": gb[0]}
     for side, gs in (("a", ga), ("b", gb)):
         if len(gs) > 1:
@@ -156,19 +172,58 @@ def result_lines(results: list[dict]) -> list[str]:
     where: dict[str, list[str]] = {}
     emulated: list[str] = []
     for r in results:
-        g = guest_of(r)
-        if g is None:
-            continue
         key = str(r.get("key") or r.get("bench") or "?")
-        where.setdefault(describe(g), []).append(key)
-        if g.get("accel") == "tcg":
-            emulated.append(key)
-    if len(where) == 1:
-        lines = [f"ran on: {next(iter(where))}"]
-    else:
-        lines = [f"{', '.join(keys)} ran on: {d}" for d, keys in where.items()]
+        for g in guests_in(r):   # (several: the guest changed during the run)
+            where.setdefault(describe(g), []).append(key)
+            if g.get("accel") == "tcg" and key not in emulated:
+                emulated.append(key)
+    lines = _ran_on(where)
     if emulated:
-        measured = sum(len(keys) for keys in where.values())
+        measured = len({k for keys in where.values() for k in keys})
         some = "" if len(emulated) == measured else f" ({', '.join(emulated)})"
         lines.append(f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's")
     return lines if where else []
+
+
+def _ran_on(where: dict[str, list[str]]) -> list[str]:
+    """`ran on: GUEST` when every part (variant, label) ran on one guest,
+    else one line per guest naming its parts."""
+    if len(where) == 1:
+        return [f"ran on: {next(iter(where))}"]
+    return [f"{', '.join(dict.fromkeys(parts))} ran on: {d}" for d, parts in where.items()]
+
+
+def series_lines(doc: dict) -> list[str]:
+    """What a series (opcost.series/1) ran on, said above its table as a
+    plain run says it (result_lines): `ran on: ...` from its labels' guests
+    (one line per guest, with the labels BY=VALUE that ran there, when they
+    ran on several), then, when a label ran under TCG, that the timings are
+    emulated and what that did to the change points (given only because of
+    --allow-emulated, or none given on cost without it). Nothing when no
+    label ran in a guest (or a document from before labels carried them)."""
+    by = str(doc.get("by") or "label")
+    where: dict[str, list[str]] = {}
+    emulated: list[str] = []
+    labels = [lb for lb in doc.get("labels") or [] if isinstance(lb, dict)]
+    for lb in labels:
+        name = f"{by}={lb.get('value')}"
+        gs = [g for g in lb.get("guests") or [] if isinstance(g, dict)]
+        for g in gs:
+            where.setdefault(describe(g), []).append(name)
+        if lb.get("emulated") or any(g.get("accel") == "tcg" for g in gs):
+            emulated.append(name)
+    if not where:
+        return []
+    lines = _ran_on(where)
+    if emulated:
+        some = "" if len(emulated) == len(labels) else f" ({', '.join(dict.fromkeys(emulated))})"
+        head = f"emulated (QEMU TCG){some}: the timings are the emulator's, not this CPU's; "
+        on: dict = doc["decided_on"] if isinstance(doc.get("decided_on"), dict) else {}
+        if on.get("source") == "emulator":
+            lines.append(head + f"the change points are on the emulator's count of {on.get('counter')} "
+                         "(--verdict-on), not on the timings")
+        elif doc.get("allow_emulated"):
+            lines.append(head + "change points are sought on them only because --allow-emulated asked for it")
+        else:
+            lines.append(head + "no change point on cost (--allow-emulated gives them)")
+    return lines

@@ -174,6 +174,10 @@ opcost.series/1
     change_points is empty (no label's change_point is true), the ones found
     are under withheld_change_points and `withheld` says why; labels[].boots
     (a vm series with --vm-procs N > 1: the result summary's `boots`).
+  issue 39: labels[].guests (a label that ran in a vm: what its runs ran
+    on, each guest once: kernel, release, cmdline, machine, accel,
+    cpu_model, cpu_brand, boot_mitigations, as a comparison entry's
+    guests.a), from which the text, markdown and html say `ran on:`.
 
 opcost.fleet/1
   issue 26: `fleet ab` (and `show`/`report` of its stored record): schema,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from .comparison import _source, counter_median, decided_counter, deciding_on
 from .errors import UsageError
+from .guests import guests_in
 from .model import ChangePoint, Series, SeriesLabel, Summary, plan_of, process_median, process_medians, result_key, same_machine
 from .safetext import printable
 from .spec import MIN_LABELS, expand, split_spec
@@ -38,6 +39,10 @@ class Label:
     run_medians: list[list[float]] = field(default_factory=list)   # per run, its process medians (stored)
     rounds: list[int] = field(default_factory=list)   # per process, its round (measured, interleaved)
     boots: dict | None = None   # vm --vm-procs N > 1: within- against between-boot spread (stats.boot_spread)
+    guests: list[dict] = field(default_factory=list)   # what its runs ran on in a vm (guests.guest_of), each once
+
+    def add_guest(self, res: dict) -> None:
+        self.guests += [g for g in guests_in(res) if g not in self.guests]
 
 
 def differing(labels: list[Label]) -> dict:
@@ -68,7 +73,8 @@ def document(labels: list[Label], *, kind: str, interleaved: bool, bench: str, s
     for i, (lb, row) in enumerate(zip(labels, a["labels"])):
         rows.append(SeriesLabel({"value": lb.value, "runs": lb.runs, "pooled": len(lb.runs) > 1, "params": lb.params,
                                  **row, "change_point": i in cps, "flags": lb.flags,
-                                 "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {})}))
+                                 "process_medians_ns": list(lb.medians), **({"boots": lb.boots} if lb.boots else {}),
+                                 **({"guests": lb.guests} if lb.guests else {})}))
 
     def side(lo_hi: list[int]) -> dict:
         lo, hi = lo_hi
@@ -169,6 +175,7 @@ def measured_document(results: list[dict], values: list[str], *, param: str, spe
             continue
         labels.append(Label(v, meds, [run_id] if run_id is not None else [], {param: v}, flags=label_flags(r),
                             rounds=rounds, boots=Summary.of(r).get("boots")))
+        labels[-1].add_guest(r)
     exact = on is not None and any(_source(r, on) == "emulator" for r in results)
     doc = document(labels, kind="measured", interleaved=True, bench=results[0]["bench"], spec=spec, by=param,
                    order="over", delta=delta, notes=notes, run_id=run_id, env=env,
@@ -290,6 +297,7 @@ def _pool(picked: list, key: str, spec: str, notes: list[str]) -> dict[str, Labe
         lb.runs.append(e["id"])
         lb.run_medians.append(list(meds))
         lb.flags += label_flags(r, e["id"])
+        lb.add_guest(r)
         params = dict(r.get("params") or {})
         if lb.params and lb.params != params:
             notes.append(f"{printable(key)}={printable(v)}: its runs measured different parameters; "

@@ -111,14 +111,6 @@ def derive(processes: list[dict], derived: list) -> dict:
     return out
 
 
-def running_fractions(processes: list[dict]) -> dict:
-    """summary["counters_running"]: for each counter that was multiplexed in
-    any measured batch, the median share of the batch it was counting."""
-    from .stats import Digest   # numpy (stats): when a summary is computed, not when this module loads
-
-    return Digest.of(processes).running_fractions()
-
-
 def summarize_parallel(rounds: list[dict], processes: list[dict], n: int) -> dict:
     """summary["parallel"] (and result["parallel"]) of opcost.result/1."""
     from .stats import median   # numpy (stats): when a summary is computed, not when this module loads

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .counters import CLOCK_EVENTS, display_name, split_name
-from .guests import header_lines, result_lines
+from .guests import header_lines, result_lines, series_lines
 from .model import REFERENCE_NAME, Comparison, Entry, Series, SeriesLabel, Summary, geomean_text, result_key
 from .safetext import printable
 
@@ -879,13 +879,14 @@ def _series_method(s: Series) -> str:
     return method
 
 
-def format_series(doc: dict, color: bool = False, ran: list[str] | None = None) -> str:
+def format_series(doc: dict, color: bool = False) -> str:
     """Seed 003's table: one line per label (processes, median with 95% CI,
     change vs the previous label and vs the first), change points marked
     `>`; then each change point with its size, CI and verdict, what was
-    rejected, the noise, and notes. `ran`: what a measured series ran on
-    (guests.result_lines: the vm target's kernel, emulation), first."""
+    rejected, the noise, and notes. First, what its labels ran on when in a
+    vm (guests.series_lines: the kernel, emulation)."""
     s = Series.from_json(doc)
+    ran = series_lines(doc)
     out = ["\n".join(printable(ln) for ln in ran)] if ran else []
     head = f"{printable(s.spec)} by {printable(s.by)}, {len(s.labels)} labels"
     if s.interleaved:

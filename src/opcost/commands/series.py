@@ -10,7 +10,6 @@ from .. import protocol
 from ..console import warn
 from ..errors import EXIT_BENCH_FAILED, UsageError
 from ..safetext import printable
-from ..guests import result_lines
 from ..tables import format_series
 from ..targets.vm_options import add_vm_options, given
 from . import add_measure_options
@@ -149,11 +148,6 @@ def measured(args, argv) -> int:
                                         allow_emulated=args.allow_emulated)
         except UsageError as e:   # too few labels measured (interrupted): what was measured is stored
             warn(f"the series was not analysed: {e}")
-    ran = result_lines(m.results)   # a series of kernel runs: what it ran on, and that it was emulated
-
-    def table(doc: dict, *, color: bool, width: int | None) -> str:
-        return format_series(doc, color=color, ran=ran)
-
-    code = present(doc, table, settings.exports, measured=m)
+    code = present(doc, series_table, settings.exports, measured=m)
     # No series to show (labels that cannot be measured here): not a success.
     return EXIT_BENCH_FAILED if code == 0 and doc is None else code

@@ -7,7 +7,6 @@ from functools import partial
 from .. import formats
 from ..errors import UsageError
 from ..safetext import printable
-from ..guests import result_lines
 from ..tables import format_comparison, format_fleet, format_results, format_series, format_variants
 from . import REFS, add_export_options, add_notes_flag, add_store_option
 
@@ -88,5 +87,5 @@ def format_stored(doc: dict, *, color: bool = False, width: int | None = None, a
         return format_comparison(cdoc, color=color, width=width)
     sdoc = stored_series(doc)
     if sdoc is not None:
-        return format_series(sdoc, color=color, ran=result_lines(res))   # a series of kernel runs: its guests
+        return format_series(sdoc, color=color)
     return format_results(res, width=width, all_notes=all_notes)

@@ -8,13 +8,16 @@ less trustworthy (contended, unstable, bimodal, outliers, ...), separated by
 
 Issue 26 renamed `cv` to `cv_fraction` and `delta` to `delta_fraction` (same
 values, same positions) and appended `flags`; readers by column name must
-use the new names (docs/commands/report.md)."""
+use the new names (docs/commands/report.md). Issue 39 appended what a row
+ran on in a vm (`ran_on`; a comparison's `ran_on_a`, `ran_on_b`: the
+guests' describe lines, `; `-separated; empty outside a vm)."""
 
 from __future__ import annotations
 
 import csv
 import io
 
+from ..guests import describe, guests_in
 from ..model import Comparison, Summary
 
 NAME = "csv"
@@ -23,9 +26,9 @@ TABLE_ONLY = True   # a plain run: one row per variant, from its summary (no sam
 
 RESULT_COLUMNS = ("bench", "key", "params", "op", "status", "reason", "n_processes", "median_ns", "ci95_low_ns",
                   "ci95_high_ns", "min_ns", "p90_ns", "cv_fraction", "median_cycles", "user_ns_per_op", "sys_ns_per_op",
-                  "flags")
+                  "flags", "ran_on")
 COMPARISON_COLUMNS = ("bench", "key", "op", "median_a_ns", "median_b_ns", "ratio", "ci95_low", "ci95_high",
-                      "p_value", "p_adjusted", "delta_fraction", "verdict", "status", "flags")
+                      "p_value", "p_adjusted", "delta_fraction", "verdict", "status", "flags", "ran_on_a", "ran_on_b")
 
 
 def _cell(v) -> str:
@@ -43,6 +46,11 @@ def _flags(flags, arm: bool = False) -> str:
     return ";".join(dict.fromkeys(names))
 
 
+def _ran_on(guests: list[dict]) -> str:
+    """What a row ran on in a vm (guests.describe), each guest once; empty outside one."""
+    return "; ".join(dict.fromkeys(describe(g) for g in guests))
+
+
 def _result_rows(doc: dict):
     for r in doc["results"]:
         s = Summary.of(r)
@@ -51,14 +59,17 @@ def _result_rows(doc: dict):
         yield [r["bench"], r.get("key", r["bench"]), params, r.get("op"), r.get("status"), r.get("reason"),
                s.get("n_processes", 0), s.get("median_ns"), ci[0], ci[1], s.get("min_ns"), s.get("p90_ns"),
                s.get("cv"), s.get("median_cycles"), s.get("user_ns_per_op"), s.get("sys_ns_per_op"),
-               _flags(s.get("flags"))]
+               _flags(s.get("flags")), _ran_on(guests_in(r))]
 
 
 def _comparison_rows(doc: dict):
     for e in Comparison.from_json(doc).comparisons:
         ci = e.ci95_ratio or [None, None]
+        g: dict = e.raw["guests"] if isinstance(e.raw.get("guests"), dict) else {}
         yield [e.bench, e.key, e.op, e.median_a, e.median_b, e.ratio, ci[0], ci[1],
-               e.p_value, e.p_adjusted, e.delta, e.verdict, e.status, _flags(e.flags, arm=True)]
+               e.p_value, e.p_adjusted, e.delta, e.verdict, e.status, _flags(e.flags, arm=True),
+               *(_ran_on([x for x in [g.get(side), *(g.get(f"{side}_runs") or [])] if isinstance(x, dict)])
+                 for side in ("a", "b"))]
 
 
 def serialize(doc: dict) -> bytes:

@@ -45,7 +45,7 @@ from typing import Any, Iterable, TypeGuard
 
 from ..counters import split_name
 from ..errors import UsageError
-from ..guests import header_lines, result_lines
+from ..guests import header_lines, result_lines, series_lines
 from ..model import SERIES_SCHEMA, Comparison, Entry, Summary, geomean_text, process_medians, result_key
 from ..tables import fmt_ns
 from ..safetext import printable
@@ -996,6 +996,9 @@ def _series_page(page: _Page, doc: dict, run: dict | None = None) -> None:
                      "not interleaved: the labels ran at different times, so drift is part of any step")
     if facts:
         page.add("<p class=note>" + "; ".join(facts) + "</p>")
+    ran = series_lines(doc)   # the vm target's kernel, emulation
+    if ran:
+        page.add("<p class=note>" + "<br>".join(esc(line) for line in ran) + "</p>")
     for s in series:
         points = _points(s)
         cps = _change_points(s, points)

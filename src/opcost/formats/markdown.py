@@ -8,7 +8,7 @@ or HTML (`<` is written `&lt;`)."""
 
 from __future__ import annotations
 
-from ..guests import header_lines, result_lines
+from ..guests import header_lines, result_lines, series_lines
 from ..model import Comparison, Entry, Series, Summary, geomean_text, result_key
 from ..safetext import printable
 from ..tables import fmt_ns, fmt_pct
@@ -179,11 +179,14 @@ def _pct(c: dict | None) -> str:
 def _series(doc: dict) -> list[str]:
     """A series: one row per label (processes, median, change against the
     previous label, its flags), change points marked, each change point
-    with its verdict (and `unconfirmed` at an end of the series)."""
+    with its verdict (and `unconfirmed` at an end of the series). First,
+    what its labels ran on when in a vm (guests.series_lines)."""
     s = Series.from_json(doc)
-    out = [f"**{escape(s.spec)}** by {escape(s.by)}, {len(s.labels)} labels"
-           + (", interleaved" if s.interleaved else " (not interleaved: drift between the runs is part of each change)"),
-           ""]
+    ran = series_lines(doc)
+    out = [f"- {escape(line)}" for line in ran] + [""] if ran else []
+    out += [f"**{escape(s.spec)}** by {escape(s.by)}, {len(s.labels)} labels"
+            + (", interleaved" if s.interleaved else " (not interleaved: drift between the runs is part of each change)"),
+            ""]
     rows = [["", escape(s.by or "label"), "n", "median", "vs previous", "flags"]]
     for lb in s.labels:
         flags = ", ".join(dict.fromkeys(escape(f.get("flag")) for f in lb.flags))

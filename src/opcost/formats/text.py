@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..model import FLEET_SCHEMA, SERIES_SCHEMA
 from ..safetext import printable
-from ..guests import result_lines
 from ..tables import format_comparison, format_fleet, format_results, format_series, format_variants
 
 NAME = "text"
@@ -41,7 +40,7 @@ def serialize_stored(doc: dict, cdoc: dict) -> bytes:
     printed it: the line saying which run, then its comparison or series
     `cdoc` (rebuilt from the plan)."""
     if cdoc.get("schema") == SERIES_SCHEMA:
-        text = format_series(cdoc, color=False, ran=result_lines(doc["results"]))   # kernel runs: their guests
+        text = format_series(cdoc, color=False)
     elif cdoc.get("kind") == "variants":
         res = doc["results"]
         text = format_variants(cdoc, [r for r in res if not r["params"].get("reference")]

@@ -117,6 +117,19 @@ class RunMoving(SqlConnection):
             held.setdefault(rid, {})[idx] = (header, n)
         return tuple(row), results, held
 
+    def _same_samples(self, db: Any, run_id: int, pos: int, rid: int, idx: int, warmup: list, samples: list) -> None:
+        """A process the store holds has the file's warmup and samples, value
+        for value (a tampered figure is refused, as a tampered header is)."""
+        there: list[list[dict]] = [[], []]
+        for w, data in self._run(db, "SELECT s.warmup, s.data FROM samples s JOIN processes p ON p.id = s.process_id"
+                                 " WHERE p.result_id = ? AND p.idx = ? ORDER BY s.idx", (rid, idx)).fetchall():
+            there[0 if w else 1].append(rows.decode(data))
+        for name, held, mine in (("warmup", there[0], warmup), ("sample", there[1], samples)):
+            for i, (a, b) in enumerate(zip(held, mine)):
+                if a != b:
+                    key = next((k for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)), "?")
+                    _same(run_id, f"results[{pos}] process {idx}'s {name} {i} {key}", a.get(key), b.get(key))
+
     def _same_runs(self, run_id: int, stored: tuple, results: list, run: Any) -> None:
         label, kind = stored[:2]
         _same(run_id, "its label", label, run.label)
@@ -143,6 +156,7 @@ class RunMoving(SqlConnection):
                 assert proc is not None
                 _same(run_id, f"results[{pos}] process {idx}'s header and samples", (rows.decode(header), n),
                       (proc.header, len(proc.samples) + len(proc.warmup)))
+                self._same_samples(db, run_id, pos, rid, idx, proc.warmup, proc.samples)
             missing += [(rid, res, mine[i]) for i in sorted(set(mine) - set(held.get(rid, {})))]
         if not missing:
             return self._settle_unchanged(db, run_id, stored[2], results, run)
@@ -264,6 +278,7 @@ class RunImporting(RunMoving):
             if have is not None:
                 _same(run_id, f"results[{pos}] process {idx}'s header and samples", (rows.decode(have[0]), have[1]),
                       (proc.get("header"), len(proc.get("samples") or []) + len(proc.get("warmup") or [])))
+                self._same_samples(db, run_id, pos, rid, idx, proc.get("warmup") or [], proc.get("samples") or [])
                 continue
             if not added:
                 self._not_running(run_id, stored)
