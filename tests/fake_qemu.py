@@ -22,6 +22,13 @@ and every one after (a kernel that boots once, then never again); with
 FAKE_QEMU_HANG_KERNEL=PATH only boots of that -kernel.
 Its facts' boot_mitigations are the lines a kernel logs for its -append
 (pti=on, mitigations=off), as the init reads them from the kernel log.
+A counting boot through a snapshot (targets/vm/restore.py): with
+/opcost/wait in the initramfs it says "R ready", answers QMP's `stop`,
+`migrate` (running the exec: URI's shell command with a few bytes on its
+stdin: the snapshot) and `cont`, then reads its job from stdin up to "go";
+with `-incoming defer` it answers `migrate-incoming` (reading the file) and
+reads its job from stdin after `cont`. FAKE_QEMU_RESTORE: fail (the
+restore's migration fails) or hang (restored, then says nothing).
 FAKE_QEMU_MICROVM: hang or panic: how it behaves as `-machine microvm`
 (a kernel that does not boot there); else as FAKE_QEMU_MODE says.
 
@@ -90,17 +97,23 @@ def main(argv):
     s = socket.socket(fileno=qmp_fd)
     s.sendall(b'{"QMP": {"version": {}, "capabilities": []}}\n')
     f = s.makefile("rb")
-    while True:
-        cmd = json.loads(f.readline())["execute"]
-        if cmd == "query-cpus-fast":
-            s.sendall(json.dumps({"return": [{"cpu-index": i, "thread-id": t.native_id}
-                                             for i, t in enumerate(vcpus)]}).encode() + b"\n")
-        else:
-            s.sendall(b'{"return": {}}\n')
-        if cmd == "cont":
-            break
+    restored = "-incoming" in argv
+    qmp_until_cont(s, f, vcpus)
     out = sys.stdout.buffer
     seq = [0]
+    if restored and os.environ.get("FAKE_QEMU_RESTORE") == "hang":
+        time.sleep(3600)
+    if restored or "opcost/wait" in unpack(initrd):
+        if not restored:
+            out.write(b"@OPC 0 %08x R ready\n" % zlib.crc32(b"R ready"))
+            out.flush()
+            qmp_until_cont(s, f, vcpus)
+        job = ""
+        for line in iter(sys.stdin.readline, ""):
+            if line == "go\n":
+                break
+            if not line.startswith("want "):
+                job += line
 
     def frame(payload: str):
         p = payload.encode()
@@ -170,6 +183,31 @@ def main(argv):
         frame(f"X {i} {cp.returncode}")
     frame(f"Z {len(cmds)}")
     return 0
+
+
+def qmp_until_cont(s, f, vcpus) -> None:
+    """QMP's commands answered until `cont`; a migration out runs its exec:
+    URI's command with the snapshot's bytes, one in reads its file."""
+    status = "completed"
+    while True:
+        d = json.loads(f.readline())
+        cmd, args = d["execute"], d.get("arguments") or {}
+        if cmd == "query-cpus-fast":
+            s.sendall(json.dumps({"return": [{"cpu-index": i, "thread-id": t.native_id}
+                                             for i, t in enumerate(vcpus)]}).encode() + b"\n")
+            continue
+        if cmd == "migrate":
+            subprocess.run(["sh", "-c", args["uri"][len("exec:"):]], input=b"fake snapshot\n", check=True)
+        elif cmd == "migrate-incoming":
+            cp = subprocess.run(["sh", "-c", args["uri"][len("exec:"):]], capture_output=True)
+            ok = cp.stdout == b"fake snapshot\n" and os.environ.get("FAKE_QEMU_RESTORE") != "fail"
+            status = "completed" if ok else "failed"
+        if cmd == "query-migrate":
+            s.sendall(json.dumps({"return": {"status": status, "error-desc": "fake: cannot load"}}).encode() + b"\n")
+            continue
+        s.sendall(b'{"return": {}}\n')
+        if cmd == "cont":
+            return
 
 
 def boot_log(argv) -> list[str]:

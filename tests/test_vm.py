@@ -454,7 +454,8 @@ def test_the_vm_goes_through_open_target(tmp_path, monkeypatch):
     t = targets.target_of(args)
     assert isinstance(t, vm.VmTarget) and t.cfg.procs == 3 and t.cfg.accel == "tcg" and t.default.kernel == k.resolve()
     assert opened == [("vm:", {"kernel": str(k), "cmdline": "", "cpus": None, "mem_mib": None, "procs": 3,
-                               "accel": "tcg", "allow_emulated": False, "machine": "auto", "cpu_model": ""})]
+                               "accel": "tcg", "allow_emulated": False, "machine": "auto", "cpu_model": "",
+                               "restore": "auto"})]
     t = targets.target_of(p.parse_args([]), ["syscall.null:kernel=" + str(k)])
     assert isinstance(t, vm.VmTarget) and t.default is None and opened[-1][0] == "vm:"
     assert not isinstance(targets.target_of(p.parse_args([]), ["syscall.null"]), vm.VmTarget)

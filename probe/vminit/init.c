@@ -30,6 +30,19 @@
  *     Z <n>                        every command ran: n of them; power off
  *     F <message>                  the init itself failed (then power off)
  *
+ *     R ready                      (only with /opcost/wait, below) the guest
+ *                                  is up and waits for its job on the data
+ *                                  port; the frames after the job count from
+ *                                  seq 0 again
+ *
+ * With the file /opcost/wait in the initramfs (a counting boot that the host
+ * snapshots, src/opcost/targets/vm/restore.py), the job is not read from
+ * /opcost/job: once up, the init says "R ready" and reads it from the data
+ * port, the job file's lines as below, then "want full|text" (or no such
+ * line: no symbols) and a last line "go"; the host saves the machine while
+ * it waits there, and every guest restored from that snapshot reads its own
+ * job. It writes the job into /opcost/job and goes on as a fresh boot would.
+ *
  * The job file: the first line is "opcost-vminit/1"; then blocks, each
  * lines of "arg VALUE" (argv[1..], in order) and "env NAME=VALUE", and at
  * most one "exe PATH" (the executable to run instead of /opcost/probe: a
@@ -581,6 +594,49 @@ static void data_port(void)
 		out_fd = fd;
 }
 
+/* The job from the data port (/opcost/wait: see the top), into /opcost/job
+ * and /opcost/want-kallsyms; seq starts again from 0 after it. */
+static void receive_job(void)
+{
+	int fd = open(DATA_PORT, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		fail("open " DATA_PORT " to read the job");
+	struct termios t;
+	if (tcgetattr(fd, &t) == 0) {
+		cfmakeraw(&t);
+		t.c_cc[VMIN] = 1;
+		t.c_cc[VTIME] = 0;
+		tcsetattr(fd, TCSANOW, &t);
+	}
+	FILE *in = fdopen(fd, "r");
+	FILE *job = fopen(JOB, "we");
+	if (!in || !job)
+		fail("receive the job");
+	framef("R ready");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int go = 0;
+	while (!go && (n = getline(&line, &cap, in)) > 0) {
+		if (strcmp(line, "go\n") == 0)
+			go = 1;
+		else if (strncmp(line, "want ", 5) == 0) {
+			int w = open("/opcost/want-kallsyms", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (w < 0 || write(w, line + 5, (size_t)n - 5) != n - 5)
+				fail("write /opcost/want-kallsyms");
+			close(w);
+		} else if (fwrite(line, 1, (size_t)n, job) != (size_t)n)
+			fail("write " JOB);
+	}
+	free(line);
+	fclose(in);
+	if (!go || fclose(job) != 0) {
+		framef("F job: the data port closed before its 'go'");
+		power_off();
+	}
+	seq = 0;
+}
+
 int main(void)
 {
 	if (getpid() != 1) {
@@ -596,6 +652,8 @@ int main(void)
 	mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
 	data_port();
 	signal(SIGPIPE, SIG_IGN);
+	if (access("/opcost/wait", F_OK) == 0)
+		receive_job();
 	facts();
 	kallsyms();
 	FILE *f = fopen(JOB, "re");

@@ -522,6 +522,21 @@ def _summarize_counters(stats: list[dict]) -> dict:
     return out
 
 
+def restore_note(procs: list[dict]) -> dict | None:
+    """The note on a counting run's guests restored from a snapshot
+    (targets/vm/restore.py): how many processes ran in one, and the restores
+    that failed and booted fresh; None when none was tried."""
+    rest = [r for p in procs for r in [((p.get("header") or {}).get("vm") or {}).get("restore")] if r]
+    restored = sum(r.get("way") == "restored" for r in rest)
+    failed = [r["restore_failed"] for r in rest if r.get("restore_failed")]
+    if not (restored or failed):
+        return None
+    return {"flag": "boot restored", "restored": restored, "restore_failed": len(failed),
+            "detail": f"{restored} of {len(rest)} process(es) ran in a guest restored from a snapshot of its "
+                      "machine's first boot (exact counts need no new boot; --vm-restore off boots each fresh)"
+                      + (f"; {len(failed)} restore(s) failed and booted fresh: {failed[-1]}" if failed else "")}
+
+
 def flags(d: Digest, summary: dict) -> list[dict]:
     """Everything a reader must know before trusting the number (d: the
     variant's processes, summary: their statistics so far)."""
@@ -576,6 +591,9 @@ def flags(d: Digest, summary: dict) -> list[dict]:
                               + ", ".join(str((r or 0) + 1) for r, _ in retried) + "): "
                               + str(retried[-1][1].get("cause", "")).split("; the console")[0]
                               + "".join(f"; {x['gave_up']}" for _, x in retried if x.get("gave_up"))})
+    note = restore_note(procs)
+    if note:
+        out.append(note)
     emus = sorted({p["header"]["emulator"] for p in procs if (p.get("header") or {}).get("emulator")})
     if emus:
         out.append({"flag": "emulated", "detail": f"ran under {', '.join(emus)}: the timings are the emulator's, "

@@ -9,15 +9,17 @@ import re
 
 ACCELS = ("auto", "kvm", "tcg")
 MACHINES = ("auto", "microvm", "pc")
+RESTORES = ("auto", "off")   # targets/vm/restore.py
 # the options that make or size a virtual machine, as (dest, flag); --allow-emulated is
 # not one of them: it is about verdicts on emulated results, wherever they come from
 MACHINE_OPTIONS = (("kernel", "--kernel"), ("kernel_cmdline", "--kernel-cmdline"), ("vm_cpus", "--vm-cpus"),
                    ("vm_mem", "--vm-mem"), ("vm_procs", "--vm-procs"), ("accel", "--accel"),
-                   ("vm_machine", "--vm-machine"), ("vm_cpu", "--vm-cpu"))
+                   ("vm_machine", "--vm-machine"), ("vm_cpu", "--vm-cpu"), ("vm_restore", "--vm-restore"))
 
 
 def add_vm_options(s) -> None:
-    """--kernel, --kernel-cmdline, --vm-cpus, --vm-mem, --vm-procs, --accel, --vm-machine, --allow-emulated."""
+    """--kernel, --kernel-cmdline, --vm-cpus, --vm-mem, --vm-procs, --accel, --vm-machine, --vm-cpu,
+    --vm-restore, --allow-emulated."""
     g = s.add_argument_group("virtual machine (docs/kernels.md)")
     g.add_argument("--kernel", metavar="PATH", help="boot this kernel (bzImage/vmlinuz) in QEMU and run every "
                    "probe process there, one boot each (kernel= in a SPEC or in --a/--b: per variant)")
@@ -38,6 +40,10 @@ def add_vm_options(s) -> None:
     g.add_argument("--vm-cpu", metavar="MODEL",
                    help="the CPU the guest believes it has (QEMU's -cpu MODEL: Skylake-Server, EPYC, host under "
                    "KVM; default host under KVM, max under TCG): it decides which mitigation code the kernel runs")
+    g.add_argument("--vm-restore", choices=RESTORES, metavar="|".join(RESTORES),
+                   help="counting runs under TCG (--counters from QEMU's plugin): auto (default) boots each machine "
+                   "once and restores the later rounds from a snapshot of it, waiting for its job; off: a fresh "
+                   "boot every round. Timing runs always boot fresh")
     g.add_argument("--allow-emulated", action="store_true",
                    help="give verdicts on emulated (TCG) results too (their timings are QEMU's, not the CPU's)")
 
@@ -63,4 +69,4 @@ def from_args(args, texts=()) -> dict | None:
     return {"kernel": args.kernel, "cmdline": args.kernel_cmdline or "", "cpus": args.vm_cpus,
             "mem_mib": args.vm_mem, "procs": args.vm_procs, "accel": args.accel or "auto",
             "allow_emulated": bool(args.allow_emulated), "machine": getattr(args, "vm_machine", None) or "auto",
-            "cpu_model": getattr(args, "vm_cpu", None) or ""}
+            "cpu_model": getattr(args, "vm_cpu", None) or "", "restore": getattr(args, "vm_restore", None) or "auto"}

@@ -94,6 +94,10 @@ class VmBatch:
             if counting:
                 counting.close()
             return [ProbeError(f"probe printed a line that is not JSON in the guest: {e}") for _ in reqs]
+        except BaseException:   # interrupted (Ctrl-C, SIGTERM): the plugin's files go too
+            if counting:
+                counting.close()
+            raise
         cmd = b.commands + [Command() for _ in range(len(subs) + 1 - len(b.commands))]
         rec = self._record(m, b, accel, mt)
         with contextlib.suppress(ValueError, IndexError):

@@ -26,8 +26,7 @@ from ...errors import UsageError
 from ... import emucount, probe
 from ...emucount import Symbols
 from .choice import cache_dir
-
-WANT = "/opcost/want-kallsyms"
+from .restore import WANT
 
 
 class Counting:

@@ -130,6 +130,10 @@ def guest_files(reqs: list[probe.ProbeRequest]) -> tuple[list[tuple], dict[str, 
             files[names[path]] = Path(path)
         return names[path]
 
+    # named in the order of their paths, not of this round's requests: each round's guest holds a build under
+    # one name (a guest restored from a snapshot of the first round's, restore.py, runs the later rounds' jobs)
+    for path in sorted({r.exe or (r.program or ("",))[0] for r in reqs if (r.exe or r.program) and not r.emulator}):
+        into(path)
     out: list[tuple[probe.ProbeRequest, str | None]] = []
     for r in reqs:
         if r.emulator:

@@ -48,6 +48,7 @@ class Boot:
     entry: str = ""                  # what -kernel was (supervise.entry_kernel): the bzImage or its vmlinux, why
     retries: list[dict] = field(default_factory=list)   # boots of this round killed before it (supervise.retried)
     kallsyms: list[bytes] = field(default_factory=list)   # the init's K lines (initramfs: want-kallsyms)
+    restore: dict | None = None      # a counting boot through a snapshot (restore.py): restored, or fresh and why
 
 
 

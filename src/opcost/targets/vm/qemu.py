@@ -89,6 +89,7 @@ class VmConfig:
     machine: str = "auto"       # QEMU machine type: microvm, pc or auto (--vm-machine)
     cpu_model: str = ""         # QEMU's -cpu MODEL (--vm-cpu); "": host under KVM, max under TCG
     plugin: str = ""            # -plugin PATH,ARGS: a counting boot (emucount.py), TCG single-threaded
+    restore: str = "auto"       # counting boots from a snapshot of the arm's first (restore.py): auto or off (--vm-restore)
 
     def cpus_said(self) -> str:
         """Why the guests have `cpus` CPUs, in words (recorded with every boot)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -22,7 +23,8 @@ from .clock import machine_cmdline
 from .image import cmdline_size, pvh_vmlinux, sha256_of
 from .initramfs import guest_probe, initramfs, job_text, vminit_path
 from .protocol import Boot, BootFailed
-from .qemu import TCG_CMDLINE, TCG_CMDLINE_MORE, Machine, VmConfig, base_cmdline
+from .qemu import TCG_CMDLINE, TCG_CMDLINE_MORE, Machine, VmConfig, base_cmdline, qemu_for
+from .restore import Snapshots
 from .qmp import pin_threads
 from .vcpus import smp_cmdline
 
@@ -67,27 +69,45 @@ def tally(qemu: str, stage: str, retried: int, error: Exception | None, boot_s: 
 
 def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_type: str, boot_limit: float,
          timeout: float, host_cpus: list[int] | None = None, on_frame=None, stall_s: float = probe.STARTUP_STALL_S,
-         files: dict[str, Path] | None = None, choice: Choice | None = None) -> Boot:
+         files: dict[str, Path] | None = None, choice: Choice | None = None, snaps: Snapshots | None = None) -> Boot:
     """Boot `m` and run `cmds` in the guest (boot.run_guest, with the
     initramfs of the init, the probe, `files` and the job, and the kernel
     parameters the machine type needs, and what `choice` learned of this
-    kernel's earlier boots: lpj=); what they did."""
+    kernel's earlier boots: lpj=); what they did. A counting boot under TCG
+    with `snaps` (--vm-restore auto) goes through a snapshot of this machine
+    (restore.py): its record in the boot's `restore`."""
     init = vminit_path(m.arch)
     if init is None:
         raise UsageError(f"the {m.arch} VM init is not built; run `make -C probe` (it builds probe/opcost-probe-vminit)"
                          if m.arch == probe.host_arch() else f"the {m.arch} VM init is not built; run "
                          f"`make -C probe CC={m.arch}-linux-gnu-gcc OUT=build/opcost-probe-{m.arch}`")
-    image = initramfs(job_text(cmds), init, guest_probe(m.arch), files)
     kernel, entry = entry_kernel(m.kernel, accel) if m.arch == "x86_64" else (m.kernel, f"the {m.arch} Image")
     must = " ".join(x for x in (machine_cmdline(machine_type, accel), smp_cmdline(cfg.cpus, m.arch)) if x)
     params = " ".join(x for x in (must, speed_params(m, accel, machine_type, choice, must)) if x)
-    b = run_guest(cfg, Machine(kernel, m.cmdline, m.arch), image, accel=accel, machine_type=machine_type,
-                  boot_limit=boot_limit, timeout=timeout, machine_params=params,
-                  host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
+    guest = Machine(kernel, m.cmdline, m.arch)
+    run = dict(accel=accel, machine_type=machine_type, boot_limit=boot_limit, timeout=timeout, machine_params=params,
+               host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
+    plan = None
+    if snaps is not None and cfg.plugin and accel == "tcg":   # the machine, as its QEMU arguments say it
+        plan = snaps.plan((qemu_for(cfg.qemu, m.arch), str(kernel), m.cmdline, m.arch, machine_type, params, cfg.cpus,
+                           cfg.mem_mib, cfg.cpu_model, re.sub(r",out=[^,]*", "", cfg.plugin), str(init),
+                           *_stat(init), str(guest_probe(m.arch)), *_stat(guest_probe(m.arch))), job_text(cmds), files)
+    if plan is None:
+        b = run_guest(cfg, guest, initramfs(job_text(cmds), init, guest_probe(m.arch), files), **run)
+        if cfg.plugin and accel == "tcg":
+            b.restore = {"way": "fresh", "why": "--vm-restore off" if snaps is None else "its snapshot failed"}
+    else:
+        b, b.restore = snaps.boot(plan, lambda image, r: run_guest(cfg, guest, image, resume=r, **run),   # type: ignore
+                                  lambda fs: initramfs(job_text([]), init, guest_probe(m.arch), fs))
     b.entry = entry
     if choice:
         choice.lpj_found(m, accel, machine_type, b.facts)
     return b
+
+
+def _stat(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | None, must: str | None = None) -> str:
@@ -161,11 +181,12 @@ def boot_limit(accel: str) -> float:
 def learned_limit(accel: str, machine_type: str, past: list[dict]) -> float:
     """The limit on reaching the init: the fixed one (boot_limit) until a
     boot of this session on this accelerator and machine type reached the
-    init; then BOOT_FACTOR times the median of those boots, at least
+    init; then BOOT_FACTOR times the median of those boots (restores from a
+    snapshot not counted: they skip the kernel's start), at least
     BOOT_FLOOR_S, at most the fixed limit."""
     fixed = boot_limit(accel)
     seen = [b["boot_s"] for b in past if b.get("accel") == accel and b.get("machine") == machine_type
-            and b.get("boot_s")]
+            and b.get("boot_s") and not b.get("restored")]
     if not seen:
         return fixed
     return round(min(fixed, max(BOOT_FLOOR_S[accel], BOOT_FACTOR * statistics.median(seen))), 1)
@@ -173,7 +194,8 @@ def learned_limit(accel: str, machine_type: str, past: list[dict]) -> float:
 
 def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: float, on_frame=None,
                     what: str = "", files: dict[str, Path] | None = None,
-                    past: list[dict] | None = None, fixed_limit: bool = False) -> tuple[Boot, str, str]:
+                    past: list[dict] | None = None, fixed_limit: bool = False,
+                    snaps: Snapshots | None = None) -> tuple[Boot, str, str]:
     """One boot of `m` running `cmds`, on the accelerator and machine type
     `choice` gives (auto, not tried yet: microvm first, pc if it does not
     reach the init), within the limit learned from the boots `past`; a failed
@@ -188,7 +210,8 @@ def supervised_boot(cfg: VmConfig, choice: Choice, m: Machine, cmds, timeout: fl
     try:
         if host_cpus:   # the front end (and QEMU's other threads, which inherit it) off the vCPUs' CPUs
             pin_threads(own_cpus - set(host_cpus))
-        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files, choice=choice)
+        run = dict(accel=accel, timeout=timeout, host_cpus=host_cpus, on_frame=on_frame, files=files, choice=choice,
+                   snaps=snaps)
         if machine_type is None:   # auto, not tried: this boot tries microvm, briefly; else pc
             b, machine_type = _first_boot(cfg, choice, m, cmds, limit, run)
         else:

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ... import probe
 from ...errors import UsageError
 from ...safetext import printable
-from ..vm_options import ACCELS, MACHINES
+from ..vm_options import ACCELS, MACHINES, RESTORES
 from . import host
 from .batch import VmBatch
 from .choice import Choice
@@ -21,6 +21,7 @@ from .image import check_cmdline, check_fits, check_kernel
 from .preflight import VmPreflight
 from .protocol import Boot, Command
 from .qemu import QEMU, Machine, VmConfig, base_cmdline, qemu_for
+from .restore import Snapshots
 from .supervise import boot, retried, supervised_boot, tally
 from .vcpus import AUTO_CPUS, cpus_needed
 
@@ -54,10 +55,14 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
         self.hangs: dict[tuple, int] = {}                   # (sha, accel, machine type) -> hung boots
         self._fits: set[tuple] = set()                      # (kernel, cmdline) whose length was checked
         self._ksyms: dict[str, list] = {}                   # kernel sha -> its text symbols as offsets (counting)
+        # counting boots restored from a snapshot of each machine's first (restore.py), unless --vm-restore off
+        self.snaps = Snapshots() if cfg.restore == "auto" else None
         if default is not None:
             self.guest_arch_of(default.kernel, "--kernel ")
         if cfg.accel not in ACCELS:
             raise UsageError(f"--accel {cfg.accel}: valid: {', '.join(ACCELS)}")
+        if cfg.restore not in RESTORES:
+            raise UsageError(f"--vm-restore {cfg.restore}: valid: {', '.join(RESTORES)}")
         if cfg.machine not in MACHINES:
             raise UsageError(f"--vm-machine {cfg.machine}: valid: {', '.join(MACHINES)}")
         if cfg.accel == "kvm":
@@ -131,7 +136,7 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
 
         def once(fixed_limit: bool) -> Boot:
             got[:] = supervised_boot(cfg or self.cfg, self.choice, m, cmds, timeout, on_frame, what, files,
-                                     self.boots, fixed_limit)
+                                     self.boots, fixed_limit, self.snaps)
             return got[0]
 
         def hung(e: Exception) -> str | None:
@@ -147,7 +152,8 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
         tally(qemu_for((cfg or self.cfg).qemu, m.arch), stage, len(hangs), None, b.boot_s)
         _, accel, machine_type = got
         self.boots.append({"kernel": str(m.kernel), "boot_s": b.boot_s, "wall_s": b.wall_s, "accel": accel,
-                           "machine": machine_type, "retries": len(b.retries)})
+                           "machine": machine_type, "retries": len(b.retries),
+                           "restored": (b.restore or {}).get("way") == "restored"})
         return b, accel, machine_type
 
     def _hung(self, m: Machine, e: Exception) -> str | None:
@@ -167,7 +173,7 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.choice.qemu_version(m.arch),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
-                "entry": b.entry, "cpus": self.cfg.cpus, "cpus_why": self.cfg.cpus_said(),
+                "entry": b.entry, "restore": b.restore, "cpus": self.cfg.cpus, "cpus_why": self.cfg.cpus_said(),
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
@@ -189,7 +195,7 @@ def check_cpus(cpus: int, accel: str, name: str) -> None:
 
 def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = None, mem_mib: int | None = None,
             procs: int | None = None, accel: str = "auto", allow_emulated: bool = False,
-            machine: str = "auto", cpu_model: str = "") -> VmTarget:
+            machine: str = "auto", cpu_model: str = "", restore: str = "auto") -> VmTarget:
     """The vm target (targets.open_target's opener, from --kernel and the
     --vm-* options, vm_options.from_args, or from a vm: spec): `kernel` is
     the machine of a variant that names no kernel= (None: every variant names
@@ -198,7 +204,7 @@ def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = Non
     default = Machine(check_kernel(kernel), cmdline) if kernel else None
     cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or AUTO_CPUS, cpus_auto=not cpus,
                    mem_mib=mem_mib or 512, accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
-                   cpu_model=check_cpu_model(cpu_model))
+                   cpu_model=check_cpu_model(cpu_model), restore=restore)
     return VmTarget(cfg, default, cmdline)
 
 
