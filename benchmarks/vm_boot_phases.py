@@ -12,7 +12,11 @@ The ways (--ways, any of):
   prev   the vmlinux, qemu.TCG_CMDLINE and, on microvm, lpj= (the value a
          first boot of this kernel said, as Choice.lpj_for gives it back):
          issue 39's second session
-  now    as opcost boots today: prev and qemu.TCG_CMDLINE_MORE
+  now    as opcost boots a run that needs two CPUs today: prev and
+         qemu.TCG_CMDLINE_MORE, --cpus vCPUs (default 2)
+  one    as opcost boots a run whose benchmarks all run on one CPU (its
+         default without --vm-cpus): now with one vCPU and, on x86_64,
+         noreplace-smp (vcpus.smp_cmdline: the kernel keeps its SMP code)
   NAME   --try NAME=ARGS: `now` with ARGS: QEMU arguments added last (QEMU
          merges a second -machine into the first), and +P the kernel
          parameter P; e.g. --try 'm256=-m 256M' --try 'dbg=+initcall_debug'
@@ -23,7 +27,9 @@ and let run with QMP's `cont`, as opcost starts QEMU:
           (syscall.null): host seconds from QEMU's start to the init's first
           line (`init`), to the probe's first sample (`sample`: what a run
           waits for) and to QEMU's exit (the guest's power-off included,
-          which opcost itself no longer waits for)
+          which opcost itself no longer waits for), and the host CPU time
+          QEMU used, all its threads (`QEMU CPU s`: what the boot takes from
+          a shared host, less sensitive to its load than the wall time)
   kmsg    a bare static init that writes one line (with its TSC), then
           copies the kernel's log (/dev/kmsg, with its timestamps) to the
           console and powers off: the floor of this kernel and these flags
@@ -46,14 +52,19 @@ and let run with QMP's `cont`, as opcost starts QEMU:
             initcalls   device probing and the other initcalls (to the first
                         `Freeing unused`)
             late        freeing init memory, the initramfs, to `Run /init`
+            initramfs   unpacking the initramfs (`Trying to unpack rootfs
+                        image` to `Freeing initrd memory`; asynchronous, in
+                        parallel with the initcalls, waited for before
+                        `late`)
           With --initcalls N, the N slowest initcalls of each way whose
           kernel parameters have initcall_debug (median over its boots).
           With --rip MS, vCPU 0's instruction pointer sampled every MS ms
           by QMP until the init runs: the kernel functions the host's time
           went to, by the host's clock (not the kernel's, which lags).
 
-    python3 benchmarks/vm_boot_phases.py [BOOTS] [KERNEL] [--machines microvm,pc] [--ways issue,main,prev,now]
+    python3 benchmarks/vm_boot_phases.py [BOOTS] [KERNEL] [--machines microvm,pc] [--ways issue,main,prev,now,one]
                                          [--cpus N] [--cmdline ARGS] [--try NAME=ARGS]... [--initcalls N] [--rip MS]
+                                         [--raw FILE]
 
 Report only: the figures depend on the machine and its load (printed);
 compare ways within one run, never across runs."""
@@ -63,9 +74,11 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import dataclasses
 import json
 import os
 import re
+import resource
 import selectors
 import shlex
 import socket
@@ -123,6 +136,7 @@ int main(void) {
 """
 STAMP = re.compile(r"<\[\s*(\d+\.\d+)\]\s?(.*)")
 MARKS = {"smp_start": "smp: Bringing up secondary CPUs", "smp_end": "smp: Brought up",
+         "unpack": "Trying to unpack rootfs image", "unpacked": "Freeing initrd memory",
          "freeing": "Freeing unused", "run_init": "Run /init as init process"}
 LPJ = re.compile(r"Calibrating delay loop.*\(lpj=(\d+)\)")
 FRAME = re.compile(rb"@OPC \d+ [0-9a-f]{8} (.*)")
@@ -166,6 +180,7 @@ def one_boot(argv: list[str], image: bytes, rip_every: float = 0.0) -> dict:
     argv = [a.replace("/proc/self/fd/INITRD", f"/proc/self/fd/{initrd}").replace("/proc/self/fd/CONSOLE",
                                                                                    f"/proc/self/fd/{con_w}")
             .replace("fd=QMP", f"fd={theirs.fileno()}") for a in argv]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             pass_fds=(initrd, con_w, theirs.fileno()))
@@ -206,6 +221,8 @@ def one_boot(argv: list[str], image: bytes, rip_every: float = 0.0) -> dict:
                 if "sample" not in out and b'"type":"sample"' in bufs["data"]:
                     out["sample"] = now
     proc.wait()
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)   # QEMU's CPU time, all its threads (the only child meanwhile)
+    out["cpu"] = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
     out["exit"] = time.monotonic() - t0
     if sampler:
         sampler.join()
@@ -245,12 +262,13 @@ def main(argv: list[str]) -> int:
     from opcost.targets.vm.counting import cached_offsets
     from opcost.targets.vm.image import sha256_of
     from opcost.targets.vm.supervise import entry_kernel
+    from opcost.targets.vm.vcpus import smp_cmdline
 
     ap = argparse.ArgumentParser()
     ap.add_argument("boots", nargs="?", type=int, default=3)
     ap.add_argument("kernel", nargs="?")
     ap.add_argument("--machines", default="microvm,pc")
-    ap.add_argument("--ways", default="issue,main,now")
+    ap.add_argument("--ways", default="issue,main,now,one")
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--cmdline", default="", help="kernel parameters added to opcost's")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=ARGS",
@@ -262,6 +280,8 @@ def main(argv: list[str]) -> int:
                     help="sample vCPU 0's instruction pointer every MS ms until the init runs, in the kmsg boots, "
                          "and say where the host's time went by kernel function (the kernel's symbols as a "
                          "counting run cached them; QMP's sampling slows the guest a little)")
+    ap.add_argument("--raw", metavar="FILE", help="also write every boot's figures there (JSON: machine, way, "
+                    "image, round and its figures), e.g. for ratios of ways paired by round")
     a = ap.parse_args(argv)
     tries = {}
     for t in a.tries:
@@ -277,10 +297,11 @@ def main(argv: list[str]) -> int:
         k = kernel if way == "issue" else vmlinux
         now = way not in ("issue", "main")
         qemu_args, params = tries.get(way, ([], []))
-        params = [machine_cmdline(mt, "tcg")] + ([TCG_CMDLINE] if now else []) \
+        conf = dataclasses.replace(cfg, cpus=1) if way == "one" else cfg
+        params = [machine_cmdline(mt, "tcg"), smp_cmdline(conf.cpus, "x86_64")] + ([TCG_CMDLINE] if now else []) \
             + ([f"lpj={lpj[mt]}"] if now and mt == "microvm" and lpj.get(mt) else []) \
             + ([TCG_CMDLINE_MORE] if now and way != "prev" else []) + params   # in supervise.speed_params' order
-        av = qemu_argv(cfg, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, " ".join(x for x in params if x))
+        av = qemu_argv(conf, Machine(k, a.cmdline), "tcg", mt, 0, 0, 0, " ".join(x for x in params if x))
         av[av.index("-initrd") + 1] = "/proc/self/fd/INITRD"
         av[av.index("file:/proc/self/fd/0")] = "file:/proc/self/fd/CONSOLE"
         av[[n for n, x in enumerate(av) if x.startswith("socket,id=qmp")][0]] = "socket,id=qmp,fd=QMP"
@@ -305,23 +326,24 @@ def main(argv: list[str]) -> int:
                     for which, image in images.items():
                         rows.setdefault((mt, way, which), []).append(
                             one_boot(argv_of(mt, way), image, a.rip / 1000 if which == "kmsg" else 0.0))
-    print(f"kernel {kernel}; main/now: -kernel {vmlinux.name}; lpj {json.dumps(lpj)}; TCG, {a.cpus} vCPU(s), "
+    print(f"kernel {kernel}; main/now: -kernel {vmlinux.name}; lpj {json.dumps(lpj)}; TCG, {a.cpus} vCPU(s) (one: 1), "
           f"{a.boots} boots each, interleaved; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at "
           f"the end ({os.cpu_count()} host CPUs); base kernel parameters: {BASE_CMDLINE}")
     print("median (min-max), seconds from QEMU's start; phases by the kernel's log (kmsg boots)")
     for name, (qemu_args, params) in tries.items():
         print(f"way {name}: now, and QEMU {shlex.join(qemu_args) or '-'}, kernel parameters {' '.join(params) or '-'}")
-    print(f"{'machine':8} {'way':5} {'init':6} {'to init':>17} {'to sample':>17} {'to exit':>17} | "
-          + " ".join(f"{h:>17}" for h in ("qemu", "pre+lag", "early", "smp", "initcalls", "late")))
+    print(f"{'machine':8} {'way':5} {'init':6} {'to init':>17} {'to sample':>17} {'to exit':>17} {'QEMU CPU s':>17} | "
+          + " ".join(f"{h:>17}" for h in ("qemu", "pre+lag", "early", "smp", "initcalls", "late", "initramfs")))
     for (mt, way, which), bs in rows.items():
         def span(x: str, y: str) -> list:
             return [b[y] - b.get(x, 0.0) for b in bs if y in b and (x in b or x == "")]
         phases = ([b["qemu"] for b in bs if "qemu" in b],
                   [b["tsc"] / khz / 1000 - b["run_init"] for b in bs if "tsc" in b and "run_init" in b and khz],
                   span("", "smp_start"), span("smp_start", "smp_end"), span("smp_end", "freeing"),
-                  span("freeing", "run_init")) if which == "kmsg" else ([],) * 6
+                  span("freeing", "run_init"), span("unpack", "unpacked")) if which == "kmsg" else ([],) * 7
         print(f"{mt:8} {way:5} {which:6} {fmt([b.get('init') for b in bs]):>17} "
-              f"{fmt([b.get('sample') for b in bs]):>17} {fmt([b['exit'] for b in bs]):>17} | "
+              f"{fmt([b.get('sample') for b in bs]):>17} {fmt([b['exit'] for b in bs]):>17} "
+              f"{fmt([b.get('cpu') for b in bs]):>17} | "
               + " ".join(f"{fmt(p):>17}" for p in phases))
     for (mt, way, which), bs in rows.items():
         calls: dict[str, list[int]] = {}
@@ -336,6 +358,10 @@ def main(argv: list[str]) -> int:
                 print(f"  {statistics.median(us) / 1000:8.1f}  {name}")
     if a.rip:
         where_time_went(rows, cached_offsets(sha256_of(kernel)))
+    if a.raw:
+        Path(a.raw).write_text(json.dumps([{"machine": mt, "way": way, "image": which, "round": i,
+                                            **{k: v for k, v in b.items() if k not in ("rips", "initcalls")}}
+                                           for (mt, way, which), bs in rows.items() for i, b in enumerate(bs)]))
     return 0
 
 

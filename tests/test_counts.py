@@ -49,14 +49,17 @@ CLASSES = {
     "invlpg-invpcid": ["0f 01 38", "66 0f 38 82 07"],             # invlpg (%rax); invpcid (%rdi),%rax
     "stac-clac": ["0f 01 cb", "0f 01 ca"],
     "rdtsc": ["0f 31", "0f 01 f9"],
-}
+    "locked": ["f0 0f b1 17", "f0 48 0f c1 07", "f0 ff 07", "f0 80 0f 01", "87 07", "48 86 07"],   # lock cmpxchg,
+}                                                             # lock xadd, lock incl, lock orb; xchg with memory
 NONE = ["0f 22 c0",          # mov %rax,%cr0
         "0f 20 d8",          # mov %cr3,%rax (a read)
         "0f ae 3f",          # clflush
         "66 0f ae f0",       # tpause
         "0f c7 0f",          # cmpxchg8b
         "0f 01 f0",          # not swapgs
-        "90", "48 89 c3", "0f 1f 44 00 00", "c3"]
+        "90", "48 89 c3", "0f 1f 44 00 00", "c3",
+        "3e ff 07",          # ds incl: a `lock` an x86 kernel on one CPU patched out (SMP alternatives -> UP)
+        "48 87 c3", "0f b1 17"]   # xchg of two registers; cmpxchg without lock
 
 TEST_C = r"""
 #include <stdio.h>

@@ -113,7 +113,7 @@ def test_result_key():
 def test_same_machine_refuses_or_says_what_was_forced():
     env = {"arch": {"value": "x86_64"}, "cpu_model_name": {"value": "EPYC"}, "kernel": {"value": "6.1"}}
     other = {**env, "cpu_model_name": {"value": "Xeon"}, "kernel": {"value": "6.2"}}
-    assert IDENTITY_FIELDS == ("arch", "cpu_model_name", "guest_cpu_model")   # guest: the vm target's
+    assert IDENTITY_FIELDS == ("arch", "cpu_model_name", "guest_cpu_model", "guest_cpus")   # guest: the vm target's
     assert machine_differences(env, other) == [("cpu_model_name", "EPYC", "Xeon")]   # the kernel may differ
     assert same_machine([(1, env), (2, {**env, "kernel": {"value": "6.9"}})], force=False, anyway="x") == []
     with pytest.raises(UsageError, match=r"runs 1 and 2 ran on different machines \(cpu_model_name: 'EPYC' vs "

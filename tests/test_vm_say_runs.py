@@ -136,24 +136,25 @@ def test_compare_of_several_runs_a_side_withholds_the_verdict_as_ab_does(runs, t
 
 def test_a_side_of_runs_on_different_guests_names_each():
     g = {"kernel": "/k", "release": "6.1", "cmdline": "", "machine": "pc", "accel": "tcg", "cpu_model": "max",
-         "cpu_brand": None, "boot_mitigations": ["a"]}
+         "cpu_brand": None, "boot_mitigations": ["a"], "vcpus": 1}
     res = [{"processes": [{"header": {"vm": {"kernel": "/k", "cmdline": c, "machine": "pc", "accel": "tcg",
-                                             "qemu_argv": ["-cpu", "max"],
+                                             "qemu_argv": ["-cpu", "max", "-smp", f"{n},sockets=1,cores={n},threads=1"],
                                              "guest": {"release": "6.1", "boot_mitigations": m}}}}]}
-           for c, m in (("", ["a"]), ("quiet", ["a", "x"]), ("", ["a"]))]
+           for c, m, n in (("", ["a"], 1), ("quiet", ["a", "x"], 2), ("", ["a"], 1))]
     got = guests.guests_of_sides(res[:2], res[2:])
     assert got is not None and got["a"] == g and got["a_runs"][0]["cmdline"] == "quiet" and "b_runs" not in got
     assert got["boot_mitigations_differ"] == {"only_a": ["x"], "only_b": []}
     lines = guests.header_lines([Entry({"key": "x", "guests": got})], None)
-    assert lines[:3] == ["A ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max",
-                         "A ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max",
-                         "B ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max"]
+    assert lines[:3] == ["A ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max, 1 vCPU",
+                         "A ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max, 2 vCPUs",
+                         "B ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max, 1 vCPU"]
     assert guests.guests_of_sides(res[:1], [{"processes": []}]) is None   # a side not in a guest: nothing said
     assert guests.result_lines([{"key": "x", "processes": []}]) == []
     # a run whose variants ran on two guests (cmdline=|quiet): one line each, with its variants
     two = guests.result_lines([dict(r, key=k) for r, k in zip(res[:2], ("x:cmdline=", "x:cmdline=quiet"))])
-    assert two == ["x:cmdline= ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max",
-                   "x:cmdline=quiet ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max",
+    assert two == ["x:cmdline= ran on: kernel 6.1 (/k), cmdline '', machine pc, TCG (emulated), CPU max, 1 vCPU",
+                   "x:cmdline=quiet ran on: kernel 6.1 (/k), cmdline 'quiet', machine pc, TCG (emulated), CPU max, "
+                   "2 vCPUs",
                    "emulated (QEMU TCG): the timings are the emulator's, not this CPU's"]
 
 

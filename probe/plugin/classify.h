@@ -24,26 +24,29 @@ enum {
 	CLS_INVLPG,	/* invlpg invpcid */
 	CLS_STAC_CLAC,
 	CLS_RDTSC,	/* rdtsc rdtscp */
+	CLS_LOCKED,	/* lock-prefixed (an atomic read-modify-write), and xchg with memory (locked without one) */
 	NCLASSES
 };
 
 /* The counter names (`--counters cr3-writes:k`), by class. */
 static const char *const class_names[NCLASSES] = {
 	"", "cr3-writes", "msr-writes", "msr-reads", "xsave-family", "fences", "verw", "swapgs",
-	"syscall", "sysret", "iret", "cpuid", "invlpg-invpcid", "stac-clac", "rdtsc",
+	"syscall", "sysret", "iret", "cpuid", "invlpg-invpcid", "stac-clac", "rdtsc", "locked",
 };
 
 static inline int classify_x86(const uint8_t *p, size_t len)
 {
 	size_t i = 0;
-	int opsize = 0, rep = 0;
+	int opsize = 0, rep = 0, lock = 0;
 	for (; i < len; i++) { /* legacy prefixes */
 		uint8_t b = p[i];
 		if (b == 0x66)
 			opsize = 1;
 		else if (b == 0xf2 || b == 0xf3)
 			rep = 1;
-		else if (!(b == 0xf0 || b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65 || b == 0x67))
+		else if (b == 0xf0)
+			lock = 1;
+		else if (!(b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65 || b == 0x67))
 			break;
 	}
 	/* REX (a 32-bit guest's 0x40-0x4f are inc/dec, never followed by what is matched below) */
@@ -52,6 +55,12 @@ static inline int classify_x86(const uint8_t *p, size_t len)
 	if (i >= len)
 		return CLS_NONE;
 	uint8_t op = p[i];
+	/* a `lock` is valid only on read-modify-writes of memory, none of the classes below; an x86
+	 * kernel booted on one CPU patches its SMP `lock`s into `ds` (arch/x86/kernel/alternative.c) */
+	if (lock)
+		return CLS_LOCKED;
+	if ((op == 0x86 || op == 0x87) && i + 1 < len && (p[i + 1] >> 6) != 3)
+		return CLS_LOCKED;
 	if (op == 0xcf)
 		return CLS_IRET;
 	if (op == 0xcd)

@@ -37,7 +37,7 @@ from .errors import ProbeError, UsageError
 PLUGIN_API = 1
 # the costly classes, as the plugin names them (probe/plugin/classify.h)
 CLASSES = ("cr3-writes", "msr-writes", "msr-reads", "xsave-family", "fences", "verw", "swapgs",
-           "syscall", "sysret", "iret", "cpuid", "invlpg-invpcid", "stac-clac", "rdtsc")
+           "syscall", "sysret", "iret", "cpuid", "invlpg-invpcid", "stac-clac", "rdtsc", "locked")
 INSTRUCTIONS = "instructions"
 EVENTS = (INSTRUCTIONS, *CLASSES)
 SOURCE = "emulator"

@@ -43,11 +43,12 @@ def guests_in(res: dict) -> list[dict]:
         g: dict = vm["guest"] if isinstance(vm.get("guest"), dict) else {}
         argv = [str(a) for a in vm.get("qemu_argv") or []]
         cpu = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-cpu"), None)
+        smp = next((argv[i + 1].split(",")[0] for i, a in enumerate(argv[:-1]) if a == "-smp"), "")
         boot = g.get("boot_mitigations")
         cpuid: dict = vm["cpuid"] if isinstance(vm.get("cpuid"), dict) else {}
         one = {"kernel": vm.get("kernel"), "release": g.get("release"), "cmdline": vm.get("cmdline") or "",
                "machine": vm.get("machine"), "accel": vm.get("accel"), "cpu_model": cpu,
-               "cpu_brand": cpuid.get("brand"),
+               "cpu_brand": cpuid.get("brand"), "vcpus": int(smp) if smp.isdigit() else None,
                "boot_mitigations": [str(x) for x in boot] if isinstance(boot, list) else None}
         out.setdefault(describe(one), one)
     return list(out.values())
@@ -86,13 +87,15 @@ def guests_of_sides(side_a: list[dict], side_b: list[dict]) -> dict | None:
 
 def describe(g: dict) -> str:
     """One guest in a line: `kernel 6.1.0-50-cloud-amd64 (/k/vmlinuz), cmdline "pti=on", machine pc,
-    TCG (emulated), CPU max (AMD EPYC ...)`."""
+    TCG (emulated), CPU max (AMD EPYC ...), 1 vCPU` (the vCPUs from QEMU's -smp)."""
     kernel = f"kernel {g.get('release') or '?'} ({g.get('kernel') or '?'})"
     cpu = g.get("cpu_model") or "QEMU's default"
     if g.get("cpu_brand"):
         cpu += f" ({g['cpu_brand']})"
+    n = g.get("vcpus")
+    vcpus = f", {n} vCPU{'s' if n != 1 else ''}" if isinstance(n, int) else ""
     return (f"{kernel}, cmdline {g.get('cmdline') or ''!r}, machine {g.get('machine') or '?'}, "
-            f"{ACCEL_NAMES.get(str(g.get('accel')), str(g.get('accel')))}, CPU {cpu}")
+            f"{ACCEL_NAMES.get(str(g.get('accel')), str(g.get('accel')))}, CPU {cpu}{vcpus}")
 
 
 def header_lines(entries: list, emulated: dict | None, arms: tuple[str, str] = ("A", "B")) -> list[str]:

@@ -566,7 +566,8 @@ class Summary(Mapping):
 # --- runs measured on one machine -------------------------------------------------
 
 # Runs that differ in these measured different machines: not comparable without --force.
-IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model")   # guest: the vm target's (docs/kernels.md)
+# guest_*: the vm target's (docs/kernels.md)
+IDENTITY_FIELDS = ("arch", "cpu_model_name", "guest_cpu_model", "guest_cpus")
 
 
 def same_machine(envs: list[tuple[Any, dict]], *, force: bool, anyway: str) -> list[tuple]:
@@ -594,10 +595,18 @@ def machine_differences(env_a: dict, env_b: dict) -> list[tuple[str, Any, Any]]:
     names = [n for n in list(env_a) + [n for n in env_b if n not in env_a] if n in IDENTITY_FIELDS]
     out = []
     for n in names:
-        a, b = ((e.get(n) or {}).get("value") for e in (env_a, env_b))
+        a, b = (_identity(e, n) for e in (env_a, env_b))
         if a != b:
             out.append((n, a, b))
     return out
+
+
+def _identity(env: dict, name: str) -> Any:
+    """An identity field's value; a guest's CPUs from `vm.cpus` in a run from
+    before `guest_cpus` was recorded (every vm run has it)."""
+    if name == "guest_cpus" and name not in env:
+        return ((env.get("vm") or {}).get("value") or {}).get("cpus")
+    return (env.get(name) or {}).get("value")
 
 
 # --- opcost.result/1 ------------------------------------------------------------

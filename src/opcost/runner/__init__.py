@@ -113,8 +113,12 @@ class Runner:
         t0 = time.monotonic()
         prepare = getattr(self.target, "prepare", None)   # the vm target: one preflight boot per machine
         if prepare is not None:
+            reqs = [self.driver.request(vr.variant, 0, 0, pad=False) for vr in self.results]
+            fit = getattr(self.target, "fit_cpus", None)   # the vm target: its guests' CPUs, from the whole run
+            if fit is not None:
+                fit(reqs)
             names = [f"{_TOP}.stats"] + ([f"{_TOP}.abtest"] if self.look or self.opts.compares else [])
-            _while_importing(names, prepare, [self.driver.request(vr.variant, 0, 0, pad=False) for vr in self.results])
+            _while_importing(names, prepare, reqs)
             said = getattr(self.target, "accel_line", lambda: None)()   # the vm target: whether KVM is used, first
             if said:
                 self.warn(said)

@@ -25,7 +25,8 @@ def add_vm_options(s) -> None:
                    "probe process there, one boot each (kernel= in a SPEC or in --a/--b: per variant)")
     g.add_argument("--kernel-cmdline", metavar="ARGS",
                    help="the guest kernel's parameters, plain words (cmdline= per variant)")
-    g.add_argument("--vm-cpus", metavar="N", help="guest CPUs (default 2); cpu= means these")
+    g.add_argument("--vm-cpus", metavar="N", help="guest CPUs (default: 1 when every benchmark of the run runs on "
+                   "one CPU, else 2); cpu= means these")
     g.add_argument("--vm-mem", metavar="N", help="guest memory in MiB (default 512)")
     g.add_argument("--vm-procs", metavar="N",
                    help="probe processes of each variant per boot (default 1); the boot is the unit: their "

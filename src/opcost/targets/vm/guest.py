@@ -85,7 +85,9 @@ class VmGuest:
         return list(range(self.cfg.cpus))
 
     def default_cpu(self) -> int:
-        return self.cfg.cpus - 1
+        # the last guest CPU; without --vm-cpus CPU 0, the one a guest always has (a run that needs no
+        # other then boots one vCPU: VmTarget.fit_cpus)
+        return 0 if self.cfg.cpus_auto else self.cfg.cpus - 1
 
     def pmu_catalog(self):
         raise UsageError("named PMU events are not available in the vm target (the guest has no PMU here); "
@@ -118,6 +120,10 @@ class VmGuest:
             env["guest_cpuid"] = {"value": cpuid, "source": "opcost-probe cpuid in the guest (preflight boot)"}
             # compare refuses runs whose guests saw different CPU models (commands/compare.py)
             env["guest_cpu_model"] = {"value": cpuid.get("brand"), "source": "CPUID brand string in the guest"}
+        # compare refuses runs whose guests had different CPU counts too: the kernel sizes its per-CPU
+        # caches by them (mem.pagefault: docs/kernels.md, "One vCPU")
+        env["guest_cpus"] = {"value": self.cfg.cpus,
+                             "source": "QEMU -smp: " + self.cfg.cpus_said()}
         env["vm"] = {"value": {"qemu": self.qemu_version(), "guest_arch": self.host_arch(), "cpus": self.cfg.cpus, "mem_mib": self.cfg.mem_mib,
                                "accel_asked": self.cfg.accel, "machine_asked": self.cfg.machine,
                                "cpu_model": self.cfg.cpu_model or f"default ({GUEST_ARCHES[self.host_arch()].cpu['tcg']} under "

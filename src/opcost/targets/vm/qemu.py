@@ -80,6 +80,8 @@ class Machine:
 class VmConfig:
     qemu: str = QEMU
     cpus: int = 2
+    cpus_auto: bool = False     # neither --vm-cpus nor cpus= said: the run's benchmarks decide (vcpus.cpus_needed)
+    cpus_why: str = ""          # with cpus_auto, once decided: why `cpus`
     mem_mib: int = 512
     accel: str = "auto"
     allow_emulated: bool = False
@@ -88,6 +90,12 @@ class VmConfig:
     cpu_model: str = ""         # QEMU's -cpu MODEL (--vm-cpu); "": host under KVM, max under TCG
     plugin: str = ""            # -plugin PATH,ARGS: a counting boot (emucount.py), TCG single-threaded
     restore: str = "auto"       # counting boots from a snapshot of the arm's first (restore.py): auto or off (--vm-restore)
+
+    def cpus_said(self) -> str:
+        """Why the guests have `cpus` CPUs, in words (recorded with every boot)."""
+        if not self.cpus_auto:
+            return "given (--vm-cpus, cpus=)"
+        return self.cpus_why or f"the default, {self.cpus}: no run decided it"
 
 
 

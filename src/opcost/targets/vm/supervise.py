@@ -26,6 +26,7 @@ from .protocol import Boot, BootFailed
 from .qemu import TCG_CMDLINE, TCG_CMDLINE_MORE, Machine, VmConfig, base_cmdline, qemu_for
 from .restore import Snapshots
 from .qmp import pin_threads
+from .vcpus import smp_cmdline
 
 BOOT_LIMIT_S = {"tcg": 90.0, "kvm": 30.0}   # from start to the init's first line, before any boot reached it
 BOOT_FLOOR_S = {"tcg": 15.0, "kvm": 5.0}    # the learned limit is never below this (nor above the fixed one)
@@ -81,8 +82,8 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_ty
                          if m.arch == probe.host_arch() else f"the {m.arch} VM init is not built; run "
                          f"`make -C probe CC={m.arch}-linux-gnu-gcc OUT=build/opcost-probe-{m.arch}`")
     kernel, entry = entry_kernel(m.kernel, accel) if m.arch == "x86_64" else (m.kernel, f"the {m.arch} Image")
-    params = " ".join(x for x in (machine_cmdline(machine_type, accel),
-                                  speed_params(m, accel, machine_type, choice)) if x)
+    must = " ".join(x for x in (machine_cmdline(machine_type, accel), smp_cmdline(cfg.cpus, m.arch)) if x)
+    params = " ".join(x for x in (must, speed_params(m, accel, machine_type, choice, must)) if x)
     guest = Machine(kernel, m.cmdline, m.arch)
     run = dict(accel=accel, machine_type=machine_type, boot_limit=boot_limit, timeout=timeout, machine_params=params,
                host_cpus=host_cpus, on_frame=on_frame, stall_s=stall_s)
@@ -109,17 +110,18 @@ def _stat(p: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | None) -> str:
+def speed_params(m: Machine, accel: str, machine_type: str, choice: Choice | None, must: str | None = None) -> str:
     """Kernel parameters that only make a boot under TCG faster (none under
     KVM): qemu.TCG_CMDLINE (initcalls skipped), the lpj= a first boot of
     this kernel said (Choice.lpj_for) and qemu.TCG_CMDLINE_MORE (more
     initcalls), in that order of worth. Each only where it still fits the
     kernel's command line (its header's cmdline_size) after what opcost must
-    give and the user's: never at the cost of the user's parameters."""
+    give (`must`: by default the machine type's) and the user's: never at the
+    cost of the user's parameters."""
     if accel != "tcg":
         return ""
     room = (cmdline_size(m.kernel) or 2048) - 1 - len(base_cmdline(m.arch)) - len(m.cmdline) - 2 \
-        - len(machine_cmdline(machine_type, accel))
+        - len(machine_cmdline(machine_type, accel) if must is None else must)
     out = []
     for p in (TCG_CMDLINE, choice.lpj_for(m, accel, machine_type) if choice else "", TCG_CMDLINE_MORE):
         if p and len(p) + 1 <= room:

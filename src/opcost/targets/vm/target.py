@@ -23,9 +23,12 @@ from .protocol import Boot, Command
 from .qemu import QEMU, Machine, VmConfig, base_cmdline, qemu_for
 from .restore import Snapshots
 from .supervise import boot, retried, supervised_boot, tally
+from .vcpus import AUTO_CPUS, cpus_needed
 
 MACHINE_PARAMS = ("kernel", "cmdline")   # variant dimensions this target takes (spec.expand)
-MACHINE_PARAMS_MAX = 48   # the longest kernel parameters a machine type adds (clock.machine_cmdline), and spaces
+# the longest kernel parameters a machine type adds (clock.machine_cmdline) and a one-CPU guest's
+# (vcpus.smp_cmdline), and spaces
+MACHINE_PARAMS_MAX = 63
 
 
 class VmTarget(VmPreflight, VmBatch, VmGuest):
@@ -66,7 +69,20 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
             why = host.kvm_usable()
             if why:
                 raise UsageError(f"--accel kvm: {why}; use --accel tcg (emulated) or --accel auto")
-        check_cpus(cfg.cpus, cfg.accel, "--vm-cpus ")
+        if not cfg.cpus_auto:
+            check_cpus(cfg.cpus, cfg.accel, "--vm-cpus ")
+
+    def fit_cpus(self, reqs: list[probe.ProbeRequest]) -> None:
+        """Without --vm-cpus (or cpus=): the guests' CPUs for the whole run,
+        before its first boot: one when every process of it (both arms of
+        an `ab`) runs on one CPU, else two (vcpus.cpus_needed). Once."""
+        if self.cfg.cpus_auto and not self.cfg.cpus_why:
+            self.cfg.cpus, why = cpus_needed(reqs)
+            try:
+                check_cpus(self.cfg.cpus, self.cfg.accel, "--vm-cpus ")
+            except UsageError as e:
+                raise UsageError(f"{why}, so its guests need {self.cfg.cpus} CPUs: {e}") from None
+            self.cfg.cpus_why = why
 
     def check_machine_param(self, key: str, value: str) -> None:
         """kernel=PATH or cmdline=ARGS of a variant (spec.expand): UsageError if wrong."""
@@ -157,7 +173,7 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
                 "machine_why": self.choice.machine_for(m, accel)[1], "qemu": self.choice.qemu_version(m.arch),
                 "qemu_argv": b.argv, "vcpus": {str(k): v for k, v in b.vcpus.items()}, "pinning": b.pinning,
                 "boot_s": round(b.boot_s or 0, 3), "wall_s": round(b.wall_s, 3), "retries": b.retries,
-                "entry": b.entry, "restore": b.restore,
+                "entry": b.entry, "restore": b.restore, "cpus": self.cfg.cpus, "cpus_why": self.cfg.cpus_said(),
                 "host_kernel": os.uname().release, "host_hypervisor": host.hypervisor_flag()}
 
     # -- the probe's protocol --
@@ -186,8 +202,8 @@ def open_vm(kernel: str | None = None, cmdline: str = "", cpus: int | None = Non
     one). None for a number: its default."""
     cmdline = check_cmdline(cmdline or "")
     default = Machine(check_kernel(kernel), cmdline) if kernel else None
-    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or 2, mem_mib=mem_mib or 512,
-                   accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
+    cfg = VmConfig(qemu=os.environ.get("OPCOST_QEMU") or QEMU, cpus=cpus or AUTO_CPUS, cpus_auto=not cpus,
+                   mem_mib=mem_mib or 512, accel=accel, allow_emulated=allow_emulated, procs=procs or 1, machine=machine,
                    cpu_model=check_cpu_model(cpu_model), restore=restore)
     return VmTarget(cfg, default, cmdline)
 
@@ -221,13 +237,17 @@ def open_vm_spec(spec: str) -> VmTarget:
         raise UsageError(f"target {spec!r}: {', '.join(twice)} given more than once; give each key once")
     q = dict(pairs)
     try:
-        cpus, mem = int(q.get("cpus", 2)), int(q.get("mem", 512))
+        cpus, mem = int(q.get("cpus", 0)), int(q.get("mem", 512))
     except ValueError:
         raise UsageError(f"target {spec!r}: cpus and mem are integers") from None
+    if "cpus" in q and cpus < 1:
+        raise UsageError(f"target {spec!r}: cpus={cpus}: a guest has at least one CPU; give cpus=1 or more, "
+                         "or leave cpus= out (one CPU when every benchmark runs on one, else two)")
     for key, valid_values in (("accel", ACCELS), ("machine", MACHINES)):
         if key in q and q[key] not in valid_values:
             raise UsageError(f"target {spec!r}: {key}={printable(q[key])}: valid: {', '.join(valid_values)}")
     check_kernel(u.path, "vm:")
-    check_cpus(cpus, q.get("accel", "auto"), f"target {spec!r}: cpus=")
-    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus, mem, accel=q.get("accel", "auto"),
-                   machine=q.get("machine", "auto"))
+    if "cpus" in q:
+        check_cpus(cpus, q.get("accel", "auto"), f"target {spec!r}: cpus=")
+    return open_vm(u.path, check_cmdline(q.get("cmdline", ""), "cmdline="), cpus or None, mem,
+                   accel=q.get("accel", "auto"), machine=q.get("machine", "auto"))
