@@ -175,6 +175,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "targets/__init__.py": 4,
     "targets/vm/batch.py": 1,
     "targets/vm/image.py": 1,
+    "transfer.py": 2,
 }
 
 # Every function-level import says why, on its line or the line above (a `#` comment): the only

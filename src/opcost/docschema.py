@@ -360,16 +360,27 @@ class Stream:
         self.total = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._last = 0           # the text length of the last process read: how far to look for the next's end
+        self.base = 0            # how many characters before buf[0] were dropped: buf[i] is the text's [base + i]
+        self.keep: int | None = None     # text from here on (absolute, as base) is kept when more is read
+        self._error: DocumentProblem | None = None    # the file cannot be read on from here
 
     def _more(self) -> bool:
         if self.eof:
             return False
+        if self._error is not None:     # read past once (a reader ahead of the parsing): the same words again
+            raise self._error
         chunk = self.f.read(_STREAM_CHUNK)
         self.total += len(chunk)
-        text = _decoded(self._decoder, chunk, self.line_at(len(self.buf)))
-        self.line += self.buf.count("\n", 0, self.pos)
-        self.buf = self.buf[self.pos:] + text
-        self.pos = 0
+        try:
+            text = _decoded(self._decoder, chunk, self.line_at(len(self.buf)))
+        except DocumentProblem as e:
+            self._error = e
+            raise
+        cut = self.pos if self.keep is None else max(0, min(self.pos, self.keep - self.base))
+        self.line += self.buf.count("\n", 0, cut)
+        self.buf = self.buf[cut:] + text
+        self.pos -= cut
+        self.base += cut
         self.eof = not chunk
         return not self.eof
 
@@ -422,30 +433,39 @@ class Stream:
         Otherwise (the last process of a list, anything orjson refuses, a
         value over MAX_VALUE) `value(fast=True)` reads it, with its words
         for errors."""
-        if self.peek() == "{":
-            start, scanned = self.pos, self.pos + 1
-            while True:
-                found = _NEXT_PROCESS.search(self.buf, scanned)
-                if found is not None:
-                    end = found.start() + 1
-                    if end - start > MAX_VALUE:
-                        break
-                    text = self.buf[start:end]
-                    try:
-                        v = orjson.loads(text)
-                    except orjson.JSONDecodeError:
-                        break
-                    self.pos = end
-                    self._last = len(text)
-                    return v, text
-                if self.eof or len(self.buf) - start > 2 * self._last + _STREAM_CHUNK:
-                    break
-                scanned = max(len(self.buf) - _OVERLAP, start + 1) - start
-                self._more()       # buf now starts at this value
-                start, scanned = self.pos, self.pos + scanned
+        text = self.split()
+        if text is not None:
+            try:
+                return orjson.loads(text), text
+            except orjson.JSONDecodeError:
+                self.pos -= len(text)      # back to its start: read by json below
         v, text = self.value(fast=True)
         self._last = len(text)
         return v, text
+
+    def split(self) -> str | None:
+        """The text of the next value (a process) when its end is found
+        cheaply (process's rule), read past; else None, nothing read past.
+        Whether it is one JSON value is for its parser to say (process, or
+        a worker: transfer.ProcessParser)."""
+        if self.peek() != "{":
+            return None
+        start, scanned = self.pos, self.pos + 1
+        while True:
+            found = _NEXT_PROCESS.search(self.buf, scanned)
+            if found is not None:
+                end = found.start() + 1
+                if end - start > MAX_VALUE:
+                    return None
+                self.pos = end
+                self._last = end - start
+                return self.buf[start:end]
+            if self.eof or len(self.buf) - start > 2 * self._last + _STREAM_CHUNK:
+                return None
+            scanned = max(len(self.buf) - _OVERLAP, start + 1) - start
+            self._more()       # buf now starts at this value (or at what is kept)
+            start = self.pos
+            scanned += start
 
     def _bad(self, msg: str, at: int) -> None:
         rest = self.buf[at:].strip()

@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import threading
 import time
+from collections import deque
 from itertools import repeat
 from typing import Any
+
+import orjson
 
 from . import docschema, labels
 from .errors import UsageError
 from .model import COMPARISON_SCHEMA, RESULT_SCHEMA, plan_problem
 from .safetext import printable
-from .store import open_store
+from .store import open_store, rows
 from .store.base import RESULT_STATUSES, RUN_STATUSES, identity
 
 
@@ -209,8 +214,14 @@ class StreamedRun:
         self.uuid: str = head["uuid"]
         self.skeleton: dict | None = None
         self._keys = keys      # the document's remaining top-level keys (docschema.Stream.members)
+        self.parser: ProcessParser | None = None     # a worker process parsing processes ahead
 
-    def processes(self) -> Any:
+    def processes(self, prepared: bool = False) -> Any:
+        """(result position, process, plain) of each process as it is read.
+        prepared (the store's import of a new run), with a worker process
+        (`parser`): a plain process may come as its header, trailer and
+        the like (no samples) with `plain` its sample rows' columns
+        (ProcessParser.prepare)."""
         s, doc = self.reader, dict(self.head)
         results: list = []
         try:
@@ -227,11 +238,12 @@ class StreamedRun:
                         continue
                     res[key] = []
                     seen: set = set()
+                    if self.parser is not None and prepared:
+                        yield from self._parsed_apart(pos, seen)
+                        continue
                     for j in s.items():
                         proc, text = s.process()
-                        proc, plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
-                        self._shape(proc, pos, j, seen)
-                        yield pos, proc, plain
+                        yield pos, *self._checked(proc, text, pos, j, seen)
             doc["results"] = results
             for key in self._keys:
                 doc[key] = s.value()[0]
@@ -246,6 +258,92 @@ class StreamedRun:
                             "is stored as it is read, so its uuid and run_id come before its results (as "
                             "`opcost export` writes them)")
         self.skeleton = check(doc, self.where)
+
+    def _checked(self, proc: Any, text: str, pos: int, j: int, seen: set) -> tuple[Any, bool]:
+        proc, plain = docschema.checked_process(proc, text, f"$.results[{pos}].processes[{j}]")
+        self._shape(proc, pos, j, seen)
+        return proc, plain
+
+    def _parsed_apart(self, pos: int, seen: set) -> Any:
+        """A result's list of processes as `processes` reads it, each parsed,
+        checked and turned into rows by the worker while the store inserts
+        the one before: up to _AHEAD of them split off the text ahead (the
+        text from the oldest on kept, docschema.Stream.keep). What the worker
+        cannot parse as one value, and a list's last process, are read here
+        as the single reading does, in order; a problem met reading ahead
+        is raised once every process before it is stored."""
+        s, parser = self.reader, self.parser
+        assert parser is not None
+        s.take("[")
+        if s.peek() == "]":
+            s.pos += 1
+            return
+        pending: deque = deque()      # (j, absolute start, future), oldest first
+        ahead: docschema.DocumentProblem | None = None    # met reading ahead: raised after pending
+        j, whole = 0, False            # the next to split off; whole: it is read here
+        try:
+            while True:
+                while not pending and (whole or ahead is not None):
+                    if ahead is not None:
+                        raise ahead
+                    proc, text = s.process()
+                    yield pos, *self._checked(proc, text, pos, j, seen)
+                    j, whole = j + 1, False
+                    if self._ends(s):
+                        return
+                while not whole and ahead is None and len(pending) < _AHEAD:
+                    try:
+                        s.peek()
+                        start = s.base + s.pos
+                        s.keep = pending[0][1] if pending else start
+                        text = s.split()
+                        if text is None:
+                            whole = True
+                            break
+                        pending.append((j, start, parser.submit(text, f"$.results[{pos}].processes[{j}]")))
+                        j += 1
+                        s.take(",")       # split found `},{"index":` after it
+                    except docschema.DocumentProblem as e:
+                        ahead = e
+                if not pending:
+                    continue
+                k, start, fut = pending.popleft()
+                got = fut.result()
+                if got[0] == "unparsed":    # not one JSON value for orjson: read again here, as process() does
+                    for *_, f in pending:
+                        f.cancel()
+                    pending.clear()
+                    s.keep, s.pos, ahead = None, start - s.base, None
+                    proc, text = s.value(fast=True)
+                    s._last = len(text)
+                    yield pos, *self._checked(proc, text, pos, k, seen)
+                    j, whole = k + 1, False
+                    if self._ends(s):
+                        return
+                    continue
+                s.keep = pending[0][1] if pending else None
+                if got[0] == "schema":
+                    raise docschema.SchemaProblem(got[1])
+                if got[0] == "document":
+                    raise docschema.DocumentProblem(got[1])
+                proc, plain = got[1], got[2]
+                self._shape(proc if plain is False else {**proc, "samples": [], "warmup": []}, pos, k, seen)
+                yield pos, proc, plain
+        finally:
+            s.keep = None
+            for *_, f in pending:
+                f.cancel()
+
+    @staticmethod
+    def _ends(s: Any) -> bool:
+        """After a process: True at its list's end, False before another."""
+        nxt = s.peek()
+        s.pos += 1
+        if nxt == "]":
+            return True
+        if nxt != ",":
+            s._bad("Expecting ',' delimiter", s.pos - 1)
+        return False
 
     def _shape(self, proc: Any, i: int, j: int, seen: set) -> None:
         ok = isinstance(proc, dict) and isinstance(proc.get("index"), int) and all(
@@ -263,7 +361,92 @@ class StreamedRun:
         return self.where.split(" line ")[0] + (f" line {line}" if line is not None else "")
 
 
-def stream_file(path: str, heads: list) -> Any:
+# --- a large file's processes parsed by a second process ------------------------------
+#
+# A streamed file's processes are parsed (orjson), checked and turned into the
+# store's sample rows by one worker process while this one inserts the process
+# before (`StreamedRun.processes(prepared=True)`): on two cores an import
+# costs about the larger of the two halves rather than their sum. Only
+# streamed files (over docschema.STREAM_FROM): a smaller import does not pay
+# the start of a process.
+
+_AHEAD = 2        # processes at the worker or done, not yet stored: bounds the memory
+
+
+def _worker_start() -> None:
+    """In the worker: a signal is for the importing process, which stops
+    the worker (ProcessParser.close). An importer killed outright (SIGKILL,
+    no close) leaves its worker waiting on a queue whose writing end the
+    worker itself holds (a fork): a thread watches the parent and ends the
+    worker when it has gone (within 0.2 s)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="opcost-parent-watch", daemon=True).start()
+
+
+def _prepare(text: str, where: str) -> tuple:
+    """In the worker: one process's text, parsed as Stream.process parses it
+    and checked as StreamedRun checks it. ("unparsed",): not one value for
+    orjson (the importer reads it itself); ("schema" | "document", words):
+    refused; ("proc", process, False): valid, its samples not plain; else
+    ("proc", the process without samples and warmup, (warmup count,
+    iters, ns_per_op, tsc_per_op, data)): each a column of its sample rows,
+    warmup first (what RunImporting._put_process inserts)."""
+    try:
+        proc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return ("unparsed",)
+    try:
+        proc, plain = docschema.checked_process(proc, text, where)
+    except docschema.SchemaProblem as e:
+        return ("schema", str(e))
+    except docschema.DocumentProblem as e:
+        return ("document", str(e))
+    if not plain or not isinstance(proc, dict):
+        return ("proc", proc, False)
+    warmup, samples = proc.pop("warmup", None) or [], proc.pop("samples", None) or []
+    batch = warmup + samples
+    cols = tuple(list(map(dict.get, batch, repeat(k))) for k in ("iters", "ns_per_op", "tsc_per_op"))
+    return ("proc", proc, (len(warmup), *cols, rows.encode_plain(batch)))
+
+
+class ProcessParser:
+    """The worker process of an import's streamed files, started when first
+    used (a fork: nothing to import again), stopped by close(): its work
+    cancelled, waited for (a task is one process: milliseconds)."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+
+    def submit(self, text: str, where: str) -> Any:
+        if self._pool is None:
+            import multiprocessing    # only for an import of a streamed file
+            from concurrent.futures import ProcessPoolExecutor    # as multiprocessing
+
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_worker_start)
+        return self._pool.submit(_prepare, text, where)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> "ProcessParser":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def stream_file(path: str, heads: list, parser: ProcessParser | None = None) -> Any:
     """The StreamedRun of each document of a large file, in order (each
     one's processes read before the next is looked for); `heads` gets each
     run's head as it is read (what a signal's message reads back). Raises
@@ -309,6 +492,7 @@ def stream_file(path: str, heads: list) -> Any:
                 check(head | {"results": []}, where)      # the wrong kind of file is refused at once
                 heads.append(head)
                 run = StreamedRun(s, where, head, keys)
+                run.parser = parser
                 yield run
                 if run.skeleton is None:
                     raise RuntimeError("a streamed run's processes were not all read")

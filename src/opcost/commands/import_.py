@@ -47,14 +47,14 @@ def _run_streamed(args, files) -> int:
     # a command loads what it uses when it runs, never for --help
     from ..docschema import NeedsWhole   # --help must not load it
     from ..store import open_store   # --help must not load it
-    from ..transfer import held_after, read_file, stream_file   # --help must not load it
+    from ..transfer import ProcessParser, held_after, read_file, stream_file   # --help must not load it
 
     heads: list = []
     interrupts.say_done(lambda: held_after(args.store, [d for _, docs in files if docs for d in docs] + heads)
                         + " (nothing or everything given is stored: one transaction)")
-    with open_store(args.store, on_wait=warn) as store:
+    with open_store(args.store, on_wait=warn) as store, ProcessParser() as parser:
         try:
-            done = store.import_files([docs if docs is not None else stream_file(path, heads)
+            done = store.import_files([docs if docs is not None else stream_file(path, heads, parser)
                                        for path, docs in files])
         except NeedsWhole:   # a large file that cannot go to the store as it is read: read whole, as before
             files = [(path, docs if docs is not None else read_file(path)) for path, docs in files]

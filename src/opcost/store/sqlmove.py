@@ -83,14 +83,21 @@ class RunMoving(SqlConnection):
         return self._insert_id(db, f"INSERT INTO results ({', '.join(self._RESULT_COLS)}) VALUES "
                                f"({', '.join('?' * len(self._RESULT_COLS))})", self._result_values(run_id, pos, res))
 
-    def _put_process(self, db: Any, result_id: int, proc: Any, plain: bool = False) -> None:
+    def _put_process(self, db: Any, result_id: int, proc: Any, plain: Any = False) -> None:
         """One process and its samples; plain: every sample only numbers
-        (docschema.plain_samples), so their JSON is encoded in one call."""
+        (docschema.plain_samples), so their JSON is encoded in one call; or
+        a tuple, the columns of its sample rows made already (a streamed
+        file's worker: transfer._prepare) for a proc without samples."""
         pid = self._insert_id(
             db, "INSERT INTO processes (result_id, idx, header, trailer, meta) VALUES (?, ?, ?, ?, ?)",
             (result_id, proc.index, rows.encode(proc.header),
              None if proc.trailer is None else rows.encode(proc.trailer),
              rows.encode(proc.meta) if proc.meta else None))
+        if isinstance(plain, tuple):
+            warmup, iters, ns, tsc, data = plain
+            self._insert_samples(db, zip(repeat(pid), count(), chain(repeat(1, warmup), repeat(0, len(data) - warmup)),
+                                         iters, ns, tsc, data), True)
+            return
         batch = proc.warmup + proc.samples      # rows built by map and zip (C speed): 10^6 samples in a run
 
         def column(key: str) -> Any:
@@ -246,7 +253,7 @@ class RunImporting(RunMoving):
         head = {**sd.head, "results": []}
         run_id = self._insert_run(db, Run.from_json(head), head, ident)
         rids: dict[int, int] = {}
-        for pos, proc, plain in sd.processes():
+        for pos, proc, plain in sd.processes(prepared=True):
             if pos not in rids:
                 rids[pos] = self._insert_result(db, run_id, pos, Result("", None, {}))
             self._put_process(db, rids[pos], Process.from_json(proc), plain)
