@@ -9,8 +9,10 @@ its summary, as every run that reached its end stores it; `--no-summary`
 measures a run killed before its end, whose `show` computes the summary
 from its processes, read one at a time (docs/commands/stores.md).
 
-Each figure is the command's wall time, its CPU time (user and system)
-and its peak resident memory (getrusage of its one child). The reference,
+Each figure is the command's wall time, its CPU time (user and system, of
+all its processes: an import's worker too), its peak resident memory
+(getrusage: its largest process) and that of its whole process tree
+(sampled every 20 ms; the aim's figure). The reference,
 measured in the same round, in its own fresh process: `json.load` of the
 same file (the least any import of it does); ratios are to it (CPU's
 ratio is the steadier on a busy machine). `--against SRC` measures another
