@@ -183,3 +183,19 @@ def test_kvm_needs_qemu_to_start_a_guest_not_only_dev_kvm(tmp_path):
     assert why is not None and why.startswith("/dev/kvm opens, but QEMU -accel kvm -cpu host exits 134: "
                                               "failed to set MSR 0x10a to 0x69"), why
     assert envcheck._qemu_kvm_starts(str(runs), wait=0.5) is None
+
+
+def test_plain_env_ends_with_whether_kvm_is_usable_and_what_to_do(monkeypatch, capsys):
+    """Issue 39 item 6: `opcost env` itself (not only --check) says whether KVM
+    is usable here and, if not, why and what to do; --json (the environment
+    stored with runs) does not carry it."""
+    why = "no /dev/kvm: this CPU shows no VMX or SVM"
+    monkeypatch.setattr(envcheck.Tools, "here", staticmethod(lambda: tools(kvm=lambda: why)))
+    assert cli._main(["env"]) == 0
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("kvm:") and f"not usable: {why}. What to do: {envcheck.KVM_FIX}" in last, last
+    monkeypatch.setattr(envcheck.Tools, "here", staticmethod(lambda: tools()))
+    assert cli._main(["env"]) == 0
+    assert capsys.readouterr().out.rstrip("\n").splitlines()[-1].split()[:2] == ["kvm:", "usable"]
+    assert cli._main(["env", "--json"]) == 0
+    assert "kvm" not in json.loads(capsys.readouterr().out)

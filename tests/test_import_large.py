@@ -339,28 +339,3 @@ def test_an_imports_transaction_settings_are_put_back(tmp_path):
                 assert now() == ("wal", 1, -65536)
                 1 / 0
         assert now() == before and before[1] != 1
-
-
-def test_a_store_made_now_has_16_kib_pages_and_one_made_before_keeps_its_own(tmp_path, capsys, monkeypatch):
-    """SQLite: a store made now has pages of 16 KiB (an import of 10^6
-    samples costs less CPU: docs/commands/stores.md); a store made with
-    SQLite's 4 KiB keeps them, written and read as before."""
-    from opcost.store import open_store, sqlite as store_sqlite
-
-    def pages(db: Path) -> tuple:
-        con = sqlite3.connect(db)
-        try:
-            return con.execute("PRAGMA page_size").fetchone()[0], con.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            con.close()
-
-    f = write(tmp_path / "run.json", doc(2, 5))
-    assert opcost(capsys, "import", f, "--store", str(tmp_path / "new.db"))[0] == 0
-    assert pages(tmp_path / "new.db") == (16384, "ok")
-    monkeypatch.setattr(store_sqlite, "PAGE_SIZE", 4096)       # as an opcost before this change made it
-    with open_store(str(tmp_path / "old.db")):
-        pass
-    monkeypatch.undo()
-    assert pages(tmp_path / "old.db") == (4096, "ok")
-    assert opcost(capsys, "import", f, "--store", str(tmp_path / "old.db"))[0] == 0
-    assert pages(tmp_path / "old.db") == (4096, "ok") and rows(tmp_path / "old.db")[1:] == rows(tmp_path / "new.db")[1:]

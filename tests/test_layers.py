@@ -141,7 +141,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "commands/ab.py": 8,
     "commands/compare.py": 4,
     "commands/completion.py": 2,
-    "commands/env.py": 3,
+    "commands/env.py": 4,
     "commands/export.py": 2,
     "commands/fleet.py": 10,
     "commands/history.py": 5,

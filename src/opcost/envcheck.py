@@ -240,13 +240,25 @@ def _kernel_rows(v: dict, why: dict) -> list[Row]:
     return rows
 
 
+KVM_FIX = ("modprobe kvm_intel (or kvm_amd) and join group kvm; in a VM, nested virtualisation on the host; "
+           "without it the vm target runs under TCG (emulated)")
+
+
+def kvm_line(tools: Tools, width: int) -> str:
+    """`opcost env`'s last line (not stored with runs: the stored environment
+    is the machine's, KVM is a fact of the tools here): whether the vm target
+    can use KVM, and if not why and what to do, as the KVM row of --check."""
+    why = tools.kvm()
+    text = "usable" if why is None else f"not usable: {why}. What to do: {KVM_FIX}"
+    return f"{'kvm:':<{width}} {text}   [/dev/kvm, then QEMU -accel kvm -cpu host started for a moment]"
+
+
 def _tool_rows(tools: Tools) -> list[Row]:
     """The tools the targets need: KVM, QEMU and its plugins, the cross compilers."""
     rows = []
     kvm = tools.kvm()
     rows.append(Row("KVM", OK if kvm is None else WARN, "usable" if kvm is None else f"not usable: {kvm}",
-                    "" if kvm is None else "modprobe kvm_intel (or kvm_amd) and join group kvm; in a VM, nested "
-                    "virtualisation on the host; without it the vm target runs under TCG (emulated)"))
+                    "" if kvm is None else KVM_FIX))
 
     qemu = tools.which(QEMU)
     if qemu is None:

@@ -56,5 +56,8 @@ def run(args, argv) -> int:
     if args.json:
         dump_json(env)
     else:
+        from .. import envcheck   # --help must not load it
+
         print(format_env(env))
+        print(envcheck.kvm_line(envcheck.Tools.here(), max((len(n) for n in env), default=0) + 1))
     return 0

@@ -28,8 +28,6 @@ _BUSY_SLICE_S = 0.05  # SQLite's own busy wait per try (it polls every 1-10 ms t
                       # say so and check for Ctrl-C. Short, so that a waiting writer polls often
                       # and is not starved by writers taking the lock back to back.
 
-PAGE_SIZE = 16384   # bytes, of a store made now (see _configure)
-
 _HINT = sqlite_file.HINT
 _DAMAGED_HINT = ("move it aside (mv {path} {path}.damaged) and `opcost run` starts a new store, "
                  "or pass --store another file, or use --no-store")
@@ -129,12 +127,6 @@ class SqliteStore(SqlStore):
 
     def _configure(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA foreign_keys = ON")
-        if not self.readonly:
-            # A store made now has pages of 16 KiB (SQLite's default: 4): a run's
-            # samples (about 400 bytes a row) go in with fewer pages to split
-            # and commit; an import of 10^6 samples costs about 1.2 s of CPU
-            # less (issue 38). Nothing for a store that exists: its pages stay.
-            db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
 
     def _start_writing(self, db: sqlite3.Connection) -> None:
         if not self.readonly and not self.memory:
