@@ -9,6 +9,7 @@ document, and nothing is stored. benchmarks/large_run.py measures a run of
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -88,8 +89,8 @@ def test_a_streamed_file_stores_what_the_whole_reading_stores(tmp_path, capsys, 
     # every process was read as a stream, one at a time: parsed by the worker process, but the last of
     # each result (no `},{"index":` after it: read here; the first result's is split off up to the second's
     # first process, which orjson refuses as one value, and then read here; the one split off after that
-    # slice, while the worker parsed it, is dropped and split off again)
-    assert len(processes) == 1 and len(apart) == 12
+    # slice, while the worker parsed it, is dropped and split off again: _AHEAD - 1 of them)
+    assert len(processes) == 1 and len(apart) == 11 + transfer._AHEAD - 1
     assert read.count(True) == 2           # by orjson, but the last of each result (json's scanner: no end found)
     whole, streamed = rows(tmp_path / "whole.db"), rows(tmp_path / "streamed.db")
     assert whole[:3] == streamed[:3] and whole[4] == streamed[4]
@@ -339,3 +340,46 @@ def test_an_imports_transaction_settings_are_put_back(tmp_path):
                 assert now() == ("wal", 1, -65536)
                 1 / 0
         assert now() == before and before[1] != 1
+
+
+@pytest.mark.parametrize("others", [False, True], ids=["alone", "beside-a-reader"])
+def test_a_streamed_import_uses_the_rollback_journal_only_when_it_has_the_store_alone(
+        tmp_path, capsys, monkeypatch, streaming, others):
+    # WAL writes each new page twice (the -wal file, then the checkpoint): a
+    # streamed import that has the store to itself writes it once, under the
+    # rollback journal; beside another connection it stays in WAL (which that
+    # connection may read during the import) and still stores the run.
+    from opcost.store import sqlite as sqlite_store
+
+    db = tmp_path / "s.db"
+    f = write(tmp_path / "small.json", doc(2, 5))
+    assert opcost(capsys, "import", f, "--store", str(db))[0] == 0     # the store made, WAL while written
+    seen = []
+    real = sqlite_store.SqliteStore._bulk_load
+
+    @contextlib.contextmanager
+    def watched(self, alone=False):
+        with real(self, alone):
+            seen.append((alone, self._db.execute("PRAGMA journal_mode").fetchone()[0]))
+            yield
+
+    monkeypatch.setattr(sqlite_store.SqliteStore, "_bulk_load", watched)
+    other = sqlite3.connect(db)
+    try:
+        if others:
+            other.execute("PRAGMA journal_mode = WAL")
+            assert other.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+        else:
+            other.close()
+        d = doc(3, 20)
+        d["uuid"] = "another-run"
+        code, out, _ = opcost(capsys, "import", write(tmp_path / "run.json", d), "--store", str(db))
+        assert code == 0 and "imported 1 run(s) (2)" in out
+        assert seen == [(True, "wal" if others else "delete")]
+        if others:
+            assert other.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    finally:
+        other.close()
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == (2 * 6 + 3 * 21)

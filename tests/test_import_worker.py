@@ -177,3 +177,24 @@ def test_an_importer_killed_outright_leaves_no_worker(tmp_path):
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("worker", [True, False], ids=["worker", "single"])
+def test_a_syntax_error_names_its_column_in_the_line_after_the_line_start_was_read_past(
+        tmp_path, capsys, monkeypatch, worker):
+    # Text is read in chunks and what is behind the reading dropped: the
+    # column counts from the line's start, not from the text still held.
+    monkeypatch.setattr(docschema, "STREAM_FROM", 2048)
+    monkeypatch.setattr(docschema, "_STREAM_CHUNK", 512)
+    if not worker:
+        real = transfer.stream_file
+        monkeypatch.setattr(transfer, "stream_file", lambda path, heads, parser=None: real(path, heads))
+    t = _at(_text(8), 13, '"ns":', '"ns"')
+    try:
+        json.loads(t)
+    except json.JSONDecodeError as e:
+        col = e.colno
+    f = tmp_path / "bad.json"
+    f.write_text(t)
+    code, _, err = _import(capsys, f, tmp_path / "s.db")
+    assert col > 5000 and code == 2 and f"line 1: not JSON (Expecting ':' delimiter: column {col});" in err, err

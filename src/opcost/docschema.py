@@ -362,6 +362,7 @@ class Stream:
         self._last = 0           # the text length of the last process read: how far to look for the next's end
         self.base = 0            # how many characters before buf[0] were dropped: buf[i] is the text's [base + i]
         self.keep: int | None = None     # text from here on (absolute, as base) is kept when more is read
+        self._line_from = 0      # where the line of buf[0] begins (absolute, as base): for a column
         self._error: DocumentProblem | None = None    # the file cannot be read on from here
 
     def _more(self) -> bool:
@@ -378,6 +379,9 @@ class Stream:
             raise
         cut = self.pos if self.keep is None else max(0, min(self.pos, self.keep - self.base))
         self.line += self.buf.count("\n", 0, cut)
+        nl = self.buf.rfind("\n", 0, cut)
+        if nl >= 0:
+            self._line_from = self.base + nl + 1
         self.buf = self.buf[cut:] + text
         self.pos -= cut
         self.base += cut
@@ -472,7 +476,8 @@ class Stream:
         if self.eof and (not rest or not self.buf.rstrip().endswith(("}", "]"))):    # as a whole reading says it
             raise DocumentProblem("truncated JSON (it ends in the middle of a document); export it again",
                                   self.line_at(at))
-        col = at - self.buf.rfind("\n", 0, at)
+        nl = self.buf.rfind("\n", 0, at)       # the line's start may be in text dropped already
+        col = at - nl if nl >= 0 else self.base + at - self._line_from + 1
         raise DocumentProblem(f"not JSON ({msg}: column {col}); give a file of `opcost export` (one document, "
                               "or one per line)", self.line_at(at))
 

@@ -131,9 +131,12 @@ class SqlDialect:
         that nothing is committed into a file no one will read again."""
 
     @contextlib.contextmanager
-    def _bulk_load(self) -> Iterator[None]:
+    def _bulk_load(self, alone: bool = False) -> Iterator[None]:
         """Dialect: settings for one large write transaction (an import of
-        10^6 samples), put back after it; none by default."""
+        10^6 samples), put back after it; none by default. alone: the
+        transaction may keep the store to itself (readers wait for it) if
+        that writes it faster (an import of a file over
+        docschema.STREAM_FROM)."""
         yield
 
     def _notice_after(self) -> float:

@@ -223,11 +223,14 @@ class RunImporting(RunMoving):
             out, self.completed = self._import_docs(db, docs)
         return out
 
-    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
+    def import_files(self, files: Sequence[Iterable[Any]],
+                     large: bool = False) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
         """import_runs of several files' documents (or streamed runs) in one
         transaction: a bad file anywhere stores nothing. Per file: what
-        import_runs returns, and its `completed`."""
-        with self._bulk_load(), self._transaction("importing runs", exclusive=True) as db:
+        import_runs returns, and its `completed`. large: a file over
+        docschema.STREAM_FROM among them (the store may be kept from readers
+        while it is written: _bulk_load's `alone`)."""
+        with self._bulk_load(alone=large), self._transaction("importing runs", exclusive=True) as db:
             return [self._import_docs(db, docs) for docs in files]
 
     def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
