@@ -153,7 +153,11 @@ def test_no_store_json_on_a_full_disk_is_rescued_whole(disk, tmp_path, probe_bin
         assert len(rescued) == 1, (cp.stderr, list(tmp.iterdir()))
         last = cp.stderr.rstrip().splitlines()[-1]
         assert last.startswith(f"opcost: cannot write {target} (No space left on device)"), cp.stderr
-        assert last.endswith(f"everything measured is in {rescued[0]}"), cp.stderr
+        assert last.endswith(f"everything measured is in {rescued[0]} (`opcost import {rescued[0]}` stores it)"), \
+            cp.stderr
+        # said once as it happened (where the run goes), once at the end: no line twice
+        assert cp.stderr.count("\n") == 2 and (f"; the whole run goes to {rescued[0]}\n" in cp.stderr or
+                                                f"; the run goes to {rescued[0]} instead\n" in cp.stderr), cp.stderr
         doc = json.loads(rescued[0].read_text())
         assert doc["status"] == "complete" and len(doc["results"][0]["processes"]) == 3
         assert all(len(p["samples"]) == 5 for p in doc["results"][0]["processes"])

@@ -66,10 +66,11 @@ class RunFiles:
             return self.rescue_path
         return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), None)
 
-    def write(self, document, final: bool, force: bool = False, near=None) -> None:
+    def write(self, document, final: bool, force: bool = False, near=None, hint: str = "") -> None:
         """Write document() to every target (not too often: see _WRITE_SPACING);
         a target that fails starts the rescue (near: the store, whose folder
-        is tried first). At the end, a target that failed raises its error."""
+        is tried first). At the end, a target that failed raises its error
+        (hint: how the rescue file goes into a store, full_copy_said's)."""
         targets = self.targets(final)
         if not targets and not (final and self.rescue_lost):
             return
@@ -89,9 +90,9 @@ class RunFiles:
                 if final:
                     failed = failed or said
                 if self.rescue_path is None and not self.rescue_lost:
-                    self.warn(said)
+                    self._warned.add(path)       # said here: not again as "will try again"
                     self.start_rescue([path, near])
-                    self._rescue_elsewhere(None, doc)
+                    self._rescue_elsewhere(None, doc, said)
                 elif not final and path not in self._warned:
                     self._warned.add(path)
                     self.warn(f"{said}; will try again")
@@ -100,7 +101,7 @@ class RunFiles:
         self._last_write = time.monotonic()
         self._write_cost = self._last_write - now
         if failed is not None:
-            raise OpcostError(f"{failed}; everything measured is in {self.full_copy_said()}")
+            raise OpcostError(f"{failed}; everything measured is in {self.full_copy_said(hint)}")
 
     def full_copy_said(self, store_hint: str = "") -> str:
         """Where the whole run is, as the last message says it."""
@@ -129,23 +130,31 @@ class RunFiles:
         self._rescue_next = folders[1:]
         self.rescue_lost = self.rescue_path is None
 
-    def _rescue_elsewhere(self, err: OSError | None, doc: dict) -> None:
+    def _rescue_elsewhere(self, err: OSError | None, doc: dict, said: str = "") -> None:
         """The rescue file could not be written (err; None: not tried yet):
-        the next folder that takes it, else standard output at the end."""
+        the next folder that takes it, else standard output at the end.
+        said: why the rescue began (a target that failed), said in the same
+        line as where the run goes."""
         data = formats.serialize("json", doc)
+        before = f"{said}; " if said else ""
+        named = False         # a line has said where the run goes
         while True:
             if err is not None:
                 gone = self.rescue_path
                 self.rescue_path = _rescue_in(self._rescue_next.pop(0)) if self._rescue_next else None
                 self.rescue_lost = self.rescue_path is None
-                self.warn(f"cannot write {gone} ({err.strerror or err}); "
+                self.warn(f"{before}cannot write {gone} ({err.strerror or err}); "
                           + (f"the run goes to {self.rescue_path} instead" if self.rescue_path else
                              "no other folder takes it"))
+                before, named = "", True
             if self.rescue_path is None:
+                if before:
+                    self.warn(f"{before}no folder takes a rescue file")
                 return
             try:
                 output.write(self.rescue_path, data, give_up=interrupts.pending)
-                self.warn(f"the whole run is in {self.rescue_path}")
+                if not named:
+                    self.warn(f"{before}the whole run goes to {self.rescue_path}")
                 return
             except OSError as e:
                 err = e
@@ -195,12 +204,19 @@ class Recorder:
     @property
     def full_copy_said(self) -> str:
         """Where the whole run is, and how it goes back into the store that missed it."""
-        hint = ""
+        return self.files.full_copy_said(self._import_hint())
+
+    def _import_hint(self) -> str:
+        """How a rescue file goes into a store ({path}: the file): the one
+        that missed part of the run; with --no-store, or a store that is
+        gone, any; none when the store holds the whole run."""
         if self._lost_store is not None and self.run_id is not None and not isinstance(self.store_error, StoreGone):
             where = getattr(self._lost_store, "path", "")
-            hint = (f"`opcost import {{path}}{' --store ' + shlex.quote(str(where)) if where else ''}` "
+            return (f"`opcost import {{path}}{' --store ' + shlex.quote(str(where)) if where else ''}` "
                     f"completes run {self.run_id} there")
-        return self.files.full_copy_said(hint)
+        if self.store is None:
+            return "`opcost import {path}` stores it"
+        return ""
 
     # --- the run's life ----------------------------------------------------------
 
@@ -296,7 +312,8 @@ class Recorder:
         self._lost_store = store if self.run_id is not None else None
 
     def _write(self, final: bool, force: bool = False) -> None:
-        self.files.write(self.document, final, force, near=getattr(self._lost_store or self.store, 'path', None))
+        self.files.write(self.document, final, force, near=getattr(self._lost_store or self.store, 'path', None),
+                         hint=self._import_hint())
 
 
 def _utc_now() -> str:
