@@ -9,8 +9,10 @@ test_vm_boot.py."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from opcost.stats import restore_note
 from opcost.targets.vm import supervise
 from opcost.targets.vm.qemu import Machine, VmConfig
 from opcost.targets.vm.restore import Snapshots
+from conftest import ROOT
 from test_vm import FAKE, fake_kernel
 
 
@@ -109,3 +112,32 @@ def test_builds_keep_their_guest_names_whatever_the_rounds_order(tmp_path):
                                                    "/opcost/build-3": prog}   # by path
     assert [exe for _, exe in runs] == ["/opcost/build-1", "/opcost/build-2", None]
     assert runs[2][0].program == ("/opcost/build-3", "-x")
+
+
+def test_a_snapshot_folder_left_by_a_run_killed_outright_is_removed_by_the_next(tmp_path, monkeypatch):
+    # SIGKILL leaves a run's snapshots (50-70 MiB) behind: the next run that
+    # makes its folder removes every folder whose lock no process holds, and
+    # keeps those of runs still alive.
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = ("import sys, time; from opcost.targets.vm.restore import Snapshots; s = Snapshots(); "
+            "d = s.directory(); (d / 'snap-0.qemu').write_bytes(b'x' * 4096); print(d, flush=True); "
+            "time.sleep(60 if sys.argv[1] == 'live' else 0); import os; os.kill(os.getpid(), 9)")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT / "src")}
+    live = subprocess.Popen([sys.executable, "-c", code, "live"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        live_dir = Path(live.stdout.readline().strip())
+        dead = subprocess.run([sys.executable, "-c", code, "dead"], capture_output=True, text=True, env=env,
+                              timeout=60)
+        assert dead.returncode == -signal.SIGKILL
+        dead_dir = Path(dead.stdout.strip())
+        assert dead_dir.is_dir() and live_dir.is_dir() and dead_dir.parent == tmp_path
+        s = Snapshots()
+        mine = s.directory()
+        assert not dead_dir.exists() and live_dir.is_dir() and (live_dir / "snap-0.qemu").is_file()
+        s.close()
+        assert not mine.exists()
+    finally:
+        live.kill()
+        live.wait()

@@ -10,7 +10,9 @@ file (`migrate-incoming`), `cont`, and send their own job: the kernel's
 whole start is skipped.
 
 The snapshots are kept in a private temporary directory for the run
-(removed when it ends, also on Ctrl-C; not across runs), one per machine:
+(removed when it ends, also on Ctrl-C; not across runs; the folder of a run
+killed outright, whose lock no process holds any more, is removed by the
+next run that makes one), one per machine:
 its QEMU arguments (kernel, kernel parameters, machine type, CPUs, memory,
 CPU model, QEMU, the plugin and its arguments but its output file) and the
 files its initramfs holds (`opcost variants`' builds, by path, size and
@@ -21,8 +23,10 @@ is the statistical unit (--vm-restore, docs/kernels.md)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -87,6 +91,41 @@ def load(qmp, r: Resume, limit: float) -> None:
     r.load_s = time.monotonic() - t0
 
 
+_PREFIX = "opcost-vmsnap-"
+
+
+def _locked(d: Path) -> int:
+    """d/lock, created locked (flock, held until this process ends: also
+    when it is killed outright) and only then given its name, so that a
+    sweep never finds it unlocked while its run lives."""
+    fd = os.open(d / "lock.new", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(d / "lock.new", d / "lock")
+    return fd
+
+
+def sweep(tmp: Path) -> list[Path]:
+    """Remove the snapshot folders in `tmp` of runs killed outright (SIGKILL
+    leaves their 50-70 MiB behind): those whose lock no process holds.
+    flock, not a pid, says so: a pid may be reused or in another pid
+    namespace sharing this folder. Returns what it removed."""
+    gone = []
+    for d in tmp.glob(_PREFIX + "*"):
+        try:
+            fd = os.open(d / "lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:      # being made (no lock yet), not ours, or gone
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:      # its run lives
+            os.close(fd)
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        os.close(fd)
+        gone.append(d)
+    return gone
+
+
 @dataclass
 class Plan:
     key: tuple
@@ -102,16 +141,22 @@ class Snapshots:
     images: dict[tuple, bytes] = field(default_factory=dict)   # key -> the initramfs it was booted with
     unsaved: set = field(default_factory=set)                  # keys whose save failed: fresh boots
     _dir: tempfile.TemporaryDirectory | None = None
+    _lock: int | None = None      # the fd holding the folder's lock while the run lives
 
     def directory(self) -> Path:
         if self._dir is None:   # its finalizer removes it when the run ends (exit, Ctrl-C)
-            self._dir = tempfile.TemporaryDirectory(prefix="opcost-vmsnap-")
+            sweep(Path(tempfile.gettempdir()))
+            self._dir = tempfile.TemporaryDirectory(prefix=_PREFIX)
+            self._lock = _locked(Path(self._dir.name))
         return Path(self._dir.name)
 
     def close(self) -> None:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
         self.made.clear()
         self.images.clear()
 
