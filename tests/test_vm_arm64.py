@@ -222,15 +222,21 @@ def test_arm64_guest_instructions_are_counted_by_the_plugin(run_cli, tmp_path, a
     (with randomize_kstack_offset=off), counted on the kernel's side of the address
     space and folded into the kernel's functions by this boot's base
     (arm64's kallsyms has no _text: the init sends _stext), the syscall
-    entry path among them; a class (x86's) refused before any boot."""
+    entry path among them; the second process, restored from a snapshot of
+    the first's boot (--vm-restore auto), counts exactly what the fresh boot
+    counts; a class (x86's) refused before any boot."""
     out = tmp_path / "c.json"
     # randomize_kstack_offset=off: no get_random_u16 (and its refills, some calls' only) in each call
     cp = run_cli("run", "syscall.null", "--kernel", str(arm64_kernel), "--kernel-cmdline", "randomize_kstack_offset=off",
-                 "--accel", "tcg", "--counters", "instructions:k,instructions:u", "-p", "1", "--samples", "11",
+                 "--accel", "tcg", "--counters", "instructions:k,instructions:u", "-p", "2", "--samples", "11",
                  "--warmup", "1", "--target-ms", "1", "--json", str(out), timeout=600)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     (r,) = json.loads(out.read_text())["results"]
-    (p,) = r["processes"]
+    p, restored = r["processes"]
+    assert [q["header"]["vm"]["restore"]["way"] for q in (p, restored)] == ["fresh", "restored"]
+    for event in ("instructions:k", "instructions:u"):      # each process's smallest batch: exact (below)
+        assert min(s["counters"][event] for s in restored["samples"]) == min(
+            s["counters"][event] for s in p["samples"]), event
     h = p["header"]
     assert {c["name"]: c["source"] for c in h["counters"]} == {"instructions:k": "emulator", "instructions:u": "emulator"}
     assert "qemu-system-aarch64 (TCG)" in h["counters"][0]["how"]
