@@ -145,6 +145,8 @@ def test_one_vcpu_keeps_the_smp_kernels_atomics(run_cli, tmp_path, kernel_pair):
     argv = vm["qemu_argv"]
     assert vm["cpus"] == 1 and argv[argv.index("-smp") + 1].startswith("1,"), vm["cpus_why"]
     assert "noreplace-smp" in argv[argv.index("-append") + 1].split()
+    # one round: its boot is the machine's only one, so no snapshot is saved for a restore
+    assert vm["restore"] == {"way": "fresh", "why": "one round: no later boot to restore"}, vm["restore"]
     locked = min(s["counters"]["locked:k"] for s in p["samples"])
     assert locked == round(locked) and locked >= 5, locked   # the UP-patched kernel: 0
     assert "1 vCPU" in cp.stdout

@@ -117,6 +117,9 @@ class Runner:
             fit = getattr(self.target, "fit_cpus", None)   # the vm target: its guests' CPUs, from the whole run
             if fit is not None:
                 fit(reqs)
+            rounds = getattr(self.target, "plan_rounds", None)   # the vm target: a snapshot only for later rounds
+            if rounds is not None:
+                rounds(self.plan.ends()[-1])
             names = [f"{_TOP}.stats"] + ([f"{_TOP}.abtest"] if self.look or self.opts.compares else [])
             _while_importing(names, prepare, reqs)
             said = getattr(self.target, "accel_line", lambda: None)()   # the vm target: whether KVM is used, first

@@ -140,6 +140,7 @@ class Snapshots:
     made: dict[tuple, str] = field(default_factory=dict)       # key -> snapshot file
     images: dict[tuple, bytes] = field(default_factory=dict)   # key -> the initramfs it was booted with
     unsaved: set = field(default_factory=set)                  # keys whose save failed: fresh boots
+    once: bool = False          # the run plans one round: no later boot to restore, nothing saved
     _dir: tempfile.TemporaryDirectory | None = None
     _lock: int | None = None      # the fd holding the folder's lock while the run lives
 
@@ -162,7 +163,10 @@ class Snapshots:
 
     def plan(self, argv_key: tuple, cmds_job: bytes, files: dict[str, Path] | None) -> Plan | None:
         """The key of this machine and the job to send, or None when the
-        machine boots fresh (its snapshot could not be saved)."""
+        machine boots fresh (its snapshot could not be saved, or the run
+        plans one round: saving would cost half a second for nothing)."""
+        if self.once:
+            return None
         files = dict(files or {})
         want = files.pop(WANT, None)
         stat = []

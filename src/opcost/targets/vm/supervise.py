@@ -95,7 +95,8 @@ def boot(cfg: VmConfig, m: Machine, cmds: list[tuple], *, accel: str, machine_ty
     if plan is None:
         b = run_guest(cfg, guest, initramfs(job_text(cmds), init, guest_probe(m.arch), files), **run)
         if cfg.plugin and accel == "tcg":
-            b.restore = {"way": "fresh", "why": "--vm-restore off" if snaps is None else "its snapshot failed"}
+            b.restore = {"way": "fresh", "why": "--vm-restore off" if snaps is None else
+                         "one round: no later boot to restore" if snaps.once else "its snapshot failed"}
     else:
         b, b.restore = snaps.boot(plan, lambda image, r: run_guest(cfg, guest, image, resume=r, **run),   # type: ignore
                                   lambda fs: initramfs(job_text([]), init, guest_probe(m.arch), fs))

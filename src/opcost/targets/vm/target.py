@@ -84,6 +84,14 @@ class VmTarget(VmPreflight, VmBatch, VmGuest):
                 raise UsageError(f"{why}, so its guests need {self.cfg.cpus} CPUs: {e}") from None
             self.cfg.cpus_why = why
 
+    def plan_rounds(self, rounds: int) -> None:
+        """The most rounds the run plans (its processes per variant): with
+        one, each counting boot is its machine's only one, so none is saved
+        for a restore (restore.Snapshots.once). A round run again (a hung
+        boot, a rerun) boots fresh."""
+        if self.snaps is not None:
+            self.snaps.once = rounds <= 1
+
     def check_machine_param(self, key: str, value: str) -> None:
         """kernel=PATH or cmdline=ARGS of a variant (spec.expand): UsageError if wrong."""
         if key == "kernel":
