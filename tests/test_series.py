@@ -207,15 +207,24 @@ def test_stored_series_other_benchmark_and_variants(run_cli):
 
 def test_measured_series_finds_a_large_step(run_cli, tmp_path):
     """Real timing, tiny: spin=1000 adds some 300 ns to a ~100 ns syscall,
-    far beyond any noise of a shared machine."""
+    far beyond any noise of a shared machine. The three equal labels each
+    side are flat series, which by design hold a false change point in at
+    most 5% of series (docs/statistics.md; one CI run of this test found
+    one, between two spin=1 labels): up to 5 attempts, each stored (the
+    last is the one checked), so the test fails falsely with probability
+    under (2 x 0.05) ** 5 = 1e-5."""
     out = tmp_path / "m.json"
-    cp = run_cli("series", "--run", "syscall.null", "--over", "spin=1|1|1|1000|1000|1000", "-p", "4", "-n", "3",
-                 "-w", "1", "--target-ms", "1", "--no-progress", "--json", str(out), timeout=300)
-    assert cp.returncode == 0, cp.stderr
-    doc = json.loads(out.read_text())
+    for _ in range(5):
+        cp = run_cli("series", "--run", "syscall.null", "--over", "spin=1|1|1|1000|1000|1000", "-p", "4", "-n", "3",
+                     "-w", "1", "--target-ms", "1", "--no-progress", "--json", str(out), timeout=300)
+        assert cp.returncode == 0, cp.stderr
+        doc = json.loads(out.read_text())
+        if [c["index"] for c in doc["change_points"]] == [3]:
+            break
+    else:
+        pytest.fail(f"5 attempts, the last's change points: {doc['change_points']}")
     assert doc["kind"] == "measured" and doc["interleaved"] is True and doc["by"] == "spin"
     assert doc["differing"] == {"spin": ["1", "1", "1", "1000", "1000", "1000"]}
-    assert [c["index"] for c in doc["change_points"]] == [3]
     assert doc["change_points"][0]["verdict"] == "slower"
     assert "interleaved: each round ran every label once" in cp.stdout
     assert "stored as run" in cp.stderr
