@@ -443,6 +443,12 @@ class Stream:
                 return orjson.loads(text), text
             except orjson.JSONDecodeError:
                 self.pos -= len(text)      # back to its start: read by json below
+        return self.whole_process()
+
+    def whole_process(self) -> tuple[Any, str]:
+        """The next value (a process) read by json's scanner, numbers not
+        checked here, with its words for errors; its length is how far the
+        next process's end is looked for."""
         v, text = self.value(fast=True)
         self._last = len(text)
         return v, text

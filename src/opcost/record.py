@@ -66,11 +66,11 @@ class RunFiles:
             return self.rescue_path
         return next((p for f, p in self.exports if f == "json" and not output.is_stream(p)), None)
 
-    def write(self, document, final: bool, force: bool = False, near=None, hint: str = "") -> None:
+    def write(self, document, final: bool, force: bool = False, near=None, hint=lambda: "") -> None:
         """Write document() to every target (not too often: see _WRITE_SPACING);
         a target that fails starts the rescue (near: the store, whose folder
         is tried first). At the end, a target that failed raises its error
-        (hint: how the rescue file goes into a store, full_copy_said's)."""
+        (hint(): how the rescue file goes into a store, full_copy_said's)."""
         targets = self.targets(final)
         if not targets and not (final and self.rescue_lost):
             return
@@ -101,7 +101,7 @@ class RunFiles:
         self._last_write = time.monotonic()
         self._write_cost = self._last_write - now
         if failed is not None:
-            raise OpcostError(f"{failed}; everything measured is in {self.full_copy_said(hint)}")
+            raise OpcostError(f"{failed}; everything measured is in {self.full_copy_said(hint())}")
 
     def full_copy_said(self, store_hint: str = "") -> str:
         """Where the whole run is, as the last message says it."""
@@ -313,7 +313,7 @@ class Recorder:
 
     def _write(self, final: bool, force: bool = False) -> None:
         self.files.write(self.document, final, force, near=getattr(self._lost_store or self.store, 'path', None),
-                         hint=self._import_hint())
+                         hint=self._import_hint)
 
 
 def _utc_now() -> str:

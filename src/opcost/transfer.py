@@ -314,8 +314,7 @@ class StreamedRun:
                         f.cancel()
                     pending.clear()
                     s.keep, s.pos, ahead = None, start - s.base, None
-                    proc, text = s.value(fast=True)
-                    s._last = len(text)
+                    proc, text = s.whole_process()
                     yield pos, *self._checked(proc, text, pos, k, seen)
                     j, whole = k + 1, False
                     if self._ends(s):
@@ -416,9 +415,7 @@ def _prepare(text: str, where: str) -> tuple:
     if not plain or not isinstance(proc, dict):
         return ("proc", proc, False)
     warmup, samples = proc.pop("warmup", None) or [], proc.pop("samples", None) or []
-    batch = warmup + samples
-    cols = tuple(list(map(dict.get, batch, repeat(k))) for k in ("iters", "ns_per_op", "tsc_per_op"))
-    return ("proc", proc, (len(warmup), *cols, rows.encode_plain(batch)))
+    return ("proc", proc, rows.sample_columns(warmup, samples, True))
 
 
 class ProcessParser:

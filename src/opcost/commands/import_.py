@@ -55,10 +55,10 @@ def _run_streamed(args, files) -> int:
     with open_store(args.store, on_wait=warn) as store, ProcessParser() as parser:
         try:
             done = store.import_files([docs if docs is not None else stream_file(path, heads, parser)
-                                       for path, docs in files], large=True)
+                                       for path, docs in files])
         except NeedsWhole:   # a large file that cannot go to the store as it is read: read whole, as before
             files = [(path, docs if docs is not None else read_file(path)) for path, docs in files]
-            done = store.import_files([docs for _, docs in files], large=True)
+            done = store.import_files([docs for _, docs in files])
         for (path, _), (runs, completed) in zip(files, done):
             _said(path, runs, completed, store)
     return 0

@@ -12,6 +12,7 @@ into a model object without touching the queries.
 from __future__ import annotations
 
 import json
+from itertools import repeat
 from typing import Callable, Any, Iterable, Sequence
 
 from ..model import Plan, Process, Result, Run
@@ -144,6 +145,15 @@ def recovered_plans(query: Callable[[str], list],
         plan = recover_plan(decode(argv), kind, list(results.get(run_id, {}).values()))
         out.append((encode(None if plan is None else plan.to_dict()), run_id))
     return out
+
+
+def sample_columns(warmup: list[dict[str, Any]], samples: list[dict[str, Any]], plain: bool) -> tuple:
+    """The columns of a process's sample rows, warmup first: (warmup count,
+    iters, ns_per_op, tsc_per_op, data); data encoded in one call when
+    every sample is plain (docschema.plain_samples), else one by one."""
+    batch = warmup + samples
+    cols = (list(map(dict.get, batch, repeat(k))) for k in ("iters", "ns_per_op", "tsc_per_op"))
+    return (len(warmup), *cols, encode_plain(batch) if plain else list(map(encode, batch)))
 
 
 def encode_plain(samples: list[dict[str, Any]]) -> list[str]:

@@ -163,10 +163,11 @@ class SqliteStore(SqlStore):
         wal = db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rollback = False
         if wal and alone and not self.memory:
+            busy = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
             with contextlib.suppress(sqlite3.Error):     # busy: another connection has it; stay in WAL
                 db.execute("PRAGMA busy_timeout = 0")
                 rollback = db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
-            db.execute(f"PRAGMA busy_timeout = {int(_BUSY_SLICE_S * 1000)}")
+            db.execute(f"PRAGMA busy_timeout = {busy}")
         if wal and not rollback:     # a rollback journal keeps FULL
             db.execute("PRAGMA synchronous = NORMAL")
         try:

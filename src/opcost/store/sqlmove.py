@@ -93,20 +93,10 @@ class RunMoving(SqlConnection):
             (result_id, proc.index, rows.encode(proc.header),
              None if proc.trailer is None else rows.encode(proc.trailer),
              rows.encode(proc.meta) if proc.meta else None))
-        if isinstance(plain, tuple):
-            warmup, iters, ns, tsc, data = plain
-            self._insert_samples(db, zip(repeat(pid), count(), chain(repeat(1, warmup), repeat(0, len(data) - warmup)),
-                                         iters, ns, tsc, data), True)
-            return
-        batch = proc.warmup + proc.samples      # rows built by map and zip (C speed): 10^6 samples in a run
-
-        def column(key: str) -> Any:
-            return map(dict.get, batch, repeat(key))
-
-        self._insert_samples(db, zip(
-            repeat(pid), count(), chain(repeat(1, len(proc.warmup)), repeat(0, len(proc.samples))),
-            column("iters"), column("ns_per_op"), column("tsc_per_op"),
-            rows.encode_plain(batch) if plain else map(rows.encode, batch)), plain)
+        warmup, iters, ns, tsc, data = (plain if isinstance(plain, tuple) else
+                                        rows.sample_columns(proc.warmup, proc.samples, plain))
+        self._insert_samples(db, zip(repeat(pid), count(), chain(repeat(1, warmup), repeat(0, len(data) - warmup)),
+                                     iters, ns, tsc, data), bool(plain))
 
     def _held(self, db: Any, run_id: int) -> tuple[tuple, list, dict[int, dict[int, tuple[Any, int]]]]:
         """Run `run_id` as stored: (label, kind, status, owner), its results
@@ -223,14 +213,13 @@ class RunImporting(RunMoving):
             out, self.completed = self._import_docs(db, docs)
         return out
 
-    def import_files(self, files: Sequence[Iterable[Any]],
-                     large: bool = False) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
+    def import_files(self, files: Sequence[Iterable[Any]]) -> list[tuple[list[tuple[int, bool]], dict[int, int]]]:
         """import_runs of several files' documents (or streamed runs) in one
         transaction: a bad file anywhere stores nothing. Per file: what
-        import_runs returns, and its `completed`. large: a file over
-        docschema.STREAM_FROM among them (the store may be kept from readers
-        while it is written: _bulk_load's `alone`)."""
-        with self._bulk_load(alone=large), self._transaction("importing runs", exclusive=True) as db:
+        import_runs returns, and its `completed`. The import of files over
+        docschema.STREAM_FROM: the store may be kept from readers while it is
+        written (_bulk_load's `alone`)."""
+        with self._bulk_load(alone=True), self._transaction("importing runs", exclusive=True) as db:
             return [self._import_docs(db, docs) for docs in files]
 
     def _import_docs(self, db: Any, docs: Iterable[Any]) -> tuple[list[tuple[int, bool]], dict[int, int]]:
